@@ -1,0 +1,73 @@
+# llm — build, test, bench. See README.md.
+CC      ?= gcc
+BUILD   ?= build
+BIN     ?= bin
+SHARED  ?= ../shared
+
+WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
+CFLAGS  ?= -O2 -g
+ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -pthread -Isrc $(EXTRA_CFLAGS)
+LDLIBS  := -lopenblas -largtable2 -lm -pthread
+TEST_LDLIBS := -lcjson
+
+SRC     := $(sort $(wildcard src/*.c src/*/*.c))
+TOOLS   := $(sort $(wildcard tools/*.c))
+TESTS   := $(sort $(wildcard tests/test_*.c))
+OBJ     := $(SRC:%.c=$(BUILD)/%.o)
+TOOL_OBJ := $(TOOLS:%.c=$(BUILD)/%.o)
+TEST_BIN := $(TESTS:tests/%.c=$(BUILD)/tests/%)
+LIB     := $(BUILD)/libllm.a
+
+DEB_PKGS := libopenblas-dev libargtable2-dev libcjson-dev clang unicode-data valgrind python3
+
+.PHONY: all deps run test test-unit test-asan fuzz bench clean
+all: $(BIN)/llm $(BIN)/llm-run $(BIN)/llm-bench
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+
+$(LIB): $(OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BIN)/llm: $(TOOL_OBJ) $(LIB)
+	@mkdir -p $(BIN)
+	$(CC) $(ALL_CFLAGS) $(TOOL_OBJ) $(LIB) $(LDLIBS) -o $@
+
+$(BIN)/llm-run $(BIN)/llm-bench: $(BIN)/llm
+	ln -sf llm $@
+
+# Tests are one program per file; tests/harness.h gives CHECK macros and the closing count line.
+# Tool sources other than the entry point are linked into tests so commands can be tested in-process.
+$(BUILD)/tests/%: tests/%.c tests/harness.h $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Itests $< $(LIB) $(LDLIBS) $(TEST_LDLIBS) -o $@
+
+deps:
+	@missing=""; for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+run: deps all
+	@bash tools/run-default.sh $(BIN) $(SHARED)
+
+test-unit: all $(TEST_BIN)
+	@SHARED=$(SHARED) LLM=$(BIN)/llm bash tests/run.sh $(TEST_BIN)
+
+# The same suite under AddressSanitizer + UndefinedBehaviorSanitizer, in its own build tree.
+test-asan:
+	@$(MAKE) --no-print-directory BUILD=build/asan BIN=build/asan/bin \
+	  CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test-unit
+
+fuzz: all
+	@SHARED=$(SHARED) bash tests/fuzz.sh
+
+test: test-unit test-asan fuzz
+
+clean:
+	rm -rf build $(BIN)
+
+-include $(OBJ:.o=.d) $(TOOL_OBJ:.o=.d)

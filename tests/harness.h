@@ -1,0 +1,50 @@
+/* Minimal test harness: CHECK* macros count passes and failures; test_done() prints
+ * "<name>: N passed, N failed" and returns the exit status. tests/run.sh sums the lines. */
+#ifndef LLM_TEST_HARNESS_H
+#define LLM_TEST_HARNESS_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int t_passed, t_failed;
+
+#define CHECK(cond, ...)                                                        \
+    do {                                                                        \
+        if (cond) {                                                             \
+            t_passed++;                                                         \
+        } else {                                                                \
+            t_failed++;                                                         \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);     \
+            fprintf(stderr, "" __VA_ARGS__);                                    \
+            fputc('\n', stderr);                                                \
+        }                                                                       \
+    } while (0)
+
+#define CHECK_EQ_INT(a, b) CHECK((long long)(a) == (long long)(b), "%lld != %lld", \
+                                 (long long)(a), (long long)(b))
+#define CHECK_STR(a, b) CHECK(strcmp((a), (b)) == 0, "\"%s\" != \"%s\"", (a), (b))
+
+/* Directory of the shared fixtures (models, references); $SHARED or ../shared. */
+static inline const char *test_shared(void)
+{
+    const char *s = getenv("SHARED");
+    return s && *s ? s : "../shared";
+}
+
+/* Build "<shared>/<rel>" into a static buffer (one at a time). */
+static inline const char *test_path(const char *rel)
+{
+    static char buf[4096];
+    snprintf(buf, sizeof buf, "%s/%s", test_shared(), rel);
+    return buf;
+}
+
+static inline int test_done(const char *name)
+{
+    printf("%s: %d passed, %d failed\n", name, t_passed, t_failed);
+    return t_failed ? 1 : 0;
+}
+
+#endif

@@ -1,0 +1,68 @@
+/* bin/llm: dispatch on the program name (llm-run, llm-bench) or on a first word. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+
+struct command {
+    const char *name;
+    int (*main)(int argc, char **argv);
+    const char *help;
+};
+
+static const struct command commands[] = {
+    { "help", NULL, "this list" },
+};
+#define N_COMMANDS (sizeof commands / sizeof commands[0])
+
+void tool_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("llm: error: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: llm COMMAND [options]   (also installed as llm-run, llm-bench)\n\ncommands:\n");
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].help);
+    fprintf(out, "\n'llm COMMAND -h' describes a command's options.\n");
+}
+
+static const struct command *find(const char *name)
+{
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (strcmp(commands[i].name, name) == 0)
+            return &commands[i];
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    const char *prog = strrchr(argv[0], '/');
+    prog = prog ? prog + 1 : argv[0];
+    if (strncmp(prog, "llm-", 4) == 0) {
+        const struct command *c = find(prog + 4);
+        if (c && c->main)
+            return c->main(argc, argv);
+    }
+    if (argc < 2) {
+        usage(stderr);
+        return 1;
+    }
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    const struct command *c = find(argv[1]);
+    if (!c || !c->main) {
+        tool_error("unknown command '%s' (try 'llm --help')", argv[1]);
+        return 1;
+    }
+    return c->main(argc - 1, argv + 1);
+}
