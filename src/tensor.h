@@ -50,28 +50,40 @@ enum llm_type {
 #define LLM_MAX_OP_PARAMS 16
 #define LLM_MAX_NAME 64
 
-/* Operations. Keep in the same order as the name table in tensor.c (checked at compile time). */
+/* Operations. Keep in the same order as the name table in tensor.c (checked at compile time).
+ * Shapes use ggml order [ne0, ne1, ne2, ne3]; dst is the node itself. Float op_params are stored
+ * bitwise in the int32 slots (see llm_get_op_f32 / llm_set_op_f32). */
 enum llm_op {
-    LLM_OP_NONE = 0, /* leaf: weight, input or preallocated buffer          */
-    LLM_OP_GET_ROWS, /* dst[:, i] = src0[:, src1[i]] (src1 I32 row ids)      */
-    LLM_OP_SET_ROWS, /* src0 rows written into dst (a view of src2) at src1  */
-    LLM_OP_ADD,      /* dst = src0 + src1 (src1 broadcast over rows)          */
-    LLM_OP_MUL,      /* dst = src0 * src1 (src1 broadcast over rows)          */
-    LLM_OP_SCALE,    /* dst = src0 * f (op_params[0] float)                   */
-    LLM_OP_RMS_NORM, /* dst = src0 / sqrt(mean(src0^2) + eps), eps in params */
-    LLM_OP_MUL_MAT,  /* dst[i,j] = dot(src0 row i, src1 row j)                */
-    LLM_OP_ROPE,     /* src0 rotated by positions src1 (I32), opt freqs src2 */
-    LLM_OP_SOFT_MAX, /* softmax(src0 * scale + mask src1) along ne[0]         */
-    LLM_OP_FLASH_ATTN, /* q src0, k src1, v src2, mask src3; scale in params */
-    LLM_OP_SWIGLU,   /* dst = silu(src0) * src1                               */
-    LLM_OP_SILU,     /* dst = silu(src0)                                      */
-    LLM_OP_CPY,      /* copy src0 into src1's memory with src1's type         */
-    LLM_OP_CONT,     /* contiguous copy of src0                               */
-    LLM_OP_VIEW,     /* no computation: strided window on view_src            */
-    LLM_OP_RESHAPE,
-    LLM_OP_PERMUTE,
-    LLM_OP_TRANSPOSE,
-    LLM_OP_CHANNEL_NORM, /* npu layout change: pad/unpad rows to 16 elements  */
+    LLM_OP_NONE = 0,   /* leaf: weight, input or preallocated buffer                               */
+    LLM_OP_GET_ROWS,   /* src0 [ne0, rows] any type, src1 I32 ids [n] -> dst F32 [ne0, n]           */
+    LLM_OP_SET_ROWS,   /* src0 dst buffer [ne0, rows] (F32/F16), src1 F32 [ne0, n], src2 I32 row ids
+                          [n]: row i of src1 -> row ids[i] of src0; dst is a view of src0            */
+    LLM_OP_ADD,        /* src0 + src1, src1 broadcast (each src1 ne[i] divides src0 ne[i])           */
+    LLM_OP_MUL,        /* src0 * src1, broadcast like ADD                                            */
+    LLM_OP_SCALE,      /* src0 * p[0] (float)                                                        */
+    LLM_OP_RMS_NORM,   /* row-wise src0 / sqrt(mean(src0^2) + p[0] eps (float))                     */
+    LLM_OP_MUL_MAT,    /* src0 [K, M, a, b] (weights, any type), src1 [K, N, c, d] F32 -> dst F32
+                          [M, N, c, d]; dst[m,n] = dot(src0 row m, src1 row n); src0 broadcast over
+                          dims 2/3 (c % a == 0, d % b == 0)                                          */
+    LLM_OP_ROPE,       /* src0 [hd, heads, n] F32, src1 I32 positions [n], src2 optional F32 freq
+                          factors [n_dims/2]; p[1] n_dims, p[2] mode (0 NORMAL, 2 NEOX), p[3] n_ctx,
+                          p[4] n_ctx_orig, floats p[5] freq_base, p[6] freq_scale, p[7] ext_factor,
+                          p[8] attn_factor, p[9] beta_fast, p[10] beta_slow                          */
+    LLM_OP_SOFT_MAX,   /* src0 [n_kv, n_q, heads] F32, src1 optional F32 mask [n_kv, >=n_q] added
+                          after scaling; p[0] scale (float)                                          */
+    LLM_OP_FLASH_ATTN, /* q src0 [hd, n_q, heads] F32, k src1 [hd, n_kv, heads_kv], v src2 [hd_v,
+                          n_kv, heads_kv] (F32/F16), mask src3 F32 [n_kv, >=n_q]; p[0] scale (float).
+                          dst F32 [hd_v, heads, n_q]. Query length is src0->ne[1]; GQA when
+                          heads_kv divides heads                                                     */
+    LLM_OP_SWIGLU,     /* silu(src0) * src1                                                          */
+    LLM_OP_SILU,       /* silu(src0)                                                                 */
+    LLM_OP_CPY,        /* src0 converted into src1's memory and type; dst is a view of src1          */
+    LLM_OP_CONT,       /* contiguous copy of src0 (same type)                                        */
+    LLM_OP_VIEW,       /* no computation: strided window on view_src                                 */
+    LLM_OP_RESHAPE,    /* no computation                                                             */
+    LLM_OP_PERMUTE,    /* no computation                                                             */
+    LLM_OP_TRANSPOSE,  /* no computation                                                             */
+    LLM_OP_CHANNEL_NORM, /* npu layout change: rows padded to / unpadded from 16 elements            */
     LLM_OP_COUNT
 };
 
@@ -97,5 +109,29 @@ struct llm_tensor {
 };
 
 const char *llm_op_name(enum llm_op op);
+
+static inline float llm_get_op_f32(const struct llm_tensor *t, int i)
+{
+    union { int32_t i; float f; } u = { .i = t->op_params[i] };
+    return u.f;
+}
+
+static inline void llm_set_op_f32(struct llm_tensor *t, int i, float f)
+{
+    union { int32_t i; float f; } u = { .f = f };
+    t->op_params[i] = u.i;
+}
+
+/* Elements in all dims. */
+static inline int64_t llm_nelements(const struct llm_tensor *t)
+{
+    return t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+}
+
+/* Rows (elements / ne0). */
+static inline int64_t llm_nrows(const struct llm_tensor *t)
+{
+    return t->ne[1] * t->ne[2] * t->ne[3];
+}
 
 #endif

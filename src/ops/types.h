@@ -7,6 +7,8 @@
 
 typedef void (*llm_to_float_fn)(const void *src, float *dst, int64_t n);
 typedef void (*llm_from_float_fn)(const float *src, void *dst, int64_t n);
+/* *s = dot(x, y) over n elements: x a row of this type, y a row of vec_dot_type. */
+typedef void (*llm_vec_dot_fn)(int64_t n, float *s, const void *x, const void *y);
 
 struct llm_type_traits {
     const char *name;        /* "F32", "Q4_K", ... as llama.cpp prints it         */
@@ -15,6 +17,11 @@ struct llm_type_traits {
     bool is_quantized;
     llm_to_float_fn to_float;     /* reference dequantize n elements (n % blck == 0), or NULL */
     llm_from_float_fn from_float; /* reference quantize n elements (n % blck == 0), or NULL   */
+    /* Fast paths, chosen once at start-up from the CPU's features (AVX2/FMA/F16C or scalar).
+     * Each has a *_ref twin in src/ops that serves as its test oracle. */
+    llm_from_float_fn from_float_fast; /* used to convert activations to vec_dot_type     */
+    llm_vec_dot_fn vec_dot;            /* weight row · activation row, or NULL            */
+    enum llm_type vec_dot_type;        /* type activations are converted to for vec_dot   */
 };
 
 /* Traits of type t, or NULL when t is not a known type id (retired or out of range).
