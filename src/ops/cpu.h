@@ -1,0 +1,42 @@
+/* CPU kernels for every op of enum llm_op, as called by the cpu backend's thread pool.
+ *
+ * Every thread of the pool calls llm_cpu_compute() for the same node with its own ith (0..nth-1);
+ * a kernel splits its work by rows/chunks so that the union over threads is the whole node.
+ * Kernels honour nb (views, permutations, padded rows). A kernel that needs a phase before the
+ * main work (e.g. converting activations to the weights' vec_dot_type) does it in parallel and
+ * then calls p->barrier(p->pool). The caller puts one barrier between nodes. */
+#ifndef LLM_CPU_H
+#define LLM_CPU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "../tensor.h"
+
+struct llm_rope_cache; /* sin/cos table shared by the ROPE nodes of one graph (see rope.c) */
+
+struct llm_cpu_params {
+    int ith, nth;
+    void *wdata;           /* scratch shared by all threads, llm_cpu_work_size() bytes */
+    size_t wsize;
+    void (*barrier)(void *pool);
+    void *pool;
+    struct llm_rope_cache *rope; /* owned by the backend, reset per graph compute */
+};
+
+/* True when the cpu kernels can run this node (op and types). */
+bool llm_cpu_supports(const struct llm_tensor *node);
+
+/* Scratch bytes node needs when run by n_threads threads (0 for most ops). */
+size_t llm_cpu_work_size(const struct llm_tensor *node, int n_threads);
+
+/* Run this thread's share of node. No-op for NONE/VIEW/RESHAPE/PERMUTE/TRANSPOSE. */
+void llm_cpu_compute(const struct llm_cpu_params *p, struct llm_tensor *node);
+
+/* Rope cache lifetime: the backend creates one, resets it before each graph (positions may have
+ * changed), frees it at the end. */
+struct llm_rope_cache *llm_rope_cache_new(void);
+void llm_rope_cache_reset(struct llm_rope_cache *c);
+void llm_rope_cache_free(struct llm_rope_cache *c);
+
+#endif
