@@ -1,0 +1,77 @@
+/* Model loading: hyper-parameters and weights of llama and qwen2 models from a GGUF file.
+ * Weights are llm_tensors whose data points into the read-only mapping (used in place). */
+#ifndef LLM_MODEL_H
+#define LLM_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../error.h"
+#include "../tensor.h"
+#include "gguf.h"
+#include "vocab.h"
+
+#define LLM_MAX_LAYERS 512
+
+enum llm_arch { LLM_ARCH_LLAMA, LLM_ARCH_QWEN2 };
+enum llm_rope_type { LLM_ROPE_NORMAL = 0, LLM_ROPE_NEOX = 2 };
+
+struct llm_hparams {
+    enum llm_arch arch;
+    uint32_t n_ctx_train;     /* <arch>.context_length                                   */
+    uint32_t n_embd;          /* <arch>.embedding_length                                 */
+    uint32_t n_layer;         /* <arch>.block_count                                      */
+    uint32_t n_ff;            /* <arch>.feed_forward_length                              */
+    uint32_t n_head;          /* <arch>.attention.head_count                             */
+    uint32_t n_head_kv;       /* <arch>.attention.head_count_kv (default n_head)         */
+    uint32_t n_embd_head_k;   /* key_length (default n_embd / n_head)                    */
+    uint32_t n_embd_head_v;   /* value_length (default n_embd / n_head)                  */
+    uint32_t n_rot;           /* rope.dimension_count (default n_embd_head_k)            */
+    uint32_t n_vocab;         /* <arch>.vocab_size or the token count                    */
+    float f_norm_rms_eps;     /* attention.layer_norm_rms_epsilon                        */
+    float rope_freq_base;     /* rope.freq_base (default 10000)                          */
+    float rope_freq_scale;    /* 1 / rope.scaling.factor for linear scaling, else 1      */
+    enum llm_rope_type rope_type; /* NORMAL for llama, NEOX for qwen2                    */
+    int32_t file_type;        /* general.file_type or -1 when absent                     */
+};
+
+struct llm_layer {
+    struct llm_tensor *attn_norm;  /* [n_embd]                                  */
+    struct llm_tensor *wq, *wk, *wv; /* [n_embd, n_head*hd], [n_embd, n_head_kv*hd] x2 */
+    struct llm_tensor *bq, *bk, *bv; /* optional biases (qwen2 has them)         */
+    struct llm_tensor *wo;         /* [n_head*hd, n_embd]                       */
+    struct llm_tensor *bo;         /* optional                                  */
+    struct llm_tensor *ffn_norm;   /* [n_embd]                                  */
+    struct llm_tensor *ffn_gate, *ffn_up; /* [n_embd, n_ff]                     */
+    struct llm_tensor *ffn_down;   /* [n_ff, n_embd]                            */
+};
+
+struct llm_model {
+    struct gguf_file *file;        /* owns the mapping the weights point into   */
+    struct vocab *vocab;
+    struct llm_hparams hp;
+    struct llm_tensor *tensors;    /* one per tensor of the file, data in the mapping */
+    int64_t n_tensors;
+    struct llm_tensor *tok_embd;   /* [n_embd, n_vocab]                         */
+    struct llm_tensor *output_norm;/* [n_embd]                                  */
+    struct llm_tensor *output;     /* [n_embd, n_vocab]; == tok_embd when tied  */
+    struct llm_tensor *output_b;   /* optional [n_vocab]                        */
+    struct llm_tensor *rope_freqs; /* optional [n_rot/2]                        */
+    struct llm_layer *layers;      /* n_layer entries                           */
+    char desc[128];                /* "llama ?B all F32" as llama-bench prints  */
+    uint64_t n_bytes;              /* Σ tensor bytes                            */
+    uint64_t n_params;             /* Σ tensor elements                         */
+};
+
+/* Open path, read hyper-parameters, bind every weight by name with shape and type checks, load the
+ * vocabulary. Errors name the file and the key or tensor (unknown architecture, missing tensor,
+ * wrong shape, type without kernels, per-layer arrays). */
+int llm_model_load(const char *path, struct llm_model **out, struct llm_error *err);
+void llm_model_free(struct llm_model *m);
+
+const char *llm_arch_name(enum llm_arch a);
+
+/* Name of a llama_ftype as llama-bench prints it ("Q4_K - Medium"), or NULL when unknown. */
+const char *llm_ftype_name(int32_t ftype);
+
+#endif
