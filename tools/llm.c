@@ -12,6 +12,7 @@ struct command {
 };
 
 static const struct command commands[] = {
+    { "run", cmd_run, "generate text: llm run -m MODEL -p PROMPT" },
     { "help", NULL, "this list" },
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])

@@ -1,0 +1,34 @@
+/* The forward graph of llama and qwen2 for one micro-batch (../shared/spec/gguf.md §3.6). */
+#ifndef LLM_BUILD_H
+#define LLM_BUILD_H
+
+#include "../graph.h"
+#include "model.h"
+
+struct llm_kv_cache {
+    struct llm_tensor k[LLM_MAX_LAYERS]; /* [n_embd_k_gqa, n_cells] F16 or F32, written by SET_ROWS */
+    struct llm_tensor v[LLM_MAX_LAYERS]; /* [n_embd_v_gqa, n_cells], same type rules               */
+    int32_t n_cells;                      /* allocated cells: n_ctx padded to 256                  */
+    int32_t n_used;                       /* cells holding tokens of the current sequence          */
+    void *buf;                            /* backend memory holding every k and v                  */
+};
+
+/* Per-micro-batch inputs. Each tensor is a view on a fixed input buffer, so the same shape gets the
+ * same addresses from one graph to the next; the host fills them before compute. */
+struct llm_build_inputs {
+    int32_t n_tokens;            /* tokens in this micro-batch                          */
+    int32_t n_kv;                /* cache cells attended to (multiple of 256, ≤ n_cells) */
+    int32_t n_outputs;           /* rows of logits wanted                               */
+    struct llm_tensor *tokens;   /* I32 [n_tokens]                                      */
+    struct llm_tensor *pos;      /* I32 [n_tokens] positions                            */
+    struct llm_tensor *kv_idx;   /* I32 [n_tokens] cache cell of each token             */
+    struct llm_tensor *mask;     /* F32 [n_kv, n_tokens] 0 or -inf                      */
+    struct llm_tensor *out_ids;  /* I32 [n_outputs] rows whose logits are wanted        */
+};
+
+/* Build the graph; returns the logits tensor F32 [n_vocab, n_outputs]. */
+struct llm_tensor *llm_build_forward(struct llm_ctx *ctx, const struct llm_model *m,
+                                     struct llm_kv_cache *kv, const struct llm_build_inputs *in,
+                                     bool flash_attn);
+
+#endif

@@ -1,0 +1,45 @@
+/* An inference context: a model, a backend, a KV cache and the fixed input tensors. llm_decode()
+ * evaluates a batch of tokens (split into micro-batches of n_ubatch), appending them to the cache. */
+#ifndef LLM_CONTEXT_H
+#define LLM_CONTEXT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../backend.h"
+#include "../error.h"
+#include "model.h"
+
+struct llm_context_params {
+    int32_t n_ctx;         /* tokens the context can hold (cells are padded to 256)   */
+    int32_t n_batch;       /* logical batch: max tokens per llm_decode call         */
+    int32_t n_ubatch;      /* physical batch: max tokens per graph                  */
+    int32_t n_threads;
+    enum llm_type type_k;  /* KV cache types: F16 (default) or F32                   */
+    enum llm_type type_v;
+    bool flash_attn;       /* fused FLASH_ATTN node (default) or mul_mat+soft_max   */
+};
+
+struct llm_context_params llm_context_default_params(void);
+
+struct llm_context;
+
+/* The context borrows model (it must outlive the context). Creates the cpu backend. */
+int llm_context_new(struct llm_model *model, const struct llm_context_params *p,
+                    struct llm_context **out, struct llm_error *err);
+void llm_context_free(struct llm_context *c);
+
+/* Evaluate n tokens at positions llm_n_past().. and append them to the cache. Logits of every token
+ * when logits_all, else of the last one. Errors: n < 1, n > n_batch, context full. */
+int llm_decode(struct llm_context *c, const int32_t *tokens, int32_t n, bool logits_all,
+               struct llm_error *err);
+
+/* Logits of the i-th output row of the last llm_decode (n_vocab floats). */
+const float *llm_get_logits(const struct llm_context *c, int32_t i);
+int32_t llm_n_past(const struct llm_context *c);
+int32_t llm_n_ctx(const struct llm_context *c);
+/* Forget every token in the cache. */
+void llm_kv_clear(struct llm_context *c);
+const struct llm_model *llm_context_model(const struct llm_context *c);
+
+#endif

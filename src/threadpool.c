@@ -1,0 +1,167 @@
+#include "threadpool.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define cpu_relax() _mm_pause()
+#else
+#define cpu_relax() ((void)0)
+#endif
+
+/* Spins before yielding or sleeping: long enough to cover a node's imbalance, short enough not
+ * to steal a core from the other thread when threads outnumber cores. */
+#define SPIN_PAUSES 2048
+#define SPIN_YIELDS 20000
+
+struct llm_threadpool {
+    int n;
+    pthread_t *threads;
+    void (*fn)(int, int, void *);
+    void *arg;
+    atomic_uint run_gen;     /* bumped to start a run          */
+    atomic_int n_done;       /* workers finished the run       */
+    atomic_int stop;
+    atomic_uint bar_count;   /* barrier arrivals               */
+    atomic_uint bar_gen;     /* barrier generation             */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int sleeping;            /* workers blocked on cv (under mu) */
+};
+
+struct worker_arg {
+    struct llm_threadpool *p;
+    int ith;
+};
+
+static void spin_wait(atomic_uint *var, unsigned old)
+{
+    for (int i = 0; atomic_load_explicit(var, memory_order_acquire) == old; i++) {
+        if (i < SPIN_PAUSES)
+            cpu_relax();
+        else
+            sched_yield();
+    }
+}
+
+void llm_threadpool_barrier(void *pool)
+{
+    struct llm_threadpool *p = pool;
+    if (p->n == 1)
+        return;
+    unsigned gen = atomic_load_explicit(&p->bar_gen, memory_order_acquire);
+    if (atomic_fetch_add_explicit(&p->bar_count, 1, memory_order_acq_rel) == (unsigned)p->n - 1) {
+        atomic_store_explicit(&p->bar_count, 0, memory_order_relaxed);
+        atomic_fetch_add_explicit(&p->bar_gen, 1, memory_order_release);
+        return;
+    }
+    spin_wait(&p->bar_gen, gen);
+}
+
+static void *worker(void *arg)
+{
+    struct worker_arg *wa = arg;
+    struct llm_threadpool *p = wa->p;
+    const int ith = wa->ith;
+    free(wa);
+    unsigned seen = 0;
+    for (;;) {
+        /* Wait for a new run: spin, then yield, then sleep on the condition variable. */
+        int i = 0;
+        while (atomic_load_explicit(&p->run_gen, memory_order_acquire) == seen &&
+               !atomic_load(&p->stop)) {
+            if (i < SPIN_PAUSES) {
+                cpu_relax();
+            } else if (i < SPIN_YIELDS) {
+                sched_yield();
+            } else {
+                pthread_mutex_lock(&p->mu);
+                p->sleeping++;
+                while (atomic_load(&p->run_gen) == seen && !atomic_load(&p->stop))
+                    pthread_cond_wait(&p->cv, &p->mu);
+                p->sleeping--;
+                pthread_mutex_unlock(&p->mu);
+            }
+            i++;
+        }
+        if (atomic_load(&p->stop))
+            return NULL;
+        seen = atomic_load(&p->run_gen);
+        p->fn(ith, p->n, p->arg);
+        atomic_fetch_add_explicit(&p->n_done, 1, memory_order_release);
+    }
+}
+
+struct llm_threadpool *llm_threadpool_new(int n_threads)
+{
+    struct llm_threadpool *p = calloc(1, sizeof *p);
+    if (!p || n_threads < 1) {
+        free(p);
+        return NULL;
+    }
+    p->n = n_threads;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    p->threads = calloc((size_t)n_threads, sizeof *p->threads);
+    if (!p->threads) {
+        llm_threadpool_free(p);
+        return NULL;
+    }
+    for (int i = 1; i < n_threads; i++) {
+        struct worker_arg *wa = malloc(sizeof *wa);
+        if (wa) {
+            wa->p = p;
+            wa->ith = i;
+        }
+        if (!wa || pthread_create(&p->threads[i], NULL, worker, wa) != 0) {
+            free(wa);
+            p->n = i; /* only the threads that exist are joined */
+            llm_threadpool_free(p);
+            return NULL;
+        }
+    }
+    return p;
+}
+
+void llm_threadpool_free(struct llm_threadpool *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    atomic_store(&p->stop, 1);
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 1; i < p->n; i++)
+        pthread_join(p->threads[i], NULL);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    free(p->threads);
+    free(p);
+}
+
+int llm_threadpool_n_threads(const struct llm_threadpool *p)
+{
+    return p->n;
+}
+
+void llm_threadpool_run(struct llm_threadpool *p, void (*fn)(int ith, int nth, void *arg), void *arg)
+{
+    p->fn = fn;
+    p->arg = arg;
+    atomic_store_explicit(&p->n_done, 0, memory_order_relaxed);
+    pthread_mutex_lock(&p->mu);
+    atomic_fetch_add_explicit(&p->run_gen, 1, memory_order_release);
+    if (p->sleeping)
+        pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    fn(0, p->n, arg);
+    for (int i = 0; atomic_load_explicit(&p->n_done, memory_order_acquire) < p->n - 1; i++) {
+        if (i < SPIN_PAUSES)
+            cpu_relax();
+        else
+            sched_yield();
+    }
+}
