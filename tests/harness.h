@@ -17,7 +17,7 @@ static int t_passed, t_failed;
         } else {                                                                \
             t_failed++;                                                         \
             fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);     \
-            fprintf(stderr, "" __VA_ARGS__);                                    \
+            fprintf(stderr, " " __VA_ARGS__);                                   \
             fputc('\n', stderr);                                                \
         }                                                                       \
     } while (0)
