@@ -13,6 +13,7 @@ TEST_LDLIBS := -lcjson
 SRC     := $(sort $(wildcard src/*.c src/*/*.c))
 TOOLS   := $(sort $(wildcard tools/*.c))
 TESTS   := $(sort $(wildcard tests/test_*.c))
+TEST_SCRIPTS := $(sort $(wildcard tests/test_*.sh))
 OBJ     := $(SRC:%.c=$(BUILD)/%.o)
 TOOL_OBJ := $(TOOLS:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TESTS:tests/%.c=$(BUILD)/tests/%)
@@ -55,7 +56,7 @@ run: deps all
 	@bash tools/run-default.sh $(BIN) $(SHARED)
 
 test-unit: all $(TEST_BIN)
-	@SHARED=$(SHARED) LLM=$(BIN)/llm bash tests/run.sh $(TEST_BIN)
+	@SHARED=$(SHARED) LLM=$(BIN)/llm bash tests/run.sh $(TEST_BIN) $(TEST_SCRIPTS)
 
 # The same suite under AddressSanitizer + UndefinedBehaviorSanitizer, in its own build tree.
 test-asan:

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Command-line behaviour of bin/llm: the stories260K story byte for byte (ref/gen/
+# stories260K.once.greedy200.txt), llm info on every shared model, and bad input giving exactly one
+# "llm: error: ..." line and a non-zero exit.
+set -u
+LLM=${LLM:-bin/llm}
+SHARED=${SHARED:-../shared}
+M=$SHARED/models
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+passed=0; failed=0
+
+ok()   { passed=$((passed + 1)); }
+fail() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
+
+# expect_error NAME CMD...: non-zero exit, no crash, stderr exactly one "llm: error:" line.
+expect_error() {
+  local name=$1; shift
+  "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
+  local rc=$?
+  local lines; lines=$(wc -l <"$tmp/err")
+  if [ $rc -ne 0 ] && [ $rc -lt 128 ] && [ "$lines" -eq 1 ] && grep -q '^llm: error: ' "$tmp/err"; then ok
+  else fail "$name: exit $rc, stderr: $(head -c 400 "$tmp/err")"; fi
+}
+
+# The 200-token story, prompt echoed, exactly as llama.cpp prints it.
+"$LLM" run -m "$M/stories260K.gguf" -p "Once upon a time" -n 200 --temp 0 >"$tmp/story" 2>"$tmp/err"
+if [ $? -eq 0 ] && cmp -s <(printf '%s\n' "$(cat "$SHARED/ref/gen/stories260K.once.greedy200.txt")") "$tmp/story"; then ok
+else fail "200-token story differs: $(head -c 300 "$tmp/story")"; fi
+grep -q 'generated 200 tokens' "$tmp/err" && ok || fail "no generation summary on stderr"
+
+# Called as llm-run, --no-display-prompt leaves only the continuation on stdout.
+"$(dirname "$LLM")/llm-run" -m "$M/stories260K.gguf" -p "Once upon a time" -n 24 --temp 0 --no-display-prompt >"$tmp/cont" 2>/dev/null
+want=$(python3 -c "import json,sys;print(bytes.fromhex(json.load(open(sys.argv[1]))['greedy_text_hex']).decode())" "$SHARED/ref/gen/stories260K.once.json")
+[ "$(cat "$tmp/cont")" = "$want" ] && ok || fail "--no-display-prompt output: $(cat "$tmp/cont")"
+
+# Same seed, same sampled text; -n beyond the context stops at a full context.
+a=$("$LLM" run -m "$M/stories260K.gguf" -p "Lily" -n 30 --seed 7 2>/dev/null)
+b=$("$LLM" run -m "$M/stories260K.gguf" -p "Lily" -n 30 --seed 7 -t 1 2>/dev/null)
+[ -n "$a" ] && [ "$a" = "$b" ] && ok || fail "seeded sampling not reproducible"
+"$LLM" run -m "$M/stories260K.gguf" -p "Once upon a time" -c 32 -n 100 --temp 0 >/dev/null 2>"$tmp/err"
+[ $? -eq 0 ] && grep -q 'context full' "$tmp/err" && ok || fail "-n beyond the context: $(cat "$tmp/err")"
+
+# --dump-logits writes n_prompt rows of n_vocab float32.
+"$LLM" run -m "$M/stories260K.gguf" -p "Once upon a time" -n 1 --dump-logits "$tmp/l.f32" >/dev/null 2>&1
+[ "$(stat -c %s "$tmp/l.f32" 2>/dev/null)" = $((5 * 512 * 4)) ] && ok || fail "--dump-logits size"
+
+# llm info on every shared model file.
+for f in "$M"/*.gguf "$M"/vocab/*.gguf "$M"/quant/*.gguf; do
+  "$LLM" info "$f" >"$tmp/out" 2>"$tmp/err" && [ -s "$tmp/out" ] && ok || fail "info $f: $(cat "$tmp/err")"
+done
+"$LLM" info --json "$M/stories260K.gguf" | python3 -c 'import json,sys; json.load(sys.stdin)' && ok || fail "info --json is not JSON"
+
+# Bad input: one clear line, non-zero exit.
+head -c 1000 "$M/stories260K.gguf" >"$tmp/trunc.gguf"
+printf 'not a gguf file at all' >"$tmp/junk.gguf"
+long=$(printf 'Once upon a time %.0s' $(seq 1 100))
+expect_error "missing model file"   "$LLM" run -m "$tmp/nope.gguf" -p hi
+expect_error "truncated model"      "$LLM" run -m "$tmp/trunc.gguf" -p hi
+expect_error "not a gguf"           "$LLM" run -m "$tmp/junk.gguf" -p hi
+expect_error "directory as model"   "$LLM" run -m "$tmp" -p hi
+expect_error "no model"             "$LLM" run -p hi
+expect_error "unknown -ctk"         "$LLM" run -m "$M/stories260K.gguf" -p hi -ctk q9_9
+expect_error "bad -n value"         "$LLM" run -m "$M/stories260K.gguf" -p hi -n abc
+expect_error "negative threads"     "$LLM" run -m "$M/stories260K.gguf" -p hi -t 0
+expect_error "unknown option"       "$LLM" run -m "$M/stories260K.gguf" -p hi --frobnicate
+expect_error "prompt over context"  "$LLM" run -m "$M/stories260K.gguf" -p "$long" -c 64
+expect_error "empty prompt (no BOS)" "$LLM" run -m "$M/qwen2-tiny-q8_0.gguf" -p ""
+expect_error "missing prompt file"  "$LLM" run -m "$M/stories260K.gguf" -f "$tmp/none.txt"
+expect_error "unknown device"       "$LLM" run -m "$M/stories260K.gguf" -p hi -dev tpu
+expect_error "bad -fa"              "$LLM" run -m "$M/stories260K.gguf" -p hi -fa maybe
+expect_error "unknown command"      "$LLM" frobnicate
+expect_error "info missing file"    "$LLM" info "$tmp/nope.gguf"
+expect_error "info truncated"       "$LLM" info "$tmp/trunc.gguf"
+expect_error "tokenize no model"    "$LLM" tokenize -p hi
+expect_error "tokenize bad file"    "$LLM" tokenize -m "$tmp/junk.gguf" -p hi
+
+echo "test_cli: $passed passed, $failed failed"
+[ $failed -eq 0 ]

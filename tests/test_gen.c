@@ -1,0 +1,345 @@
+/* Correctness gates against llama.cpp (../shared/ref/gen, see ../shared/ref/README.md):
+ * prompt logits within tolerance x logit range, argmax where the margin allows, teacher-forced
+ * greedy steps (greedy_top5) and greedy ids up to the first step whose reference margin is below
+ * 2 x tolerance x range; stories260K free-running greedy text byte-identical (greedy_text_hex);
+ * the same results with 1 or 2 threads, token-by-token or batched, fused or plain attention. */
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <math.h>
+
+#include "harness.h"
+#include "model/context.h"
+#include "model/model.h"
+#include "model/sampler.h"
+#include "model/vocab.h"
+
+struct ref {
+    cJSON *json;
+    const char *name;      /* file name of the case                    */
+    const char *model;
+    int32_t *prompt;
+    int n_prompt;
+    int32_t *greedy;
+    int n_greedy;
+    float *logits;         /* rows x n_vocab                            */
+    int rows;              /* n_prompt ("all") or 1 ("last")           */
+    int n_vocab;
+    float range;
+};
+
+static char *read_all(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) {
+        buf[n] = 0;
+        if (len)
+            *len = (size_t)n;
+    }
+    return buf;
+}
+
+static int32_t *int_array(cJSON *arr, int *n)
+{
+    *n = cJSON_GetArraySize(arr);
+    int32_t *out = malloc(((size_t)*n + 1) * sizeof *out);
+    for (int i = 0; i < *n; i++)
+        out[i] = (int32_t)cJSON_GetArrayItem(arr, i)->valuedouble;
+    return out;
+}
+
+static bool load_ref(const char *file, struct ref *r)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/ref/gen/%s", test_shared(), file);
+    char *text = read_all(path, NULL);
+    if (!text)
+        return false;
+    r->json = cJSON_Parse(text);
+    free(text);
+    if (!r->json)
+        return false;
+    r->name = file;
+    r->model = cJSON_GetObjectItem(r->json, "model")->valuestring;
+    r->prompt = int_array(cJSON_GetObjectItem(r->json, "prompt_ids"), &r->n_prompt);
+    r->greedy = int_array(cJSON_GetObjectItem(r->json, "greedy_ids"), &r->n_greedy);
+    r->n_vocab = cJSON_GetObjectItem(r->json, "n_vocab")->valueint;
+    r->rows = strcmp(cJSON_GetObjectItem(r->json, "logits_rows")->valuestring, "all") == 0 ? r->n_prompt : 1;
+    snprintf(path, sizeof path, "%s/ref/gen/%s", test_shared(), cJSON_GetObjectItem(r->json, "logits")->valuestring);
+    size_t len = 0;
+    r->logits = (float *)read_all(path, &len);
+    if (!r->logits || len != (size_t)r->rows * (size_t)r->n_vocab * sizeof(float))
+        return false;
+    float lo = INFINITY, hi = -INFINITY;
+    for (size_t i = 0; i < (size_t)r->rows * (size_t)r->n_vocab; i++) {
+        lo = fminf(lo, r->logits[i]);
+        hi = fmaxf(hi, r->logits[i]);
+    }
+    r->range = hi - lo;
+    return true;
+}
+
+static void free_ref(struct ref *r)
+{
+    cJSON_Delete(r->json);
+    free(r->prompt);
+    free(r->greedy);
+    free(r->logits);
+}
+
+/* Tolerance relative to the logit range, by weight type (ref/README.md "Tolerances"). */
+static float tolerance(const char *model)
+{
+    if (strstr(model, "bf16"))
+        return 1e-2f;
+    if (strstr(model, "f16") || strstr(model, "llama-2-tiny-random"))
+        return 2e-3f;
+    if (strstr(model, "q") && !strstr(model, "qwen2-tiny-f16"))
+        return 5e-2f;
+    return 1e-3f;
+}
+
+static float top5_value(cJSON *entry, int k, int *id)
+{
+    cJSON *pair = cJSON_GetArrayItem(entry, k);
+    *id = cJSON_GetArrayItem(pair, 0)->valueint;
+    return (float)cJSON_GetArrayItem(pair, 1)->valuedouble;
+}
+
+static float top5_margin(cJSON *entry)
+{
+    int id;
+    return top5_value(entry, 0, &id) - top5_value(entry, 1, &id);
+}
+
+static struct llm_context *new_ctx(struct llm_model *m, int n_ctx, int threads, int ubatch,
+                                   enum llm_type kv, bool fa)
+{
+    struct llm_context_params p = llm_context_default_params();
+    p.n_ctx = n_ctx;
+    p.n_threads = threads;
+    p.n_ubatch = ubatch;
+    p.type_k = p.type_v = kv;
+    p.flash_attn = fa;
+    struct llm_context *c = NULL;
+    struct llm_error err;
+    if (llm_context_new(m, &p, &c, &err))
+        fprintf(stderr, "context: %s\n", err.msg);
+    return c;
+}
+
+/* Prompt logits and teacher-forced greedy steps of one reference case. */
+static void gate(struct llm_model *m, const struct ref *r, enum llm_type kv, bool fa, float tol)
+{
+    const float lim = tol * r->range;
+    struct llm_context *c = new_ctx(m, r->n_prompt + r->n_greedy + 8, 2, 512, kv, fa);
+    CHECK(c != NULL);
+    if (!c)
+        return;
+    struct llm_error err;
+    CHECK(llm_decode(c, r->prompt, r->n_prompt, true, &err) == 0, "%s", err.msg);
+    cJSON *top5 = cJSON_GetObjectItem(r->json, "top5");
+    float worst = 0;
+    int argmax_bad = 0;
+    for (int p = 0; p < r->n_prompt; p++) {
+        const float *ours = llm_get_logits(c, p);
+        if (!ours)
+            break;
+        int ref_row = r->rows == r->n_prompt ? p : (p == r->n_prompt - 1 ? 0 : -1);
+        if (ref_row >= 0)
+            for (int v = 0; v < r->n_vocab; v++)
+                worst = fmaxf(worst, fabsf(ours[v] - r->logits[(size_t)ref_row * r->n_vocab + v]));
+        cJSON *e = cJSON_GetArrayItem(top5, p);
+        int id0;
+        top5_value(e, 0, &id0);
+        if (top5_margin(e) > 2 * lim && llm_argmax(ours, r->n_vocab) != id0)
+            argmax_bad++;
+    }
+    CHECK(worst <= lim, "%s kv=%s fa=%d: prompt logits max diff %g > %g (%.1e x range %g)", r->name,
+          kv == LLM_TYPE_F32 ? "f32" : "f16", fa, worst, lim, tol, r->range);
+    CHECK(argmax_bad == 0, "%s: argmax differs at %d confident prompt positions", r->name, argmax_bad);
+
+    /* Teacher forcing: step k's logits come from feeding greedy_ids[k-1]. */
+    cJSON *gtop5 = cJSON_GetObjectItem(r->json, "greedy_top5");
+    const float *logits = llm_get_logits(c, r->n_prompt - 1);
+    float step_worst = 0;
+    bool diverged = false, ids_ok = true;
+    for (int k = 0; k < r->n_greedy; k++) {
+        cJSON *e = cJSON_GetArrayItem(gtop5, k);
+        for (int j = 0; j < 5; j++) {
+            int id;
+            float v = top5_value(e, j, &id);
+            step_worst = fmaxf(step_worst, fabsf(logits[id] - v));
+        }
+        if (!diverged) {
+            if (top5_margin(e) < 2 * lim)
+                diverged = true; /* allowed to split from here on */
+            else if (llm_argmax(logits, r->n_vocab) != r->greedy[k])
+                ids_ok = false;
+        }
+        if (k + 1 == r->n_greedy)
+            break;
+        if (llm_decode(c, &r->greedy[k], 1, false, &err)) {
+            CHECK(0, "%s: decode step %d: %s", r->name, k, err.msg);
+            break;
+        }
+        logits = llm_get_logits(c, 0);
+    }
+    CHECK(step_worst <= lim, "%s kv=%s fa=%d: teacher-forced logits max diff %g > %g", r->name,
+          kv == LLM_TYPE_F32 ? "f32" : "f16", fa, step_worst, lim);
+    CHECK(ids_ok, "%s: greedy id differs before the first low-margin step", r->name);
+    llm_context_free(c);
+}
+
+/* Free-running greedy generation of n tokens; returns the ids (caller frees). */
+static int32_t *run_greedy(struct llm_context *c, const struct vocab *v, const int32_t *prompt, int n_prompt,
+                           int n, int *n_out, int batch)
+{
+    int32_t *out = calloc((size_t)n + 1, sizeof *out);
+    struct llm_error err;
+    *n_out = 0;
+    for (int done = 0; done < n_prompt; done += batch) {
+        int nb = n_prompt - done < batch ? n_prompt - done : batch;
+        if (llm_decode(c, prompt + done, nb, false, &err))
+            return out;
+    }
+    const int n_vocab = (int)llm_context_model(c)->hp.n_vocab;
+    for (int k = 0; k < n; k++) {
+        int32_t t = llm_argmax(llm_get_logits(c, 0), n_vocab);
+        out[(*n_out)++] = t;
+        if (vocab_is_eog(v, t) || k + 1 == n || llm_decode(c, &t, 1, false, &err))
+            break;
+    }
+    return out;
+}
+
+static void hex_of_pieces(const struct vocab *v, const int32_t *ids, int n, char *hex, size_t cap)
+{
+    size_t h = 0;
+    hex[0] = 0;
+    for (int i = 0; i < n; i++) {
+        char piece[256];
+        size_t len = vocab_token_to_piece(v, ids[i], false, piece, sizeof piece);
+        for (size_t j = 0; j < len && h + 3 < cap; j++)
+            h += (size_t)snprintf(hex + h, cap - h, "%02x", (unsigned char)piece[j]);
+    }
+}
+
+/* stories260K: exact greedy ids and bytes, with every combination of threads/batching/attention. */
+static void exact_greedy(struct llm_model *m, const struct ref *r)
+{
+    static const struct { int threads, batch; bool fa; enum llm_type kv; } runs[] = {
+        { 2, 512, false, LLM_TYPE_F32 }, { 1, 512, true, LLM_TYPE_F32 }, { 2, 1, true, LLM_TYPE_F32 },
+        { 2, 512, true, LLM_TYPE_F16 },
+    };
+    const char *want = cJSON_GetObjectItem(r->json, "greedy_text_hex")->valuestring;
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        struct llm_context *c = new_ctx(m, 256, runs[i].threads, runs[i].batch, runs[i].kv, runs[i].fa);
+        int n = 0;
+        int32_t *ids = run_greedy(c, m->vocab, r->prompt, r->n_prompt, r->n_greedy, &n, runs[i].batch);
+        bool same = n == r->n_greedy && memcmp(ids, r->greedy, (size_t)n * sizeof *ids) == 0;
+        CHECK(same, "%s: greedy ids differ (threads %d, batch %d, fa %d)", r->name, runs[i].threads,
+              runs[i].batch, runs[i].fa);
+        char hex[4096];
+        hex_of_pieces(m->vocab, ids, n, hex, sizeof hex);
+        CHECK(strcmp(hex, want) == 0, "%s: greedy text differs:\n  got  %s\n  want %s", r->name, hex, want);
+        free(ids);
+        llm_context_free(c);
+    }
+}
+
+/* The 200-token story of ref/gen/stories260K.once.greedy200.json. */
+static void greedy200(struct llm_model *m)
+{
+    size_t len;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/ref/gen/stories260K.once.greedy200.json", test_shared());
+    char *text = read_all(path, &len);
+    CHECK(text != NULL, "missing %s", path);
+    if (!text)
+        return;
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    int n_prompt, n_greedy;
+    int32_t *prompt = int_array(cJSON_GetObjectItem(j, "prompt_ids"), &n_prompt);
+    int32_t *greedy = int_array(cJSON_GetObjectItem(j, "greedy_ids"), &n_greedy);
+    struct llm_context *c = new_ctx(m, 512, 2, 512, LLM_TYPE_F32, true);
+    int n = 0;
+    int32_t *ids = run_greedy(c, m->vocab, prompt, n_prompt, n_greedy, &n, 512);
+    CHECK(n == 200 && memcmp(ids, greedy, (size_t)n * sizeof *ids) == 0, "200-token story differs");
+    free(ids);
+    free(prompt);
+    free(greedy);
+    llm_context_free(c);
+    cJSON_Delete(j);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int main(void)
+{
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/ref/gen", test_shared());
+    DIR *d = opendir(dir);
+    CHECK(d != NULL, "cannot open %s", dir);
+    if (!d)
+        return test_done("test_gen");
+    char *names[256];
+    int n_names = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) && n_names < 256) {
+        size_t l = strlen(de->d_name);
+        if (l > 5 && !strcmp(de->d_name + l - 5, ".json") && !strstr(de->d_name, "greedy200"))
+            names[n_names++] = strdup(de->d_name);
+    }
+    closedir(d);
+    qsort(names, (size_t)n_names, sizeof *names, cmp_str);
+    CHECK(n_names >= 59, "expected 59 reference cases, found %d", n_names);
+
+    struct llm_model *m = NULL;
+    char loaded[256] = "";
+    for (int i = 0; i < n_names; i++) {
+        struct ref r = { 0 };
+        CHECK(load_ref(names[i], &r), "cannot read reference %s", names[i]);
+        if (!r.json) {
+            free(names[i]);
+            continue;
+        }
+        if (strcmp(loaded, r.model) != 0) {
+            llm_model_free(m);
+            m = NULL;
+            struct llm_error err;
+            char path[1024];
+            snprintf(path, sizeof path, "%s/models/%s", test_shared(), r.model);
+            CHECK(llm_model_load(path, &m, &err) == 0, "%s: %s", r.model, err.msg);
+            snprintf(loaded, sizeof loaded, "%s", r.model);
+        }
+        if (m) {
+            const float tol = tolerance(r.model);
+            gate(m, &r, LLM_TYPE_F32, false, tol);
+            gate(m, &r, LLM_TYPE_F32, true, tol);
+            gate(m, &r, LLM_TYPE_F16, true, tol > 5e-2f ? tol : 5e-2f);
+            if (!strcmp(r.model, "stories260K.gguf"))
+                exact_greedy(m, &r);
+            if (!strcmp(names[i], "stories260K.once.json"))
+                greedy200(m);
+        }
+        free_ref(&r);
+        free(names[i]);
+    }
+    llm_model_free(m);
+    return test_done("test_gen");
+}
