@@ -263,7 +263,7 @@ static void test_fast_quantizers(const float *src)
         x[i] = src[i % NELEM];
     /* exact halves of the Q8 step, an all-equal block, a lone negative extreme, tiny values */
     for (int i = 0; i < 32; i++)
-        x[i] = (float)(i - 16) * 0.5f;
+        x[i] = i == 31 ? 127.0f : (float)(i - 16) + 0.5f; /* scale 1: every value is a tie */
     for (int i = 32; i < 64; i++)
         x[i] = 1.25f;
     x[300] = -1000.0f;
