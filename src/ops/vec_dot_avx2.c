@@ -21,7 +21,8 @@ void AVX2 llm_vec_dot_f32_avx2(int64_t n, float *s, const void *x, const void *y
                                      acc[k]);
     for (; i + 8 <= n; i += 8)
         acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc[0]);
-    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+    __m256 all = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+    float sum = hsum_ps(all);
     for (; i < n; i++)
         sum += a[i] * b[i];
     *s = sum;
@@ -43,7 +44,8 @@ void AVX2 llm_vec_dot_f16_avx2(int64_t n, float *s, const void *x, const void *y
             acc[k] = _mm256_fmadd_ps(load_f16(a + i + 8 * k), load_f16(b + i + 8 * k), acc[k]);
     for (; i + 8 <= n; i += 8)
         acc[0] = _mm256_fmadd_ps(load_f16(a + i), load_f16(b + i), acc[0]);
-    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+    __m256 all = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+    float sum = hsum_ps(all);
     for (; i < n; i++)
         sum += fp16_avx2(a[i]) * fp16_avx2(b[i]);
     *s = sum;
@@ -66,13 +68,14 @@ void AVX2 llm_vec_dot_bf16_avx2(int64_t n, float *s, const void *x, const void *
             acc[k] = _mm256_fmadd_ps(load_bf16(a + i + 8 * k), load_bf16(b + i + 8 * k), acc[k]);
     for (; i + 8 <= n; i += 8)
         acc[0] = _mm256_fmadd_ps(load_bf16(a + i), load_bf16(b + i), acc[0]);
-    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+    __m256 all = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+    float sum = hsum_ps(all);
     for (; i < n; i++)
         sum += llm_bf16_to_fp32(a[i]) * llm_bf16_to_fp32(b[i]);
     *s = sum;
 }
 
-/* ---- integer helpers -------------------------------------------------------------------------- */
+/* ---- integer helpers ------------------------------------------------------------------------- */
 
 static inline AVX2 __m256i loadu256(const void *p)
 {
@@ -114,7 +117,7 @@ static inline AVX2 __m256i fifth_bits(const uint8_t *qh)
     return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
 }
 
-/* ---- legacy blocks ---------------------------------------------------------------------------- */
+/* ---- legacy blocks --------------------------------------------------------------------------- */
 
 void AVX2 llm_vec_dot_q8_0_avx2(int64_t n, float *s, const void *x, const void *y)
 {
@@ -229,7 +232,8 @@ static inline AVX2 __m256i pick_one(__m256i s8, int j)
 /* 16 int16 scales (one per 16-element sub-block) -> the 8 of half h in both 128-bit lanes. */
 static inline AVX2 __m256i half_scales(__m256i s16, int h)
 {
-    return h ? _mm256_permute2x128_si256(s16, s16, 0x11) : _mm256_permute2x128_si256(s16, s16, 0x00);
+    return h ? _mm256_permute2x128_si256(s16, s16, 0x11)
+             : _mm256_permute2x128_si256(s16, s16, 0x00);
 }
 
 /* Sum over the 16 sub-blocks of mins[k] * bsums[k] (16 int16 lanes each). */
@@ -242,14 +246,15 @@ void AVX2 llm_vec_dot_q2_K_avx2(int64_t n, float *s, const void *x, const void *
 {
     const struct block_q2_K *xb = x;
     const struct block_q8_K *yb = y;
-    const __m256i three = _mm256_set1_epi8(3), low = _mm256_set1_epi8(0x0f);
+    const __m256i three = _mm256_set1_epi8(3);
+    const __m128i low = _mm_set1_epi8(0x0f);
     __m256 acc = _mm256_setzero_ps();
     float mins = 0;
     for (int64_t i = 0; i < n / QK_K; i++) {
+        /* scale byte k: low nibble scale, high nibble min of sub-block k */
         __m128i sm = _mm_loadu_si128((const __m128i *)xb[i].scales);
-        __m256i sc = _mm256_cvtepu8_epi16(_mm_and_si128(sm, _mm256_castsi256_si128(low)));
-        __m256i mn = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sm, 4),
-                                                        _mm256_castsi256_si128(low)));
+        __m256i sc = _mm256_cvtepu8_epi16(_mm_and_si128(sm, low));
+        __m256i mn = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sm, 4), low));
         const int8_t *q8 = yb[i].qs;
         __m256i sumi = _mm256_setzero_si256();
         for (int half = 0; half < 2; half++) {
@@ -299,7 +304,8 @@ void AVX2 llm_vec_dot_q3_K_avx2(int64_t n, float *s, const void *x, const void *
                 __m256i v = _mm256_and_si256(_mm256_srli_epi16(q, 2 * g), three);
                 /* values whose hmask bit is clear are offset by -4 */
                 __m256i bit = _mm256_set1_epi8((char)(1 << (4 * half + g)));
-                __m256i clear = _mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), _mm256_setzero_si256());
+                __m256i clear = _mm256_cmpeq_epi8(_mm256_and_si256(hm, bit),
+                                                  _mm256_setzero_si256());
                 v = _mm256_sub_epi8(v, _mm256_and_si256(clear, four));
                 __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v),
                                                  _mm256_sign_epi8(loadu256(q8), v));
