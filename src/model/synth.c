@@ -3,7 +3,6 @@
  * not depend on the thread count), written with the GGUF writer. */
 #include "synth.h"
 
-#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -13,7 +12,6 @@
 #include <strings.h>
 
 #include "../ops/types.h"
-#include "model.h"
 
 struct preset {
     const char *name;
