@@ -349,6 +349,26 @@ static float row_std(const struct llm_tensor *t, int64_t row, float *maxabs)
     return (float)sqrt(s / (double)t->ne[0]);
 }
 
+/* The generated vocabulary works with the real tokenizers: text survives tokenize + detokenize. */
+static void check_round_trip(const struct llm_model *m, const char *what)
+{
+    static const char text[] = "Once upon a time, the cat sat on a mat {\"x\": 42}\n\xC3\xA9t\xC3\xA9!";
+    int32_t ids[256];
+    int64_t n = vocab_tokenize(m->vocab, text, strlen(text), false, false, ids, 256);
+    CHECK(n > 0 && n < (int64_t)strlen(text), "%s: %lld tokens", what, (long long)n);
+    char out[512];
+    size_t len = vocab_detokenize(m->vocab, ids, n < 0 ? 0 : n, false, out, sizeof out);
+    CHECK(len < sizeof out, "%s: detokenized length %zu", what, len);
+    if (len < sizeof out) {
+        out[len] = '\0';
+        CHECK_STR(out, text);
+    }
+    int32_t with_bos[256];
+    int64_t nb = vocab_tokenize(m->vocab, "hi", 2, true, false, with_bos, 256);
+    CHECK(nb >= 1 && (vocab_add_bos(m->vocab) ? with_bos[0] == vocab_bos(m->vocab) : with_bos[0] != vocab_bos(m->vocab)),
+          "%s: bos", what);
+}
+
 static void test_synth_tiny(void)
 {
     static const char *const types[] = { "F32", "F16", "BF16", "Q8_0", "Q4_0", "Q5_1", "Q2_K",
@@ -385,6 +405,8 @@ static void test_synth_tiny(void)
             sd = row_std(m->layers[1].wq, 7, &mx);
             CHECK(sd > 0.002f && sd < 0.2f && mx < 1.0f, "%s wq row std %g max %g", fname, (double)sd,
                   (double)mx);
+            if (ti == 0)
+                check_round_trip(m, fname);
             llm_model_free(m);
         }
     }

@@ -66,8 +66,9 @@ struct llm_model {
 };
 
 /* Open path, read hyper-parameters, bind every weight by name with shape and type checks, load the
- * vocabulary. Errors name the file and the key or tensor (unknown architecture, missing tensor,
- * wrong shape, type without kernels, per-layer arrays). */
+ * vocabulary. Errors name the file and the key or tensor (unknown architecture, missing required
+ * key, per-layer arrays, missing tensor, wrong shape, type without to_float, a tensor the model does
+ * not use, fused QKV, rope scaling other than linear, vocab-only file). On error *out is NULL. */
 int llm_model_load(const char *path, struct llm_model **out, struct llm_error *err);
 void llm_model_free(struct llm_model *m);
 
