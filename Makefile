@@ -7,7 +7,7 @@ SHARED  ?= ../shared
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS  ?= -O2 -g
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -pthread -Isrc $(EXTRA_CFLAGS)
-LDLIBS  := -lopenblas -largtable2 -lm -pthread
+LDLIBS  := -lopenblas -largtable2 -lcjson -lm -pthread
 TEST_LDLIBS := -lcjson
 
 SRC     := $(sort $(wildcard src/*.c src/*/*.c))

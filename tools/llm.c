@@ -13,6 +13,8 @@ struct command {
 
 static const struct command commands[] = {
     { "run", cmd_run, "generate text: llm run -m MODEL -p PROMPT" },
+    { "info", cmd_info, "show a GGUF file's header, metadata, tensors and model summary" },
+    { "synth", cmd_synth, "write a synthetic llama/qwen2 model with random weights" },
     { "help", NULL, "this list" },
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
