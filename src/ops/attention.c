@@ -6,7 +6,7 @@
 
 #include "cpu_ref.h"
 #include "kernels.h"
-#include "simd.h"
+#include "simd_math.h"
 #include "types.h"
 
 static float load_kv(enum llm_type t, const char *p)

@@ -4,7 +4,7 @@
 
 #include "cpu_ref.h"
 #include "kernels.h"
-#include "simd.h"
+#include "simd_math.h"
 
 static inline const float *row_f32(const struct llm_tensor *t, int64_t i1, int64_t i2, int64_t i3)
 {

@@ -3,7 +3,7 @@
 
 #include "cpu_ref.h"
 #include "kernels.h"
-#include "simd.h"
+#include "simd_math.h"
 
 SIMD_TARGET static float sum_sq_avx2(int64_t n, const float *x)
 {

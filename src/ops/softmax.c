@@ -4,7 +4,7 @@
 
 #include "cpu_ref.h"
 #include "kernels.h"
-#include "simd.h"
+#include "simd_math.h"
 
 /* z = exp(z - max) over n floats, returns the sum. */
 SIMD_TARGET static float exp_sub_sum_avx2(int64_t n, float *z, float max)

@@ -1,7 +1,7 @@
-/* Internal to src/ops: AVX2/FMA/F16C helpers. Only call them from functions compiled with the same
- * target attribute, after cpu_has_avx2() said yes. */
-#ifndef LLM_OPS_SIMD_H
-#define LLM_OPS_SIMD_H
+/* Internal to src/ops: AVX2/FMA/F16C math for the cpu kernels (exp, sums, f16 loads). Only call
+ * them from functions compiled with the same target attribute, after cpu_has_avx2() said yes. */
+#ifndef LLM_OPS_SIMD_MATH_H
+#define LLM_OPS_SIMD_MATH_H
 
 #include <immintrin.h>
 #include <math.h>
@@ -14,14 +14,6 @@ SIMD_TARGET static inline float hsum8(__m256 v)
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-SIMD_TARGET static inline float hmax8(__m256 v)
-{
-    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_max_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
 }
 
