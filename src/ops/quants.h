@@ -49,4 +49,39 @@ void llm_from_float_q6_K(const float *src, void *dst, int64_t n);
 /* Activation quantizer, rounding like ggml's reference (nearest, ties to even). */
 void llm_from_float_q8_K(const float *src, void *dst, int64_t n);
 
+/* reference dot products (vec_dot.c) */
+void llm_vec_dot_f32_ref(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_f16_ref(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_bf16_ref(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_q4_0_ref(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_q4_1_ref(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_q5_0_ref(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_q5_1_ref(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_q8_0_ref(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_q2_K_ref(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_q3_K_ref(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_q4_K_ref(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_q5_K_ref(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_q6_K_ref(int64_t n, float *s, const void *x, const void *y);
+
+/* AVX2/FMA/F16C twins (vec_dot_avx2.c, quants_avx2.c) */
+void llm_vec_dot_f32_avx2(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_f16_avx2(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_bf16_avx2(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_q4_0_avx2(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_q4_1_avx2(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_q5_0_avx2(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_q5_1_avx2(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_q8_0_avx2(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_q2_K_avx2(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_q3_K_avx2(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_q4_K_avx2(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_q5_K_avx2(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_q6_K_avx2(int64_t n, float *s, const void *x, const void *y);
+void llm_from_float_f16_avx2(const float *src, void *dst, int64_t n);
+void llm_from_float_bf16_avx2(const float *src, void *dst, int64_t n);
+void llm_from_float_q8_0_avx2(const float *src, void *dst, int64_t n);
+void llm_from_float_q8_1_avx2(const float *src, void *dst, int64_t n);
+void llm_from_float_q8_K_avx2(const float *src, void *dst, int64_t n);
+
 #endif
