@@ -6,8 +6,10 @@
  *    dot each row with every src1 row, so each weight row is read from memory once per call.
  *  - BLAS path (large batches): tiles of weight rows are dequantized to F32 in wdata by all threads,
  *    then thread 0 runs cblas_sgemm on the tile against all of src1 while the others wait. OpenBLAS
- *    threads itself: on the 2-core target one sgemm with OpenBLAS's 2 threads ran 1.4–1.9× faster
- *    than two pool threads each calling a single-threaded sgemm on half the rows. */
+ *    threads itself: on the 2-core target one sgemm with OpenBLAS's 2 threads took 0.52-0.81 of the
+ *    time of two pool threads each calling a single-threaded sgemm on half the rows (K 896/4864,
+ *    M 4864/896, N 64-512). The pool's barrier should therefore sleep rather than spin while
+ *    thread 0 is inside sgemm, or its waiting threads take cores from OpenBLAS's. */
 #include <cblas.h>
 #include <stdint.h>
 #include <string.h>
@@ -17,7 +19,6 @@
 #include "types.h"
 
 #define DOT_CHUNK 16            /* weight rows per task on the dot path */
-#define BLAS_MIN_BATCH 32       /* src1 rows from which sgemm is worth its dequantization */
 #define BLAS_TILE_FLOATS (4u << 20) /* dequantized weights per sgemm tile: 16 MiB */
 #define WDATA_HEADER 64         /* task counter, on its own cache line */
 
@@ -50,16 +51,30 @@ static bool blas_path_ok(const struct mm_geom *g, const struct llm_tensor *dst)
     return w_ok && dst->nb[1] % sizeof(float) == 0 && g->x->nb[1] % sizeof(float) == 0;
 }
 
-/* The path choice. Dequantize + sgemm costs a dequantization of the weights per call, which only
- * pays off when enough src1 rows share it; below BLAS_MIN_BATCH rows the dot path's
- * weight-streaming wins (and for one row it is the only sensible choice: decode is memory-bound). */
+/* The path choice. Dequantize + sgemm costs one dequantization of the weights per call (the
+ * to_float kernels run at 2-5 ns per element), which pays off only when enough src1 rows share it;
+ * the dot path streams each weight row once and is the only sensible choice for decode (N = 1,
+ * memory-bound). Crossovers measured on the 2-core target (K 896-1024, M 4864, 2 threads): F32
+ * weights need no dequantization and sgemm wins from N = 8 (N 8: 9.6 vs 18.7 ms); F16, BF16, Q8_0,
+ * Q4_0, Q4_K and Q6_K break even near N = 32 and sgemm is 1.5-2.5x faster from N = 64. */
+static int64_t blas_min_batch(enum llm_type t)
+{
+    return t == LLM_TYPE_F32 ? 8 : 32;
+}
+
 static bool use_blas(const struct mm_geom *g, const struct llm_tensor *dst)
 {
     if (!blas_path_ok(g, dst))
         return false;
     if (!dot_path_ok(g))
         return true;
-    return g->N >= BLAS_MIN_BATCH && g->M >= 16 && g->K >= 16;
+    return g->N >= blas_min_batch(g->w->type);
+}
+
+bool llm_cpu_mul_mat_uses_blas(const struct llm_tensor *node)
+{
+    struct mm_geom g = geom(node);
+    return use_blas(&g, node);
 }
 
 bool cpu_mul_mat_supports(const struct llm_tensor *dst)
