@@ -662,8 +662,23 @@ static void test_flash_attn(void)
     }
 }
 
+/* Nodes the kernels cannot run are reported, not attempted. */
+static void test_supports(void)
+{
+    struct llm_tensor *w = new_tensor(LLM_TYPE_IQ2_XXS, 256, 4, 1, 1), *x = new_tensor(LLM_TYPE_F32, 256, 2, 1, 1);
+    CHECK(!llm_cpu_supports(node(LLM_OP_MUL_MAT, new_tensor(LLM_TYPE_F32, 4, 2, 1, 1), w, x, NULL, NULL)),
+          "MUL_MAT of a type without kernels must be refused");
+    CHECK(!llm_cpu_supports(node(LLM_OP_CHANNEL_NORM, new_tensor(LLM_TYPE_F32, 16, 2, 1, 1), x, NULL, NULL, NULL)),
+          "CHANNEL_NORM is not a cpu op");
+    struct llm_tensor *a = new_tensor(LLM_TYPE_F32, 6, 4, 1, 1), *b = new_tensor(LLM_TYPE_F32, 4, 4, 1, 1);
+    CHECK(!llm_cpu_supports(node(LLM_OP_ADD, new_tensor(LLM_TYPE_F32, 6, 4, 1, 1), a, b, NULL, NULL)),
+          "ADD with a src1 that does not broadcast must be refused");
+    CHECK(llm_cpu_supports(node(LLM_OP_VIEW, swap_dims(a, 0, 1), a, NULL, NULL, NULL)), "VIEW is a no-op");
+}
+
 int main(void)
 {
+    test_supports();
     test_elementwise();
     test_soft_max();
     test_rope();
