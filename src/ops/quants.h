@@ -43,7 +43,8 @@ void llm_to_float_q4_K(const void *src, float *dst, int64_t n);
 void llm_to_float_q5_K(const void *src, float *dst, int64_t n);
 void llm_to_float_q6_K(const void *src, float *dst, int64_t n);
 void llm_to_float_q8_K(const void *src, float *dst, int64_t n);
-/* Simple min/max-plus-refinement quantizers (no importance matrix); valid blocks, not ggml's bytes. */
+/* Simple quantizers (min/max plus least-squares refinement, no importance matrix): valid blocks
+ * with error close to ggml's reference quantizer, but not its bytes. */
 void llm_from_float_q4_K(const float *src, void *dst, int64_t n);
 void llm_from_float_q6_K(const float *src, void *dst, int64_t n);
 /* Activation quantizer, rounding like ggml's reference (nearest, ties to even). */

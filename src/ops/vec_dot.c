@@ -1,6 +1,6 @@
 /* Reference (scalar) dot products of a weight row with an activation row of its vec_dot_type.
  * Each weight block is first unpacked into integer quants and integer sub-block scales, so one
- * generic loop per activation type does the arithmetic; these are the oracles of the AVX2 kernels. */
+ * generic loop per activation type does the arithmetic. These are the AVX2 kernels' oracles. */
 #include "quants.h"
 
 #include "blocks.h"
