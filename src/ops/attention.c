@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "cpu_ref.h"
+#include "cpu_features.h"
 #include "kernels.h"
 #include "simd_math.h"
 #include "types.h"
@@ -142,7 +143,7 @@ void cpu_flash_attn(const struct llm_cpu_params *p, struct llm_tensor *dst)
     int64_t heads = q->ne[2], n_q = q->ne[1], r0, r1;
     float *qs = (float *)p->wdata + (size_t)p->ith * (size_t)(q->ne[0] + v->ne[0] + 16);
     float *acc = qs + q->ne[0];
-    bool avx2 = cpu_has_avx2();
+    bool avx2 = llm_cpu_has_avx2();
     /* rows ordered head-fastest so heads sharing a KV head run back to back on one thread */
     thread_rows(heads * n_q, p->ith, p->nth, &r0, &r1);
     for (int64_t r = r0; r < r1; r++)

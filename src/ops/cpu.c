@@ -5,11 +5,6 @@
 #include "kernels.h"
 #include "types.h"
 
-bool cpu_has_avx2(void)
-{
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-}
-
 static bool is_f32(const struct llm_tensor *t)
 {
     return t && t->type == LLM_TYPE_F32;

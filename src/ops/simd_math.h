@@ -1,5 +1,5 @@
 /* Internal to src/ops: AVX2/FMA/F16C math for the cpu kernels (exp, sums, f16 loads). Only call
- * them from functions compiled with the same target attribute, after cpu_has_avx2() said yes. */
+ * them from functions compiled with the same target attribute, after llm_cpu_has_avx2() said yes. */
 #ifndef LLM_OPS_SIMD_MATH_H
 #define LLM_OPS_SIMD_MATH_H
 

@@ -3,6 +3,7 @@
 #include <math.h>
 
 #include "cpu_ref.h"
+#include "cpu_features.h"
 #include "kernels.h"
 #include "simd_math.h"
 
@@ -64,7 +65,7 @@ void cpu_soft_max(const struct llm_cpu_params *p, struct llm_tensor *dst)
 {
     const struct llm_tensor *a = dst->src[0], *m = dst->src[1];
     float scale = llm_get_op_f32(dst, 0);
-    bool avx2 = cpu_has_avx2();
+    bool avx2 = llm_cpu_has_avx2();
     int64_t r0, r1, n = dst->ne[0];
     thread_rows(llm_nrows(dst), p->ith, p->nth, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {

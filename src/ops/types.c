@@ -5,6 +5,7 @@
 #include <strings.h>
 #include <string.h>
 
+#include "cpu_features.h"
 #include "quants.h"
 
 /* One row per type: the public traits (with reference kernels) plus the AVX2/FMA/F16C twins that
@@ -120,9 +121,7 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 /* Fill the fast-path slots once (thread-safe via pthread_once). */
 static void init_traits(void)
 {
-    __builtin_cpu_init();
-    bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                __builtin_cpu_supports("f16c");
+    bool avx2 = llm_cpu_has_avx2();
     for (int t = 0; t < LLM_TYPE_COUNT; t++) {
         struct row *r = &rows[t];
         r->t.from_float_fast = avx2 && r->from_float_avx2 ? r->from_float_avx2 : r->t.from_float;
