@@ -11,6 +11,7 @@
 #include "model/gguf.h"
 #include "model/unicode.h"
 #include "model/vocab.h"
+#include "model/vocab_impl.h"
 
 #define SEP "\n__ggml_vocab_test__\n"
 
@@ -292,12 +293,35 @@ static void run_vocab_facts(void)
         size_t n = vocab_token_to_piece(s.v, 3 + 0x41, false, piece, sizeof piece); /* <0x41> */
         CHECK(n == 1 && piece[0] == 'A', "byte token piece");
         /* truncated output still reports the full length */
-        int32_t ids[3] = { 1, 0, 0 };
-        CHECK(vocab_tokenize(s.v, "Hello world", 11, true, false, ids, 1) > 1 && ids[0] == 1,
-              "tokenize count beyond cap");
+        int32_t ids[8] = { 0 };
+        CHECK(vocab_tokenize(s.v, "Hello world", 11, true, false, ids, 1) == 7 && ids[0] == 1 &&
+              ids[1] == 0, "tokenize count beyond cap");
+        vocab_tokenize(s.v, "Hello world", 11, true, false, ids, 8);
+        char text[16] = "xxxxxxxxxxxxxxx";
+        CHECK(vocab_detokenize(s.v, ids, 7, false, text, 4) == 12 && !memcmp(text, " Hel", 4) &&
+              text[4] == 'x', "detokenize beyond cap");
+        /* without BOS the first token's prefix space is dropped */
+        CHECK(vocab_detokenize(s.v, ids + 1, 6, false, text, sizeof text) == 11 &&
+              !memcmp(text, "Hello world", 11), "SPM leading space");
     }
     unload(&q);
     unload(&s);
+
+    /* gpt-2 keeps llama.cpp's clean-up of spaces before punctuation and contractions */
+    struct loaded g = load("models/vocab/ggml-vocab-gpt-2.gguf");
+    if (g.v) {
+        const char *t = "Hello , world ! it 's ok . I 've";
+        int64_t n;
+        int32_t *ids = tokenize(g.v, t, strlen(t), false, false, &n);
+        char out[64];
+        size_t len = vocab_detokenize(g.v, ids, n, false, out, sizeof out);
+        CHECK(len == 27 && !memcmp(out, "Hello, world! it's ok. I've", 27), "clean spaces: %.*s",
+              (int)len, out);
+        len = vocab_detokenize(g.v, ids, n, false, out, 5);
+        CHECK(len == 27 && !memcmp(out, "Hello", 5), "clean spaces, small buffer");
+        free(ids);
+    }
+    unload(&g);
 }
 
 static void run_load_errors(void)
@@ -359,9 +383,76 @@ static void run_unicode(void)
     CHECK(unicode_flags(0x3002) == UCAT_PUNCT && unicode_flags(0x0660) == UCAT_NUMBER, "。٠");
 }
 
+/* Word splits of each pre-tokenizer; expectations computed with Python's `regex` module on the
+ * original expressions (listed in vocab_pretok.c). */
+static void run_pretok(void)
+{
+    static const struct {
+        enum vocab_pre pre;
+        const char *text;
+        uint32_t ends[16];
+        size_t n;
+    } cases[] = {
+        { PRE_QWEN2, "ied 4 \xc2\xbd months", { 3, 4, 5, 6, 7, 14 }, 6 },
+        { PRE_QWEN2, "I'M\r\n  ok", { 1, 3, 5, 6, 9 }, 5 },
+        { PRE_LLAMA3, "12345 abc\n\n  x", { 3, 5, 9, 11, 12, 14 }, 6 },
+        { PRE_GPT2, "Hello  world's 123 \t", { 5, 6, 12, 14, 18, 20 }, 6 },
+        { PRE_DEFAULT, "a+b=12345, x's \xc2\xbd", { 1, 2, 3, 4, 7, 9, 10, 12, 13, 14, 15, 16 }, 12 },
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const char *t = cases[c].text;
+        size_t len = strlen(t), n = 0;
+        uint32_t cp[64], ends[64];
+        uint8_t fl[64];
+        for (size_t off = 0; off < len; n++) {
+            off += unicode_decode(t + off, len - off, &cp[n]);
+            fl[n] = (uint8_t)unicode_flags(cp[n]);
+        }
+        size_t nw = pretok_split(cases[c].pre, cp, fl, n, ends);
+        CHECK(nw == cases[c].n && !memcmp(ends, cases[c].ends, nw * sizeof *ends),
+              "pretok case %zu: %zu words", c, nw);
+    }
+}
+
+/* bin/llm tokenize (the binary named by $LLM, as tests/run.sh sets it). */
+static void run_tool(void)
+{
+    const char *llm = getenv("LLM");
+    if (!llm || !*llm) {
+        printf("LLM not set: tokenize command not tested\n");
+        return;
+    }
+    char cmd[4096], out[4096];
+    snprintf(cmd, sizeof cmd, "%s tokenize -m '%s' -p 'Hello world' --ids 2>&1", llm,
+             test_path("models/stories260K.gguf"));
+    FILE *p = popen(cmd, "r");
+    size_t n = p ? fread(out, 1, sizeof out - 1, p) : 0;
+    out[n] = '\0';
+    int rc = p ? pclose(p) : -1;
+    CHECK(rc == 0 && !strcmp(out, "[1, 346, 306, 414, 263, 304, 341]\n"), "ids: %s", out);
+
+    snprintf(cmd, sizeof cmd, "%s tokenize -m '%s' -p 'a<|im_end|>' --no-bos --parse-special 2>&1",
+             llm, test_path("models/qwen2-tiny-f16.gguf"));
+    p = popen(cmd, "r");
+    n = p ? fread(out, 1, sizeof out - 1, p) : 0;
+    out[n] = '\0';
+    rc = p ? pclose(p) : -1;
+    CHECK(rc == 0 && !strcmp(out, "    64 -> 'a'\n151645 -> '<|im_end|>'\n"), "pieces: %s", out);
+
+    snprintf(cmd, sizeof cmd, "%s tokenize -m /nonexistent.gguf -p x 2>&1", llm);
+    p = popen(cmd, "r");
+    n = p ? fread(out, 1, sizeof out - 1, p) : 0;
+    out[n] = '\0';
+    rc = p ? pclose(p) : -1;
+    CHECK(rc != 0 && !strncmp(out, "llm: error: ", 12) && strchr(out, '\n') == out + n - 1,
+          "error line: %s", out);
+}
+
 int main(void)
 {
     run_unicode();
+    run_pretok();
+    run_tool();
     run_load_errors();
     run_vectors("ggml-vocab-llama-spm.gguf", "models/vocab/ggml-vocab-llama-spm.gguf");
     run_vectors("ggml-vocab-gpt-2.gguf", "models/vocab/ggml-vocab-gpt-2.gguf");

@@ -4,6 +4,7 @@
 #define LLM_COMMANDS_H
 
 /* cmd_<name>(argc, argv) for each entry of the table in llm.c */
+int cmd_tokenize(int argc, char **argv);
 
 /* Print "llm: error: <msg>" on stderr (one line). */
 void tool_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -13,6 +13,7 @@ struct command {
 
 static const struct command commands[] = {
     { "help", NULL, "this list" },
+    { "tokenize", cmd_tokenize, "tokenize text with a model's vocabulary" },
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
