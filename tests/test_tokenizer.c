@@ -1,8 +1,10 @@
 /* Tokenizers against llama.cpp: the test vectors ref/tokenizer/ggml-vocab-{llama-spm,gpt-2,qwen2}
  * .gguf.inp/.out (add_special = false, parse_special = false) and every line of
  * ref/tokenizer/extra.jsonl (ids and both detokenize round trips). The llama-bpe vectors are not
- * run: there is no Llama-3 vocabulary file among the fixtures. */
+ * run: there is no Llama-3 vocabulary file among the fixtures. Also every ref/gen/NAME.json:
+ * prompt_ids, greedy text from pieces, end-of-generation. */
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <stdint.h>
 #include <time.h>
 #include <unistd.h>
@@ -383,6 +385,109 @@ static void run_unicode(void)
     CHECK(unicode_flags(0x3002) == UCAT_PUNCT && unicode_flags(0x0660) == UCAT_NUMBER, "。٠");
 }
 
+static int32_t *json_ids(const cJSON *arr, int64_t *n)
+{
+    *n = cJSON_GetArraySize(arr);
+    int32_t *ids = malloc(((size_t)*n + 1) * sizeof *ids);
+    for (int64_t i = 0; i < *n; i++)
+        ids[i] = (int32_t)cJSON_GetArrayItem(arr, (int)i)->valueint;
+    return ids;
+}
+
+/* One CHECK per ref/gen/NAME.json: prompt_ids (add_special, parse_special), the greedy text as the
+ * concatenated pieces of greedy_ids (special = false), and where generation stopped: only the
+ * final token of an `eog` run ends generation. */
+static void check_gen(const char *name, struct loaded *cache, char (*cache_names)[64], int *n_cache)
+{
+    char rel[512];
+    size_t len;
+    snprintf(rel, sizeof rel, "ref/gen/%s", name);
+    char *raw = read_file(test_path(rel), &len);
+    cJSON *j = raw ? cJSON_Parse(raw) : NULL;
+    free(raw);
+    const cJSON *model = cJSON_GetObjectItem(j, "model"), *prompt = cJSON_GetObjectItem(j, "prompt");
+    const cJSON *hex = cJSON_GetObjectItem(j, "greedy_text_hex");
+    if (!cJSON_IsString(model) || !cJSON_IsString(prompt)) {
+        CHECK(false, "%s: unreadable", name);
+        cJSON_Delete(j);
+        return;
+    }
+    const struct vocab *v = NULL;
+    for (int i = 0; i < *n_cache && !v; i++)
+        if (!strcmp(cache_names[i], model->valuestring))
+            v = cache[i].v;
+    if (!v && *n_cache < 32) {
+        snprintf(rel, sizeof rel, "models/%s", model->valuestring);
+        snprintf(cache_names[*n_cache], 64, "%s", model->valuestring);
+        cache[*n_cache] = load(rel);
+        v = cache[(*n_cache)++].v;
+    }
+    if (!v) {
+        CHECK(false, "%s: no vocabulary", name);
+        cJSON_Delete(j);
+        return;
+    }
+    int64_t n_want, n_greedy, n_got;
+    int32_t *want = json_ids(cJSON_GetObjectItem(j, "prompt_ids"), &n_want);
+    int32_t *greedy = json_ids(cJSON_GetObjectItem(j, "greedy_ids"), &n_greedy);
+    const char *p = prompt->valuestring;
+    int32_t *got = tokenize(v, p, strlen(p), true, true, &n_got);
+    bool ids_ok = same_ids(got, n_got, want, n_want);
+
+    size_t tl = 0, el;
+    for (int64_t i = 0; i < n_greedy; i++)
+        tl += vocab_token_to_piece(v, greedy[i], false, NULL, 0);
+    char *text = malloc(tl + 1), *expect = NULL;
+    size_t at = 0;
+    for (int64_t i = 0; i < n_greedy; i++)
+        at += vocab_token_to_piece(v, greedy[i], false, text + at, tl - at);
+    if (cJSON_IsString(hex)) {
+        expect = malloc(strlen(hex->valuestring) / 2 + 1);
+        el = hex_decode(hex->valuestring, expect);
+    } else {
+        el = strlen(cJSON_GetObjectItem(j, "greedy_text")->valuestring);
+        expect = malloc(el + 1);
+        memcpy(expect, cJSON_GetObjectItem(j, "greedy_text")->valuestring, el);
+    }
+    bool text_ok = tl == el && !memcmp(text, expect, el);
+
+    bool eog = cJSON_IsTrue(cJSON_GetObjectItem(j, "eog")), eog_ok = true;
+    for (int64_t i = 0; i < n_greedy; i++)
+        eog_ok = eog_ok && vocab_is_eog(v, greedy[i]) == (eog && i == n_greedy - 1);
+
+    CHECK(ids_ok && text_ok && eog_ok, "%s: prompt ids %s, greedy text %s, eog %s", name,
+          ids_ok ? "ok" : "DIFFER", text_ok ? "ok" : "DIFFER", eog_ok ? "ok" : "DIFFER");
+    if (!ids_ok)
+        print_case(p, strlen(p), got, n_got, want, n_want);
+    free(text);
+    free(expect);
+    free(got);
+    free(want);
+    free(greedy);
+    cJSON_Delete(j);
+}
+
+static void run_gen(void)
+{
+    struct loaded cache[32];
+    char names[32][64];
+    int n_cache = 0, files = 0;
+    DIR *d = opendir(test_path("ref/gen"));
+    CHECK(d != NULL, "ref/gen missing");
+    for (struct dirent *e; d && (e = readdir(d));) {
+        size_t l = strlen(e->d_name);
+        if (l > 5 && !strcmp(e->d_name + l - 5, ".json")) {
+            check_gen(e->d_name, cache, names, &n_cache);
+            files++;
+        }
+    }
+    if (d)
+        closedir(d);
+    CHECK_EQ_INT(files, 60);
+    for (int i = 0; i < n_cache; i++)
+        unload(&cache[i]);
+}
+
 /* Word splits of each pre-tokenizer; expectations computed with Python's `regex` module on the
  * original expressions (listed in vocab_pretok.c). */
 static void run_pretok(void)
@@ -458,6 +563,7 @@ int main(void)
     run_vectors("ggml-vocab-gpt-2.gguf", "models/vocab/ggml-vocab-gpt-2.gguf");
     run_vectors("ggml-vocab-qwen2.gguf", "models/qwen2-tiny-f16.gguf");
     run_extra();
+    run_gen();
     run_vocab_facts();
     return test_done("test_tokenizer");
 }
