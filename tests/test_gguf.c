@@ -117,13 +117,15 @@ static void test_stories(void)
     CHECK_EQ_INT(f->n_tensors, 48);
     CHECK_EQ_INT(f->n_kv, 19);
     struct gguf_str s;
-    CHECK(gguf_get_str(f, "general.architecture", &s, &err) == 1 && str_is(s, "llama"), "in %s", __func__);
+    CHECK(gguf_get_str(f, "general.architecture", &s, &err) == 1 && str_is(s, "llama"),
+          "in %s", __func__);
     const struct gguf_tensor_info *t = gguf_find_tensor(f, "token_embd.weight");
     CHECK(t != NULL, "in %s", __func__);
     if (t) {
         CHECK_EQ_INT(t->type, LLM_TYPE_F32);
         CHECK_EQ_INT(t->n_dims, 2);
-        CHECK(t->ne[0] == 64 && t->ne[1] == 512 && t->ne[2] == 1 && t->ne[3] == 1, "in %s", __func__);
+        CHECK(t->ne[0] == 64 && t->ne[1] == 512 && t->ne[2] == 1 && t->ne[3] == 1,
+              "in %s", __func__);
         CHECK_EQ_INT(t->nbytes, 64 * 512 * 4);
     }
     CHECK(gguf_find_tensor(f, "blk.5.attn_q.weight") == NULL, "in %s", __func__);
@@ -133,7 +135,8 @@ static void test_stories(void)
     int64_t i = 0;
     double d = 0;
     CHECK(gguf_get_uint(f, "llama.block_count", &u, &err) == 1 && u == 5, "in %s", __func__);
-    CHECK(gguf_get_uint(f, "tokenizer.ggml.seperator_token_id", &u, &err) == 1 && u == 0xFFFFFFFFu, "in %s", __func__);
+    CHECK(gguf_get_uint(f, "tokenizer.ggml.seperator_token_id", &u, &err) == 1 && u == 0xFFFFFFFFu,
+          "in %s", __func__);
     CHECK(gguf_get_int(f, "llama.embedding_length", &i, &err) == 1 && i == 64, "in %s", __func__);
     CHECK(gguf_get_float(f, "llama.attention.layer_norm_rms_epsilon", &d, &err) == 1 &&
           fabs(d - 1e-5) < 1e-12, "in %s", __func__);
@@ -145,7 +148,8 @@ static void test_stories(void)
     CHECK(gguf_get_str(f, "llama.block_count", &s, &err) < 0, "in %s", __func__);
     CHECK(strstr(err.msg, "llama.block_count") && strstr(err.msg, "u32") && strstr(err.msg, "string"),
           "%s", err.msg);
-    CHECK(gguf_get_float(f, "general.name", &d, &err) < 0 && strstr(err.msg, "general.name"), "in %s", __func__);
+    CHECK(gguf_get_float(f, "general.name", &d, &err) < 0 && strstr(err.msg, "general.name"),
+          "in %s", __func__);
     bool b;
     CHECK(gguf_get_bool(f, "llama.block_count", &b, &err) < 0, "in %s", __func__);
 
@@ -153,11 +157,13 @@ static void test_stories(void)
     CHECK(gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_STRING, &kv, &err) == 1, "in %s", __func__);
     if (kv) {
         CHECK_EQ_INT(kv->arr_n, 512);
-        CHECK(kv->strs && str_is(kv->strs[0], "<unk>") && str_is(kv->strs[3], "<0x00>"), "in %s", __func__);
+        CHECK(kv->strs && str_is(kv->strs[0], "<unk>") && str_is(kv->strs[3], "<0x00>"),
+              "in %s", __func__);
     }
     CHECK(gguf_get_arr(f, "tokenizer.ggml.scores", GGUF_I32, &kv, &err) < 0, "in %s", __func__);
     CHECK(strstr(err.msg, "tokenizer.ggml.scores") && strstr(err.msg, "array of f32"), "%s", err.msg);
-    CHECK(gguf_get_arr(f, "tokenizer.ggml.token_type", GGUF_VTYPE_COUNT, &kv, &err) == 1, "in %s", __func__);
+    CHECK(gguf_get_arr(f, "tokenizer.ggml.token_type", GGUF_VTYPE_COUNT, &kv, &err) == 1,
+          "in %s", __func__);
     if (kv) {
         CHECK_EQ_INT(kv->arr_type, GGUF_I32);
         CHECK_EQ_INT(gguf_arr_i64(kv, 0), 2); /* <unk> is UNKNOWN */
@@ -178,10 +184,13 @@ static void test_vocab_only(void)
     CHECK_EQ_INT(f->n_tensors, 0);
     CHECK(f->data_offset == f->size, "in %s", __func__);
     const struct gguf_kv *kv = NULL;
-    CHECK(gguf_get_arr(f, "tokenizer.ggml.merges", GGUF_STRING, &kv, &err) == 1 && kv->arr_n == 50000, "in %s", __func__);
-    CHECK(gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_STRING, &kv, &err) == 1 && kv->arr_n == 50257, "in %s", __func__);
+    CHECK(gguf_get_arr(f, "tokenizer.ggml.merges", GGUF_STRING, &kv, &err) == 1 && kv->arr_n == 50000,
+          "in %s", __func__);
+    CHECK(gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_STRING, &kv, &err) == 1 && kv->arr_n == 50257,
+          "in %s", __func__);
     struct gguf_str s;
-    CHECK(gguf_get_str(f, "tokenizer.ggml.model", &s, &err) == 1 && str_is(s, "gpt2"), "in %s", __func__);
+    CHECK(gguf_get_str(f, "tokenizer.ggml.model", &s, &err) == 1 && str_is(s, "gpt2"),
+          "in %s", __func__);
     gguf_close(f);
 }
 
@@ -203,7 +212,8 @@ static void test_quant_fixture(void)
     }
     struct gguf_str s;
     struct llm_error err = { 0 };
-    CHECK(gguf_get_str(f, "quant_test.type", &s, &err) == 1 && str_is(s, "Q4_K"), "in %s", __func__);
+    CHECK(gguf_get_str(f, "quant_test.type", &s, &err) == 1 && str_is(s, "Q4_K"),
+          "in %s", __func__);
     gguf_close(f);
 
     f = open_fixture("models/qwen2-tiny-q8_0.gguf");
@@ -349,13 +359,15 @@ static void test_roundtrip(void)
         CHECK(gguf_get_float(f, "v.f32", &d, &err) == 1 && d == 0.125, "in %s", __func__);
         CHECK(gguf_get_bool(f, "v.bool", &b, &err) == 1 && b, "in %s", __func__);
         CHECK(gguf_get_bool(f, "v.false", &b, &err) == 1 && !b, "in %s", __func__);
-        CHECK(gguf_get_str(f, "v.str", &s, &err) == 1 && str_is(s, "hello, world"), "in %s", __func__);
+        CHECK(gguf_get_str(f, "v.str", &s, &err) == 1 && str_is(s, "hello, world"),
+              "in %s", __func__);
         CHECK(gguf_get_str(f, "v.empty", &s, &err) == 1 && s.len == 0, "in %s", __func__);
         CHECK(gguf_get_uint(f, "v.u64", &u, &err) == 1 && u == UINT64_MAX, "in %s", __func__);
         CHECK(gguf_get_int(f, "v.u64", &i, &err) < 0 && strstr(err.msg, "v.u64"), "u64 too big");
         CHECK(gguf_get_int(f, "v.i64", &i, &err) == 1 && i == i64, "in %s", __func__);
         CHECK(gguf_get_float(f, "v.f64", &d, &err) == 1 && d == f64, "in %s", __func__);
-        CHECK(gguf_get_float(f, "v.i64", &d, &err) < 0 && strstr(err.msg, "i64"), "in %s", __func__);
+        CHECK(gguf_get_float(f, "v.i64", &d, &err) < 0 && strstr(err.msg, "i64"),
+              "in %s", __func__);
         CHECK(gguf_get_uint(f, "a.u8", &u, &err) < 0 && strstr(err.msg, "array of u8"), "%s", err.msg);
         CHECK(gguf_arr_f64(&f->kv[gguf_find_key(f, "v.f32")], 0) == 0.125, "in %s", __func__);
         CHECK(gguf_arr_i64(&f->kv[gguf_find_key(f, "v.i8")], 0) == -100, "in %s", __func__);
@@ -387,9 +399,12 @@ static void test_roundtrip(void)
         ARR_EQ("a.i64", GGUF_I64, ai64);
         ARR_EQ("a.f64", GGUF_F64, af64);
 #undef ARR_EQ
-        CHECK(gguf_get_arr(f, "a.none", GGUF_U32, &kv, &err) == 1 && kv->arr_n == 0, "in %s", __func__);
-        CHECK(gguf_get_arr(f, "a.str0", GGUF_STRING, &kv, &err) == 1 && kv->arr_n == 0, "in %s", __func__);
-        CHECK(gguf_get_arr(f, "a.str", GGUF_STRING, &kv, &err) == 1 && kv->arr_n == 4, "in %s", __func__);
+        CHECK(gguf_get_arr(f, "a.none", GGUF_U32, &kv, &err) == 1 && kv->arr_n == 0,
+              "in %s", __func__);
+        CHECK(gguf_get_arr(f, "a.str0", GGUF_STRING, &kv, &err) == 1 && kv->arr_n == 0,
+              "in %s", __func__);
+        CHECK(gguf_get_arr(f, "a.str", GGUF_STRING, &kv, &err) == 1 && kv->arr_n == 4,
+              "in %s", __func__);
         for (int k = 0; k < 4 && kv->arr_n == 4; k++)
             CHECK(kv->strs[k].len == strs[k].len && memcmp(kv->strs[k].ptr, strs[k].ptr, strs[k].len) == 0,
                   "a.str[%d]", k);
@@ -444,8 +459,10 @@ static void test_copy_stories(void)
         CHECK_EQ_INT(f->n_kv, src->n_kv);
         for (uint64_t i = 0; i < f->n_kv && i < src->n_kv; i++) {
             const struct gguf_kv *a = &src->kv[i], *b = &f->kv[i];
-            CHECK(a->key.len == b->key.len && memcmp(a->key.ptr, b->key.ptr, a->key.len) == 0, "in %s", __func__);
-            CHECK(a->type == b->type && a->arr_type == b->arr_type && a->arr_n == b->arr_n, "in %s", __func__);
+            CHECK(a->key.len == b->key.len && memcmp(a->key.ptr, b->key.ptr, a->key.len) == 0,
+                  "in %s", __func__);
+            CHECK(a->type == b->type && a->arr_type == b->arr_type && a->arr_n == b->arr_n,
+                  "in %s", __func__);
             uint64_t end_a = i + 1 < src->n_kv ? src->kv[i + 1].offset : 0;
             uint64_t end_b = i + 1 < f->n_kv ? f->kv[i + 1].offset : 0;
             if (end_a && end_b)
@@ -535,7 +552,8 @@ static void test_writer_errors(void)
     struct gguf_file *f = NULL;
     CHECK(gguf_open(tmp_file("vocab.gguf"), &f, &err) == 0, "%s", err.msg);
     if (f) {
-        CHECK(f->n_tensors == 0 && f->data_offset == f->size && f->size == 24 + 8 + 20 + 4 + 8 + 1, "in %s", __func__);
+        CHECK(f->n_tensors == 0 && f->data_offset == f->size && f->size == 24 + 8 + 20 + 4 + 8 + 1,
+              "in %s", __func__);
         gguf_close(f);
     }
 }
@@ -754,6 +772,10 @@ static void test_kv_cases(void)
     b[bkv("dup.2")->offset + 8 + 4] = '1';
     expect_fail(b, base_n, "dupkey.gguf", "'dup.1'", "duplicate key");
     free(b);
+    b = dup_base();
+    b[bkv("dup.2")->offset + 8 + 3] = '\0';
+    expect_fail(b, base_n, "nulkey.gguf", "dup\\x002", "NUL");
+    free(b);
 
     const struct gguf_kv *al = bkv("general.alignment");
     uint64_t av = value_pos("general.alignment");
@@ -791,6 +813,10 @@ static void test_tensor_cases(void)
     uint8_t *b = dup_base();
     b[p1.name + 8 + 1] = '0';
     expect_fail(b, base_n, "duptensor.gguf", "'t0'", "duplicate tensor");
+    free(b);
+    b = dup_base();
+    b[p1.name + 8 + 1] = '\0';
+    expect_fail(b, base_n, "nulname.gguf", "t\\x00", "NUL");
     free(b);
 
     patch_fail("ndims.gguf", p1.n_dims, 4, 5, "t1", "n_dims");
@@ -841,7 +867,8 @@ static void test_open_errors(void)
 {
     struct gguf_file *f = NULL;
     struct llm_error err = { 0 };
-    CHECK(gguf_open(tmp_file("missing.gguf"), &f, &err) == LLM_ERR_IO && f == NULL, "in %s", __func__);
+    CHECK(gguf_open(tmp_file("missing.gguf"), &f, &err) == LLM_ERR_IO && f == NULL,
+          "in %s", __func__);
     CHECK(strstr(err.msg, "missing.gguf") != NULL, "%s", err.msg);
     CHECK(gguf_open(tmpdir, &f, &err) != 0 && f == NULL, "in %s", __func__);
     CHECK(strstr(err.msg, tmpdir) != NULL && strstr(err.msg, "regular"), "%s", err.msg);

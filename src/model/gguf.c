@@ -10,6 +10,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -178,6 +179,8 @@ static bool parse_kv(struct cursor *c, struct gguf_kv *kv, uint64_t index)
     set_what(c, "key", kv->key);
     if (kv->key.len == 0)
         return fail(c, LLM_ERR_FORMAT, kv->offset, "empty key");
+    if (memchr(kv->key.ptr, '\0', kv->key.len))
+        return fail(c, LLM_ERR_FORMAT, kv->offset, "key contains a NUL byte");
     uint64_t at = c->pos;
     uint32_t t;
     if (!read_u32(c, &t, "value type"))
@@ -206,28 +209,30 @@ static int cmp_str_ptr(const void *a, const void *b)
     return (x->len > y->len) - (x->len < y->len);
 }
 
-/* Finds a name that occurs twice (sorting views, O(n log n) even for hostile counts); the later
- * occurrence in the file is returned, or NULL. *oom is set when the scratch array failed. */
-static const struct gguf_str *find_duplicate(const struct gguf_str *first, size_t stride, uint64_t n,
-                                             bool *oom)
+/* Fails when two of the n names (views at arr + i * stride + field) are equal, naming the later
+ * one. Sorting keeps this O(n log n) even for hostile counts. */
+static bool check_unique(struct cursor *c, const void *arr, size_t stride, size_t field, uint64_t n,
+                         const char *kind, const char *problem)
 {
-    *oom = false;
     if (n < 2)
-        return NULL;
+        return true;
     const struct gguf_str **v = llm_calloc(n, sizeof *v);
     if (!v) {
-        *oom = true;
-        return NULL;
+        snprintf(c->what, sizeof c->what, "%s names", kind);
+        return fail(c, LLM_ERR_NOMEM, 0, "out of memory");
     }
     for (uint64_t i = 0; i < n; i++)
-        v[i] = (const struct gguf_str *)((const char *)first + i * stride);
+        v[i] = (const struct gguf_str *)((const char *)arr + i * stride + field);
     qsort(v, n, sizeof *v, cmp_str_ptr);
     const struct gguf_str *dup = NULL;
     for (uint64_t i = 1; i < n && !dup; i++)
         if (cmp_str_ptr(&v[i - 1], &v[i]) == 0)
             dup = v[i - 1]->ptr > v[i]->ptr ? v[i - 1] : v[i];
     free(v);
-    return dup;
+    if (!dup)
+        return true;
+    set_what(c, kind, *dup);
+    return fail(c, LLM_ERR_FORMAT, (uint64_t)((const uint8_t *)dup->ptr - c->base) - 8, "%s", problem);
 }
 
 static bool check_alignment(struct cursor *c, struct gguf_file *f)
@@ -259,6 +264,8 @@ static bool parse_tensor_info(struct cursor *c, struct gguf_tensor_info *ti, uin
     if (ti->name.len > GGUF_MAX_NAME)
         return fail(c, LLM_ERR_FORMAT, at, "name is %" PRIu64 " bytes long (at most %d allowed)",
                     ti->name.len, GGUF_MAX_NAME);
+    if (memchr(ti->name.ptr, '\0', ti->name.len))
+        return fail(c, LLM_ERR_FORMAT, at, "name contains a NUL byte");
 
     at = c->pos;
     if (!read_u32(c, &ti->n_dims, "n_dims"))
@@ -379,27 +386,18 @@ static bool parse_all(struct cursor *c, struct gguf_file *f)
     for (uint64_t i = 0; i < f->n_kv; i++)
         if (!parse_kv(c, &f->kv[i], i))
             return false;
-    bool oom;
-    const struct gguf_str *dup = find_duplicate(&f->kv[0].key, sizeof *f->kv, f->n_kv, &oom);
-    if (oom || dup) {
-        set_what(c, "key", dup ? *dup : (struct gguf_str){ "", 0 });
-        return oom ? fail(c, LLM_ERR_NOMEM, 0, "out of memory")
-                   : fail(c, LLM_ERR_FORMAT, (uint64_t)((const uint8_t *)dup->ptr - f->base) - 8,
-                          "duplicate key");
-    }
+    if (!check_unique(c, f->kv, sizeof *f->kv, offsetof(struct gguf_kv, key), f->n_kv, "key",
+                      "duplicate key"))
+        return false;
     if (!check_alignment(c, f))
         return false;
 
     for (uint64_t i = 0; i < f->n_tensors; i++)
         if (!parse_tensor_info(c, &f->tensors[i], i, f->alignment))
             return false;
-    dup = find_duplicate(&f->tensors[0].name, sizeof *f->tensors, f->n_tensors, &oom);
-    if (oom || dup) {
-        set_what(c, "tensor", dup ? *dup : (struct gguf_str){ "", 0 });
-        return oom ? fail(c, LLM_ERR_NOMEM, 0, "out of memory")
-                   : fail(c, LLM_ERR_FORMAT, (uint64_t)((const uint8_t *)dup->ptr - f->base) - 8,
-                          "duplicate tensor name");
-    }
+    if (!check_unique(c, f->tensors, sizeof *f->tensors, offsetof(struct gguf_tensor_info, name),
+                      f->n_tensors, "tensor", "duplicate tensor name"))
+        return false;
 
     /* Padding before the data section exists only when there are tensors (vocab-only files end
      * right after the metadata). */

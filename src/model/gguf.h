@@ -3,7 +3,8 @@
  * Reader contract: gguf_open() maps the file and validates the whole header, every metadata
  * entry and every tensor info before returning; after a successful open every accessor below is
  * safe (no further bounds checks can fail). Strings are (pointer, length) views into the mapping,
- * not NUL-terminated. Errors name the file, the key or tensor, and the byte offset. */
+ * not NUL-terminated. Keys and tensor names never contain a NUL byte (such files are rejected), so
+ * they can be compared with C strings. Errors name the file, the key or tensor, and the byte offset. */
 #ifndef LLM_GGUF_H
 #define LLM_GGUF_H
 
@@ -33,7 +34,8 @@ struct gguf_kv {
     enum gguf_vtype type;     /* value type; GGUF_ARRAY for arrays         */
     enum gguf_vtype arr_type; /* element type when type == GGUF_ARRAY      */
     uint64_t arr_n;           /* element count when type == GGUF_ARRAY     */
-    const uint8_t *value;     /* first byte of the value (after the array header for arrays) */
+    const uint8_t *value;     /* first byte of the value: after the array header for arrays, the
+                                 u64 length prefix for a STRING (read it with gguf_get_str) */
     uint64_t offset;          /* file offset of the entry, for messages    */
     const struct gguf_str *strs; /* arr_n views when arr_type == GGUF_STRING, else NULL */
 };
