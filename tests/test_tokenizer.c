@@ -302,6 +302,15 @@ static void run_vocab_facts(void)
         char text[16] = "xxxxxxxxxxxxxxx";
         CHECK(vocab_detokenize(s.v, ids, 7, false, text, 4) == 12 && !memcmp(text, " Hel", 4) &&
               text[4] == 'x', "detokenize beyond cap");
+        /* lead bytes swallowing part of an escaped space make more symbols than characters */
+        const char *odd = "\xc3 \xc3 \xc3 \xc3 \xc3 \xc3 ";
+        int64_t n_odd;
+        int32_t *odd_ids = tokenize(s.v, odd, strlen(odd), false, false, &n_odd);
+        bool in_range = n_odd >= 12;
+        for (int64_t i = 0; i < n_odd; i++)
+            in_range = in_range && odd_ids[i] >= 0 && odd_ids[i] < vocab_n_tokens(s.v);
+        CHECK(in_range, "split escaped spaces: %lld ids", (long long)n_odd);
+        free(odd_ids);
         /* without BOS the first token's prefix space is dropped */
         CHECK(vocab_detokenize(s.v, ids + 1, 6, false, text, sizeof text) == 11 &&
               !memcmp(text, "Hello world", 11), "SPM leading space");
