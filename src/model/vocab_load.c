@@ -6,6 +6,7 @@
 #include "vocab_impl.h"
 
 #define KEY(name) "tokenizer.ggml." name
+#define VOCAB_MAX_ENTRIES (1u << 30) /* keeps the hash table sizes in 32 bits */
 
 /* Smallest power of two >= 2n (load factor <= 1/2). */
 static uint32_t table_size(uint32_t n)
@@ -70,7 +71,7 @@ static int load_tokens(struct vocab *v, const struct gguf_file *f, struct llm_er
         return -rc;
     if (rc == 0)
         return llm_fail(err, LLM_ERR_FORMAT, "%s: no " KEY("tokens") " array", f->path);
-    if (toks->arr_n == 0 || toks->arr_n > INT32_MAX)
+    if (toks->arr_n == 0 || toks->arr_n > VOCAB_MAX_ENTRIES)
         return llm_fail(err, LLM_ERR_FORMAT, "%s: " KEY("tokens") " has %llu entries", f->path,
                         (unsigned long long)toks->arr_n);
     uint32_t n = (uint32_t)toks->arr_n;
@@ -129,7 +130,7 @@ static int load_merges(struct vocab *v, const struct gguf_file *f, struct llm_er
         return -rc;
     if (rc == 0)
         return llm_fail(err, LLM_ERR_FORMAT, "%s: gpt2 tokenizer without " KEY("merges"), f->path);
-    if (m->arr_n > INT32_MAX)
+    if (m->arr_n > VOCAB_MAX_ENTRIES)
         return llm_fail(err, LLM_ERR_FORMAT, "%s: too many merges", f->path);
     uint32_t n = (uint32_t)m->arr_n;
     uint64_t total = 0;
