@@ -1,8 +1,10 @@
 /* Tokenizers against llama.cpp: the test vectors ref/tokenizer/ggml-vocab-{llama-spm,gpt-2,qwen2}
  * .gguf.inp/.out (add_special = false, parse_special = false) and every line of
  * ref/tokenizer/extra.jsonl (ids and both detokenize round trips). The llama-bpe vectors are not
- * run: there is no Llama-3 vocabulary file among the fixtures. */
+ * run: there is no Llama-3 vocabulary file among the fixtures. Also every ref/gen/NAME.json:
+ * prompt_ids, greedy text from pieces, end-of-generation. */
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <stdint.h>
 #include <time.h>
 #include <unistd.h>
@@ -11,6 +13,7 @@
 #include "model/gguf.h"
 #include "model/unicode.h"
 #include "model/vocab.h"
+#include "model/vocab_impl.h"
 
 #define SEP "\n__ggml_vocab_test__\n"
 
@@ -292,12 +295,44 @@ static void run_vocab_facts(void)
         size_t n = vocab_token_to_piece(s.v, 3 + 0x41, false, piece, sizeof piece); /* <0x41> */
         CHECK(n == 1 && piece[0] == 'A', "byte token piece");
         /* truncated output still reports the full length */
-        int32_t ids[3] = { 1, 0, 0 };
-        CHECK(vocab_tokenize(s.v, "Hello world", 11, true, false, ids, 1) > 1 && ids[0] == 1,
-              "tokenize count beyond cap");
+        int32_t ids[8] = { 0 };
+        CHECK(vocab_tokenize(s.v, "Hello world", 11, true, false, ids, 1) == 7 && ids[0] == 1 &&
+              ids[1] == 0, "tokenize count beyond cap");
+        vocab_tokenize(s.v, "Hello world", 11, true, false, ids, 8);
+        char text[16] = "xxxxxxxxxxxxxxx";
+        CHECK(vocab_detokenize(s.v, ids, 7, false, text, 4) == 12 && !memcmp(text, " Hel", 4) &&
+              text[4] == 'x', "detokenize beyond cap");
+        /* lead bytes swallowing part of an escaped space make more symbols than characters */
+        const char *odd = "\xc3 \xc3 \xc3 \xc3 \xc3 \xc3 ";
+        int64_t n_odd;
+        int32_t *odd_ids = tokenize(s.v, odd, strlen(odd), false, false, &n_odd);
+        bool in_range = n_odd >= 12;
+        for (int64_t i = 0; i < n_odd; i++)
+            in_range = in_range && odd_ids[i] >= 0 && odd_ids[i] < vocab_n_tokens(s.v);
+        CHECK(in_range, "split escaped spaces: %lld ids", (long long)n_odd);
+        free(odd_ids);
+        /* without BOS the first token's prefix space is dropped */
+        CHECK(vocab_detokenize(s.v, ids + 1, 6, false, text, sizeof text) == 11 &&
+              !memcmp(text, "Hello world", 11), "SPM leading space");
     }
     unload(&q);
     unload(&s);
+
+    /* gpt-2 keeps llama.cpp's clean-up of spaces before punctuation and contractions */
+    struct loaded g = load("models/vocab/ggml-vocab-gpt-2.gguf");
+    if (g.v) {
+        const char *t = "Hello , world ! it 's ok . I 've";
+        int64_t n;
+        int32_t *ids = tokenize(g.v, t, strlen(t), false, false, &n);
+        char out[64];
+        size_t len = vocab_detokenize(g.v, ids, n, false, out, sizeof out);
+        CHECK(len == 27 && !memcmp(out, "Hello, world! it's ok. I've", 27), "clean spaces: %.*s",
+              (int)len, out);
+        len = vocab_detokenize(g.v, ids, n, false, out, 5);
+        CHECK(len == 27 && !memcmp(out, "Hello", 5), "clean spaces, small buffer");
+        free(ids);
+    }
+    unload(&g);
 }
 
 static void run_load_errors(void)
@@ -359,14 +394,185 @@ static void run_unicode(void)
     CHECK(unicode_flags(0x3002) == UCAT_PUNCT && unicode_flags(0x0660) == UCAT_NUMBER, "。٠");
 }
 
+static int32_t *json_ids(const cJSON *arr, int64_t *n)
+{
+    *n = cJSON_GetArraySize(arr);
+    int32_t *ids = malloc(((size_t)*n + 1) * sizeof *ids);
+    for (int64_t i = 0; i < *n; i++)
+        ids[i] = (int32_t)cJSON_GetArrayItem(arr, (int)i)->valueint;
+    return ids;
+}
+
+/* One CHECK per ref/gen/NAME.json: prompt_ids (add_special, parse_special), the greedy text as the
+ * concatenated pieces of greedy_ids (special = false), and where generation stopped: only the
+ * final token of an `eog` run ends generation. */
+static void check_gen(const char *name, struct loaded *cache, char (*cache_names)[64], int *n_cache)
+{
+    char rel[512];
+    size_t len;
+    snprintf(rel, sizeof rel, "ref/gen/%s", name);
+    char *raw = read_file(test_path(rel), &len);
+    cJSON *j = raw ? cJSON_Parse(raw) : NULL;
+    free(raw);
+    const cJSON *model = cJSON_GetObjectItem(j, "model"), *prompt = cJSON_GetObjectItem(j, "prompt");
+    const cJSON *hex = cJSON_GetObjectItem(j, "greedy_text_hex");
+    if (!cJSON_IsString(model) || !cJSON_IsString(prompt)) {
+        CHECK(false, "%s: unreadable", name);
+        cJSON_Delete(j);
+        return;
+    }
+    const struct vocab *v = NULL;
+    for (int i = 0; i < *n_cache && !v; i++)
+        if (!strcmp(cache_names[i], model->valuestring))
+            v = cache[i].v;
+    if (!v && *n_cache < 32) {
+        snprintf(rel, sizeof rel, "models/%s", model->valuestring);
+        snprintf(cache_names[*n_cache], 64, "%s", model->valuestring);
+        cache[*n_cache] = load(rel);
+        v = cache[(*n_cache)++].v;
+    }
+    if (!v) {
+        CHECK(false, "%s: no vocabulary", name);
+        cJSON_Delete(j);
+        return;
+    }
+    int64_t n_want, n_greedy, n_got;
+    int32_t *want = json_ids(cJSON_GetObjectItem(j, "prompt_ids"), &n_want);
+    int32_t *greedy = json_ids(cJSON_GetObjectItem(j, "greedy_ids"), &n_greedy);
+    const char *p = prompt->valuestring;
+    int32_t *got = tokenize(v, p, strlen(p), true, true, &n_got);
+    bool ids_ok = same_ids(got, n_got, want, n_want);
+
+    size_t tl = 0, el;
+    for (int64_t i = 0; i < n_greedy; i++)
+        tl += vocab_token_to_piece(v, greedy[i], false, NULL, 0);
+    char *text = malloc(tl + 1), *expect = NULL;
+    size_t at = 0;
+    for (int64_t i = 0; i < n_greedy; i++)
+        at += vocab_token_to_piece(v, greedy[i], false, text + at, tl - at);
+    if (cJSON_IsString(hex)) {
+        expect = malloc(strlen(hex->valuestring) / 2 + 1);
+        el = hex_decode(hex->valuestring, expect);
+    } else {
+        el = strlen(cJSON_GetObjectItem(j, "greedy_text")->valuestring);
+        expect = malloc(el + 1);
+        memcpy(expect, cJSON_GetObjectItem(j, "greedy_text")->valuestring, el);
+    }
+    bool text_ok = tl == el && !memcmp(text, expect, el);
+
+    bool eog = cJSON_IsTrue(cJSON_GetObjectItem(j, "eog")), eog_ok = true;
+    for (int64_t i = 0; i < n_greedy; i++)
+        eog_ok = eog_ok && vocab_is_eog(v, greedy[i]) == (eog && i == n_greedy - 1);
+
+    CHECK(ids_ok && text_ok && eog_ok, "%s: prompt ids %s, greedy text %s, eog %s", name,
+          ids_ok ? "ok" : "DIFFER", text_ok ? "ok" : "DIFFER", eog_ok ? "ok" : "DIFFER");
+    if (!ids_ok)
+        print_case(p, strlen(p), got, n_got, want, n_want);
+    free(text);
+    free(expect);
+    free(got);
+    free(want);
+    free(greedy);
+    cJSON_Delete(j);
+}
+
+static void run_gen(void)
+{
+    struct loaded cache[32];
+    char names[32][64];
+    int n_cache = 0, files = 0;
+    DIR *d = opendir(test_path("ref/gen"));
+    CHECK(d != NULL, "ref/gen missing");
+    for (struct dirent *e; d && (e = readdir(d));) {
+        size_t l = strlen(e->d_name);
+        if (l > 5 && !strcmp(e->d_name + l - 5, ".json")) {
+            check_gen(e->d_name, cache, names, &n_cache);
+            files++;
+        }
+    }
+    if (d)
+        closedir(d);
+    CHECK_EQ_INT(files, 60);
+    for (int i = 0; i < n_cache; i++)
+        unload(&cache[i]);
+}
+
+/* Word splits of each pre-tokenizer; expectations computed with Python's `regex` module on the
+ * original expressions (listed in vocab_pretok.c). */
+static void run_pretok(void)
+{
+    static const struct {
+        enum vocab_pre pre;
+        const char *text;
+        uint32_t ends[16];
+        size_t n;
+    } cases[] = {
+        { PRE_QWEN2, "ied 4 \xc2\xbd months", { 3, 4, 5, 6, 7, 14 }, 6 },
+        { PRE_QWEN2, "I'M\r\n  ok", { 1, 3, 5, 6, 9 }, 5 },
+        { PRE_LLAMA3, "12345 abc\n\n  x", { 3, 5, 9, 11, 12, 14 }, 6 },
+        { PRE_GPT2, "Hello  world's 123 \t", { 5, 6, 12, 14, 18, 20 }, 6 },
+        { PRE_DEFAULT, "a+b=12345, x's \xc2\xbd", { 1, 2, 3, 4, 7, 9, 10, 12, 13, 14, 15, 16 }, 12 },
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const char *t = cases[c].text;
+        size_t len = strlen(t), n = 0;
+        uint32_t cp[64], ends[64];
+        uint8_t fl[64];
+        for (size_t off = 0; off < len; n++) {
+            off += unicode_decode(t + off, len - off, &cp[n]);
+            fl[n] = (uint8_t)unicode_flags(cp[n]);
+        }
+        size_t nw = pretok_split(cases[c].pre, cp, fl, n, ends);
+        CHECK(nw == cases[c].n && !memcmp(ends, cases[c].ends, nw * sizeof *ends),
+              "pretok case %zu: %zu words", c, nw);
+    }
+}
+
+/* bin/llm tokenize (the binary named by $LLM, as tests/run.sh sets it). */
+static void run_tool(void)
+{
+    const char *llm = getenv("LLM");
+    if (!llm || !*llm) {
+        printf("LLM not set: tokenize command not tested\n");
+        return;
+    }
+    char cmd[4096], out[4096];
+    snprintf(cmd, sizeof cmd, "%s tokenize -m '%s' -p 'Hello world' --ids 2>&1", llm,
+             test_path("models/stories260K.gguf"));
+    FILE *p = popen(cmd, "r");
+    size_t n = p ? fread(out, 1, sizeof out - 1, p) : 0;
+    out[n] = '\0';
+    int rc = p ? pclose(p) : -1;
+    CHECK(rc == 0 && !strcmp(out, "[1, 346, 306, 414, 263, 304, 341]\n"), "ids: %s", out);
+
+    snprintf(cmd, sizeof cmd, "%s tokenize -m '%s' -p 'a<|im_end|>' --no-bos --parse-special 2>&1",
+             llm, test_path("models/qwen2-tiny-f16.gguf"));
+    p = popen(cmd, "r");
+    n = p ? fread(out, 1, sizeof out - 1, p) : 0;
+    out[n] = '\0';
+    rc = p ? pclose(p) : -1;
+    CHECK(rc == 0 && !strcmp(out, "    64 -> 'a'\n151645 -> '<|im_end|>'\n"), "pieces: %s", out);
+
+    snprintf(cmd, sizeof cmd, "%s tokenize -m /nonexistent.gguf -p x 2>&1", llm);
+    p = popen(cmd, "r");
+    n = p ? fread(out, 1, sizeof out - 1, p) : 0;
+    out[n] = '\0';
+    rc = p ? pclose(p) : -1;
+    CHECK(rc != 0 && !strncmp(out, "llm: error: ", 12) && strchr(out, '\n') == out + n - 1,
+          "error line: %s", out);
+}
+
 int main(void)
 {
     run_unicode();
+    run_pretok();
+    run_tool();
     run_load_errors();
     run_vectors("ggml-vocab-llama-spm.gguf", "models/vocab/ggml-vocab-llama-spm.gguf");
     run_vectors("ggml-vocab-gpt-2.gguf", "models/vocab/ggml-vocab-gpt-2.gguf");
     run_vectors("ggml-vocab-qwen2.gguf", "models/qwen2-tiny-f16.gguf");
     run_extra();
+    run_gen();
     run_vocab_facts();
     return test_done("test_tokenizer");
 }

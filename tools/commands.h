@@ -7,6 +7,7 @@
 int cmd_run(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 
 /* Print "llm: error: <msg>" on stderr (one line). */
 void tool_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -15,6 +15,7 @@ static const struct command commands[] = {
     { "run", cmd_run, "generate text: llm run -m MODEL -p PROMPT" },
     { "info", cmd_info, "show a GGUF file's header, metadata, tensors and model summary" },
     { "synth", cmd_synth, "write a synthetic llama/qwen2 model with random weights" },
+    { "tokenize", cmd_tokenize, "tokenize text with a model's vocabulary" },
     { "help", NULL, "this list" },
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])

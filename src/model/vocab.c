@@ -156,6 +156,8 @@ int64_t vocab_tokenize(const struct vocab *v, const char *text, size_t len, bool
 {
     struct id_vec out = { 0 };
     struct frag_vec frags = { 0 };
+    if (len > VOCAB_MAX_TEXT)
+        return -1;
     if (add_special && v->add_bos && v->bos >= 0)
         id_push(&out, v->bos);
     if (len > 0 && !partition(v, text, len, parse_special, &frags))

@@ -45,7 +45,8 @@ const char *vocab_token_text(const struct vocab *v, int32_t id, size_t *len);
 /* Tokenize len bytes of text like llama_tokenize. add_special: BOS (and EOS) when the vocab adds
  * them; parse_special: also match CONTROL/UNKNOWN token texts in the input (USER_DEFINED ones are
  * always matched). Writes up to cap ids and returns the total count (which may exceed cap: call
- * again with a larger buffer), or -1 on allocation failure. */
+ * again with a larger buffer), or -1 on allocation failure or when len > VOCAB_MAX_TEXT. */
+#define VOCAB_MAX_TEXT ((size_t)1 << 28) /* keeps internal 32-bit offsets safe */
 int64_t vocab_tokenize(const struct vocab *v, const char *text, size_t len, bool add_special,
                        bool parse_special, int32_t *ids, int64_t cap);
 

@@ -75,8 +75,8 @@ int32_t vocab_find(const struct vocab *v, const char *s, size_t n);
 /* Merge rank of the pair (left, right), or -1. */
 int32_t vocab_merge_rank(const struct vocab *v, const char *l, size_t ln, const char *r, size_t rn);
 
-/* Tokenize one raw-text fragment, appending ids. SPM: `text` already has its optional leading
- * space; the function escapes spaces itself. */
+/* Tokenize one raw-text fragment, appending ids (out->oom set on allocation failure). SPM:
+ * space_prefix prepends one space before spaces are escaped as U+2581. */
 void spm_tokenize(const struct vocab *v, const char *text, size_t len, bool space_prefix,
                   struct id_vec *out);
 void bpe_tokenize(const struct vocab *v, const char *text, size_t len, struct id_vec *out);

@@ -6,6 +6,7 @@
 #include "vocab_impl.h"
 
 #define KEY(name) "tokenizer.ggml." name
+#define VOCAB_MAX_ENTRIES (1u << 30) /* keeps the hash table sizes in 32 bits */
 
 /* Smallest power of two >= 2n (load factor <= 1/2). */
 static uint32_t table_size(uint32_t n)
@@ -24,6 +25,44 @@ static int32_t *new_slots(uint32_t size)
     return slots;
 }
 
+static bool same_token(const struct vocab *v, int32_t a, int32_t b)
+{
+    return v->tok[a].len == v->tok[b].len &&
+           !memcmp(v->text + v->tok[a].off, v->text + v->tok[b].off, v->tok[a].len);
+}
+
+/* Entries without a split (left_len 0) never equal anything: they are stored but never found. */
+static bool same_merge(const struct vocab *v, int32_t a, int32_t b)
+{
+    const struct vocab_merge *x = &v->merge[a], *y = &v->merge[b];
+    return x->left_len && x->left_len == y->left_len && x->right_len == y->right_len &&
+           !memcmp(v->merge_text + x->off, v->merge_text + y->off, x->left_len + 1 + x->right_len);
+}
+
+/* Insert keys 0..n-1 with precomputed hashes into an open-addressing table; a key equal to one
+ * already present replaces it (replace) or is dropped. Prefetching a few keys ahead hides the
+ * cache misses of the random slot accesses, which dominate loading. */
+static void fill_slots(const struct vocab *v, int32_t *slots, uint32_t mask, const uint32_t *hash,
+                       uint32_t n, bool (*same)(const struct vocab *, int32_t, int32_t), bool replace)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        if (i + 16 < n)
+            __builtin_prefetch(&slots[hash[i + 16] & mask], 1);
+        for (uint32_t h = hash[i] & mask;; h = (h + 1) & mask) {
+            int32_t k = slots[h];
+            if (k < 0) {
+                slots[h] = (int32_t)i;
+                break;
+            }
+            if (same(v, k, (int32_t)i)) {
+                if (replace)
+                    slots[h] = (int32_t)i;
+                break;
+            }
+        }
+    }
+}
+
 static int load_tokens(struct vocab *v, const struct gguf_file *f, struct llm_error *err)
 {
     const struct gguf_kv *toks, *scores = NULL, *types = NULL;
@@ -32,7 +71,7 @@ static int load_tokens(struct vocab *v, const struct gguf_file *f, struct llm_er
         return -rc;
     if (rc == 0)
         return llm_fail(err, LLM_ERR_FORMAT, "%s: no " KEY("tokens") " array", f->path);
-    if (toks->arr_n == 0 || toks->arr_n > INT32_MAX)
+    if (toks->arr_n == 0 || toks->arr_n > VOCAB_MAX_ENTRIES)
         return llm_fail(err, LLM_ERR_FORMAT, "%s: " KEY("tokens") " has %llu entries", f->path,
                         (unsigned long long)toks->arr_n);
     uint32_t n = (uint32_t)toks->arr_n;
@@ -60,29 +99,26 @@ static int load_tokens(struct vocab *v, const struct gguf_file *f, struct llm_er
     if (!v->tok || !v->text || !v->tok_slots)
         return llm_fail(err, LLM_ERR_NOMEM, "out of memory loading the vocabulary");
 
+    uint32_t *hash = malloc((size_t)n * sizeof *hash);
+    if (!hash)
+        return llm_fail(err, LLM_ERR_NOMEM, "out of memory loading the vocabulary");
     uint32_t off = 0;
     for (uint32_t i = 0; i < n; i++) {
         struct vocab_token *t = &v->tok[i];
         struct gguf_str s = toks->strs[i];
         memcpy(v->text + off, s.ptr, s.len);
         v->text[off + s.len] = '\0';
+        hash[i] = (uint32_t)fnv_feed(FNV_INIT, v->text + off, s.len);
         t->off = off;
         t->len = (uint32_t)s.len;
         off += (uint32_t)s.len + 1;
         t->score = scores ? (float)gguf_arr_f64(scores, i) : 0.0f;
         int64_t ty = types ? gguf_arr_i64(types, i) : VOCAB_TT_NORMAL;
         t->type = ty >= VOCAB_TT_NORMAL && ty <= VOCAB_TT_BYTE ? (uint8_t)ty : VOCAB_TT_UNDEFINED;
-
-        /* a later duplicate text replaces the earlier id, as in llama.cpp's map */
-        uint32_t h = (uint32_t)fnv_feed(FNV_INIT, s.ptr, s.len) & v->tok_mask;
-        for (;; h = (h + 1) & v->tok_mask) {
-            int32_t id = v->tok_slots[h];
-            if (id < 0 || (v->tok[id].len == s.len && !memcmp(v->text + v->tok[id].off, s.ptr, s.len))) {
-                v->tok_slots[h] = (int32_t)i;
-                break;
-            }
-        }
     }
+    /* a later duplicate text replaces the earlier id, as in llama.cpp's map */
+    fill_slots(v, v->tok_slots, v->tok_mask, hash, n, same_token, true);
+    free(hash);
     return 0;
 }
 
@@ -94,7 +130,7 @@ static int load_merges(struct vocab *v, const struct gguf_file *f, struct llm_er
         return -rc;
     if (rc == 0)
         return llm_fail(err, LLM_ERR_FORMAT, "%s: gpt2 tokenizer without " KEY("merges"), f->path);
-    if (m->arr_n > INT32_MAX)
+    if (m->arr_n > VOCAB_MAX_ENTRIES)
         return llm_fail(err, LLM_ERR_FORMAT, "%s: too many merges", f->path);
     uint32_t n = (uint32_t)m->arr_n;
     uint64_t total = 0;
@@ -110,35 +146,29 @@ static int load_merges(struct vocab *v, const struct gguf_file *f, struct llm_er
     if (!v->merge || !v->merge_text || !v->merge_slots)
         return llm_fail(err, LLM_ERR_NOMEM, "out of memory loading the merges");
 
+    uint32_t *hash = malloc((size_t)n * sizeof *hash + 1);
+    if (!hash)
+        return llm_fail(err, LLM_ERR_NOMEM, "out of memory loading the merges");
     uint32_t off = 0;
     for (uint32_t i = 0; i < n; i++) {
         struct gguf_str s = m->strs[i];
         struct vocab_merge *e = &v->merge[i];
-        e->off = off;
+        const char *t = v->merge_text + off;
         memcpy(v->merge_text + off, s.ptr, s.len);
+        e->off = off;
         off += (uint32_t)s.len;
-        /* split at the first space after index 0 (a merge may start with a space) */
-        const char *sp = s.len > 1 ? memchr(s.ptr + 1, ' ', s.len - 1) : NULL;
-        if (!sp)
-            continue; /* left_len 0: matches no pair of non-empty symbols */
-        e->left_len = (uint32_t)(sp - s.ptr);
-        e->right_len = (uint32_t)(s.len - e->left_len - 1);
-        const char *r = sp + 1;
-        uint32_t h = (uint32_t)fnv_feed(fnv_feed(fnv_feed(FNV_INIT, s.ptr, e->left_len), " ", 1), r,
-                                        e->right_len) & v->merge_mask;
-        for (;; h = (h + 1) & v->merge_mask) {
-            int32_t k = v->merge_slots[h];
-            if (k < 0) {
-                v->merge_slots[h] = (int32_t)i; /* rank = index in the file */
-                break;
-            }
-            /* a repeated pair keeps its first (lowest) rank */
-            if (v->merge[k].left_len + v->merge[k].right_len + 1 == s.len &&
-                v->merge[k].left_len == e->left_len &&
-                !memcmp(v->merge_text + v->merge[k].off, s.ptr, s.len))
-                break;
+        /* split at the first space after index 0 (a merge may start with a space); without one
+         * the entry matches no pair of non-empty symbols and keeps left_len 0 */
+        const char *sp = s.len > 1 ? memchr(t + 1, ' ', s.len - 1) : NULL;
+        if (sp) {
+            e->left_len = (uint32_t)(sp - t);
+            e->right_len = (uint32_t)(s.len - e->left_len - 1);
         }
+        hash[i] = (uint32_t)fnv_feed(FNV_INIT, t, s.len);
     }
+    /* a repeated pair keeps its first (lowest) rank */
+    fill_slots(v, v->merge_slots, v->merge_mask, hash, n, same_merge, false);
+    free(hash);
     v->n_merges = (int32_t)n;
     return 0;
 }

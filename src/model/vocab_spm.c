@@ -48,7 +48,7 @@ void spm_tokenize(const struct vocab *v, const char *text, size_t len, bool spac
 {
     size_t cap = 3 * (len + 1);
     char *s = malloc(cap);
-    struct sym *sy = malloc((len + 1) * sizeof *sy);
+    struct sym *sy = malloc(cap * sizeof *sy); /* at most one symbol per escaped byte */
     struct bigram_heap heap = { 0 };
     bool ok = s && sy;
     size_t n = 0;
