@@ -56,17 +56,23 @@ run: deps all
 	@bash tools/run-default.sh $(BIN) $(SHARED)
 
 test-unit: all $(TEST_BIN)
-	@SHARED=$(SHARED) LLM=$(BIN)/llm bash tests/run.sh $(TEST_BIN) $(TEST_SCRIPTS)
+	@mkdir -p $(BUILD)
+	@SHARED=$(SHARED) LLM=$(BIN)/llm SUITE=$(SUITE) RESULTS=$(BUILD)/results.txt \
+	  bash tests/run.sh $(TEST_BIN) $(TEST_SCRIPTS)
 
 # The same suite under AddressSanitizer + UndefinedBehaviorSanitizer, in its own build tree.
+SUITE ?= unit
 test-asan:
-	@$(MAKE) --no-print-directory BUILD=build/asan BIN=build/asan/bin \
+	@$(MAKE) --no-print-directory BUILD=build/asan BIN=build/asan/bin SUITE=asan \
 	  CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test-unit
 
 fuzz: all
-	@SHARED=$(SHARED) bash tests/fuzz.sh
+	@SHARED=$(SHARED) RESULTS=build/fuzz/results.txt bash tests/fuzz.sh
 
+# Unit + end-to-end tests, the same under ASan+UBSan, the fuzzer; then one closing count line.
 test: test-unit test-asan fuzz
+	@cat build/results.txt build/asan/results.txt build/fuzz/results.txt | \
+	  awk '{p += $$1; f += $$2} END {printf "%d passed, %d failed\n", p, f; exit f > 0}'
 
 clean:
 	rm -rf build $(BIN)

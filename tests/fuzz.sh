@@ -12,7 +12,10 @@ OUT=build/fuzz
 SRC=(src/model/gguf.c src/error.c src/ops/types.c src/ops/fp16.c src/ops/quants*.c src/ops/vec_dot*.c src/ops/cpu_features.c)
 CFLAGS=(-std=c11 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Werror -Isrc)
 
-result() { echo "fuzz_gguf: $1 passed, $2 failed"; }
+result() {
+  echo "fuzz_gguf: $1 passed, $2 failed"
+  if [ -n "${RESULTS:-}" ]; then echo "$1 $2" >"$RESULTS"; fi
+}
 die() { echo "fuzz_gguf: $*" >&2; result 0 1; exit 1; }
 
 mkdir -p "$OUT/corpus" "$OUT/artifacts" || die "cannot create $OUT"
