@@ -1,5 +1,4 @@
 /* The cpu backend: runs a graph node by node on the thread pool, one barrier between nodes. */
-#include <cblas.h>
 #include <stdlib.h>
 
 #include "../backend.h"
@@ -127,8 +126,6 @@ struct llm_backend *llm_backend_cpu_new(int n_threads)
         free(cb);
         return NULL;
     }
-    /* sgemm runs inside our pool threads, one slice each: OpenBLAS must not start its own */
-    openblas_set_num_threads(1);
     cb->pool = llm_threadpool_new(n_threads);
     cb->rope = llm_rope_cache_new();
     if (!cb->pool || !cb->rope) {
