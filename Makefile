@@ -7,10 +7,8 @@ SHARED  ?= ../shared
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS  ?= -O2 -g
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -pthread -Isrc $(EXTRA_CFLAGS)
-# The single-threaded OpenBLAS build: sgemm runs inside our own pool threads (one slice each), and the
-# pthread build's idle threads spin after every call, taking cores from the pool.
-BLAS_DIR := /usr/lib/x86_64-linux-gnu/openblas-serial
-LDLIBS  := -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -lopenblas -largtable2 -lcjson -lm -pthread
+# OpenBLAS is loaded at run time (src/ops/blas.c), so it is not on the link line.
+LDLIBS  := -ldl -largtable2 -lcjson -lm -pthread
 TEST_LDLIBS := -lcjson
 
 SRC     := $(sort $(wildcard src/*.c src/*/*.c))
@@ -22,7 +20,7 @@ TOOL_OBJ := $(TOOLS:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TESTS:tests/%.c=$(BUILD)/tests/%)
 LIB     := $(BUILD)/libllm.a
 
-DEB_PKGS := libopenblas-dev libopenblas-serial-dev libargtable2-dev libcjson-dev clang unicode-data valgrind python3
+DEB_PKGS := libopenblas-dev libargtable2-dev libcjson-dev clang unicode-data valgrind python3
 
 .PHONY: all deps run test test-unit test-asan fuzz bench clean
 all: $(BIN)/llm $(BIN)/llm-run $(BIN)/llm-bench
