@@ -5,6 +5,7 @@
 
 /* cmd_<name>(argc, argv) for each entry of the table in llm.c */
 int cmd_run(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 /* Print "llm: error: <msg>" on stderr (one line). */
 void tool_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -13,6 +13,7 @@ struct command {
 
 static const struct command commands[] = {
     { "run", cmd_run, "generate text: llm run -m MODEL -p PROMPT" },
+    { "bench", cmd_bench, "benchmark like llama-bench: llm bench -m MODEL [-p 512] [-n 128] [-o md]" },
     { "help", NULL, "this list" },
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
