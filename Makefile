@@ -7,7 +7,10 @@ SHARED  ?= ../shared
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS  ?= -O2 -g
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -pthread -Isrc $(EXTRA_CFLAGS)
-LDLIBS  := -lopenblas -largtable2 -lm -pthread
+# The single-threaded OpenBLAS build: sgemm runs inside our own pool threads (one slice each), and the
+# pthread build's idle threads spin after every call, taking cores from the pool.
+BLAS_DIR := /usr/lib/x86_64-linux-gnu/openblas-serial
+LDLIBS  := -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -lopenblas -largtable2 -lcjson -lm -pthread
 TEST_LDLIBS := -lcjson
 
 SRC     := $(sort $(wildcard src/*.c src/*/*.c))
@@ -19,7 +22,7 @@ TOOL_OBJ := $(TOOLS:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TESTS:tests/%.c=$(BUILD)/tests/%)
 LIB     := $(BUILD)/libllm.a
 
-DEB_PKGS := libopenblas-dev libargtable2-dev libcjson-dev clang unicode-data valgrind python3
+DEB_PKGS := libopenblas-dev libopenblas-serial-dev libargtable2-dev libcjson-dev clang unicode-data valgrind python3
 
 .PHONY: all deps run test test-unit test-asan fuzz bench clean
 all: $(BIN)/llm $(BIN)/llm-run $(BIN)/llm-bench
@@ -67,17 +70,23 @@ run: deps all
 	@bash tools/run-default.sh $(BIN) $(SHARED)
 
 test-unit: all $(TEST_BIN)
-	@SHARED=$(SHARED) LLM=$(BIN)/llm bash tests/run.sh $(TEST_BIN) $(TEST_SCRIPTS)
+	@mkdir -p $(BUILD)
+	@SHARED=$(SHARED) LLM=$(BIN)/llm SUITE=$(SUITE) RESULTS=$(BUILD)/results.txt \
+	  bash tests/run.sh $(TEST_BIN) $(TEST_SCRIPTS)
 
 # The same suite under AddressSanitizer + UndefinedBehaviorSanitizer, in its own build tree.
+SUITE ?= unit
 test-asan:
-	@$(MAKE) --no-print-directory BUILD=build/asan BIN=build/asan/bin \
+	@$(MAKE) --no-print-directory BUILD=build/asan BIN=build/asan/bin SUITE=asan \
 	  CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test-unit
 
 fuzz: all
-	@SHARED=$(SHARED) bash tests/fuzz.sh
+	@SHARED=$(SHARED) RESULTS=build/fuzz/results.txt bash tests/fuzz.sh
 
+# Unit + end-to-end tests, the same under ASan+UBSan, the fuzzer; then one closing count line.
 test: test-unit test-asan fuzz
+	@cat build/results.txt build/asan/results.txt build/fuzz/results.txt | \
+	  awk '{p += $$1; f += $$2} END {printf "%d passed, %d failed\n", p, f; exit f > 0}'
 
 # llm-bench on synthetic Qwen2.5-0.5B / TinyLlama-1.1B shapes (cached in models/) and stories260K,
 # against llama.cpp's figures: bench/results/latest.md.

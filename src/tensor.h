@@ -55,7 +55,9 @@ enum llm_type {
  * bitwise in the int32 slots (see llm_get_op_f32 / llm_set_op_f32). */
 enum llm_op {
     LLM_OP_NONE = 0,   /* leaf: weight, input or preallocated buffer                               */
-    LLM_OP_GET_ROWS,   /* src0 [ne0, rows] any type, src1 I32 ids [n] -> dst F32 [ne0, n]           */
+    LLM_OP_GET_ROWS,   /* src0 [ne0, rows] any type, src1 I32 ids [n] -> dst F32 [ne0, n]; ids may be
+                          [n, b2, b3]: dst [ne0, n, b2, b3] row (i,j,k) = src0 row ids[i,j,k] of
+                          src0 matrix (j,k) (broadcast over src0 dims 2/3)                          */
     LLM_OP_SET_ROWS,   /* src0 dst buffer [ne0, rows] (F32/F16), src1 F32 [ne0, n], src2 I32 row ids
                           [n]: row i of src1 -> row ids[i] of src0; dst is a view of src0            */
     LLM_OP_ADD,        /* src0 + src1, src1 broadcast (each src1 ne[i] divides src0 ne[i])           */
@@ -70,15 +72,17 @@ enum llm_op {
                           p[4] n_ctx_orig, floats p[5] freq_base, p[6] freq_scale, p[7] ext_factor,
                           p[8] attn_factor, p[9] beta_fast, p[10] beta_slow                          */
     LLM_OP_SOFT_MAX,   /* src0 [n_kv, n_q, heads] F32, src1 optional F32 mask [n_kv, >=n_q] added
-                          after scaling; p[0] scale (float)                                          */
+                          after scaling (broadcast over dims 2/3); p[0] scale (float); a row that is
+                          all -inf gives zeros                                                      */
     LLM_OP_FLASH_ATTN, /* q src0 [hd, n_q, heads] F32, k src1 [hd, n_kv, heads_kv], v src2 [hd_v,
-                          n_kv, heads_kv] (F32/F16), mask src3 F32 [n_kv, >=n_q]; p[0] scale (float).
+                          n_kv, heads_kv] (F32/F16), mask src3 F32 [n_kv, >=n_q] or NULL; p[0] scale.
                           dst F32 [hd_v, heads, n_q]. Query length is src0->ne[1]; GQA when
                           heads_kv divides heads                                                     */
     LLM_OP_SWIGLU,     /* silu(src0) * src1                                                          */
     LLM_OP_SILU,       /* silu(src0)                                                                 */
-    LLM_OP_CPY,        /* src0 converted into src1's memory and type; dst is a view of src1          */
-    LLM_OP_CONT,       /* contiguous copy of src0 (same type)                                        */
+    LLM_OP_CPY,        /* src0 converted into src1's memory and type; dst is a view of src1.
+                          Elements pair up in row-major order (same count, shapes may differ)       */
+    LLM_OP_CONT,       /* contiguous copy of src0 (same type; dst shape may differ, as CPY)          */
     LLM_OP_VIEW,       /* no computation: strided window on view_src                                 */
     LLM_OP_RESHAPE,    /* no computation                                                             */
     LLM_OP_PERMUTE,    /* no computation                                                             */

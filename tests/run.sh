@@ -16,5 +16,6 @@ for t in "$@"; do
   echo "$line"
   passed=$((passed + p)); failed=$((failed + f))
 done
-echo "$passed passed, $failed failed"
+echo "${SUITE:-tests}: $passed passed, $failed failed"
+[ -n "${RESULTS:-}" ] && echo "$passed $failed" >"$RESULTS"
 [ "$failed" -eq 0 ]

@@ -75,5 +75,18 @@ expect_error "info truncated"       "$LLM" info "$tmp/trunc.gguf"
 expect_error "tokenize no model"    "$LLM" tokenize -p hi
 expect_error "tokenize bad file"    "$LLM" tokenize -m "$tmp/junk.gguf" -p hi
 
+# Valgrind: no invalid access and no definite leak on the end-to-end paths (generation with a
+# batched prompt through BLAS, info, tokenize, a corrupt file).
+if command -v valgrind >/dev/null; then
+  vg() { valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite "$@" >/dev/null 2>"$tmp/vg"; [ $? -ne 99 ]; }
+  vg "$LLM" run -m "$M/stories260K.gguf" -p "$(printf 'Once upon a time %.0s' $(seq 1 12))" -n 8 --temp 0 && ok || fail "valgrind run: $(head -c 600 "$tmp/vg")"
+  vg "$LLM" run -m "$M/qwen2-tiny-q8_0.gguf" -p "Hello" -n 2 --temp 0 -fa off && ok || fail "valgrind run qwen2: $(head -c 600 "$tmp/vg")"
+  vg "$LLM" info "$M/llama-k256-q4_k_m.gguf" && ok || fail "valgrind info: $(head -c 600 "$tmp/vg")"
+  vg "$LLM" tokenize -m "$M/qwen2-tiny-f16.gguf" -p "Hello <|im_end|> world" --parse-special && ok || fail "valgrind tokenize: $(head -c 600 "$tmp/vg")"
+  vg "$LLM" run -m "$tmp/trunc.gguf" -p hi && ok || fail "valgrind corrupt file: $(head -c 600 "$tmp/vg")"
+else
+  fail "valgrind is not installed (make deps installs it)"
+fi
+
 echo "test_cli: $passed passed, $failed failed"
 [ $failed -eq 0 ]

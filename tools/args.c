@@ -1,8 +1,12 @@
+/* argtable2 glue shared by the subcommands: llama.cpp-style option aliases, -h output and
+ * one-line errors. */
 #include "args.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <argtable2.h>
 
 #include "commands.h"
 
@@ -25,35 +29,35 @@ char **tool_expand_aliases(int argc, char **argv, const struct tool_alias *alias
     return out;
 }
 
-int tool_parse(int argc, char **argv, void **table, struct arg_end *end)
+int tool_parse_args(void **table, int argc, char **argv, const char *purpose)
 {
-    if (arg_nullcheck(table) != 0) {
-        tool_error("out of memory");
+    int n_err = arg_parse(argc, argv, table);
+    struct arg_lit *help = table[0];
+    if (help->count > 0) {
+        printf("usage: llm %s", argv[0]);
+        arg_print_syntax(stdout, table, "\n\n");
+        printf("%s\n\noptions:\n", purpose);
+        arg_print_glossary(stdout, table, "  %-28s %s\n");
         return 1;
     }
-    if (arg_parse(argc, argv, table) == 0)
+    if (n_err == 0)
         return 0;
-    /* argtable2 prints several lines; keep the first error only */
-    char *buf = NULL;
+    /* argtable prints a multi-line report; keep its first line as our single error line. */
+    char *text = NULL;
     size_t len = 0;
-    FILE *mem = open_memstream(&buf, &len);
+    FILE *mem = open_memstream(&text, &len);
+    struct arg_end *end = NULL;
+    for (int i = 0; !end; i++)
+        if ((((struct arg_hdr *)table[i])->flag & ARG_TERMINATOR))
+            end = table[i];
     if (mem) {
-        arg_print_errors(mem, end, "");
+        arg_print_errors(mem, end, argv[0]);
         fclose(mem);
     }
-    const char *msg = buf ? buf : "invalid arguments";
-    while (*msg == ':' || *msg == ' ')
-        msg++;
-    int n = (int)strcspn(msg, "\n");
-    tool_error("%.*s (try '%s -h')", n, msg, argv[0]);
-    free(buf);
-    return 1;
-}
-
-void tool_usage(const char *prog, void **table, const char *what)
-{
-    printf("usage: %s", prog);
-    arg_print_syntax(stdout, table, "\n");
-    printf("%s\n\noptions:\n", what);
-    arg_print_glossary(stdout, table, "  %-28s %s\n");
+    char *nl = text ? strchr(text, '\n') : NULL;
+    if (nl)
+        *nl = '\0';
+    tool_error("%s (try 'llm %s -h')", text && *text ? text : "bad arguments", argv[0]);
+    free(text);
+    return -1;
 }

@@ -1,5 +1,5 @@
-/* Command-line helpers shared by the tools: llama.cpp-style multi-letter short options
- * (-ub, -ctk, -ngl, -dev, -fa) mapped onto argtable2's long options, and one-line errors. */
+/* llama.cpp-style multi-letter short options (-ub, -ctk, -ngl, -dev, -fa) mapped onto argtable2's
+ * long options. (tool_parse_args in commands.h does the parsing.) */
 #ifndef LLM_TOOLS_ARGS_H
 #define LLM_TOOLS_ARGS_H
 
@@ -13,11 +13,5 @@ struct tool_alias {
 /* A copy of argv (the strings are shared) with every aliased word replaced and "--a_b" spelled
  * "--a-b" as llama.cpp accepts. Terminated by NULL; free() the array. NULL on allocation failure. */
 char **tool_expand_aliases(int argc, char **argv, const struct tool_alias *aliases, int n_aliases);
-
-/* arg_parse(); on error prints "llm: error: <first error>" and returns non-zero. */
-int tool_parse(int argc, char **argv, void **table, struct arg_end *end);
-
-/* Usage and the option glossary on stdout. */
-void tool_usage(const char *prog, void **table, const char *what);
 
 #endif

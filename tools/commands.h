@@ -6,8 +6,16 @@
 /* cmd_<name>(argc, argv) for each entry of the table in llm.c */
 int cmd_run(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 
 /* Print "llm: error: <msg>" on stderr (one line). */
 void tool_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Parse argv with an argtable2 table whose first entry is the -h/--help arg_lit and whose last is
+ * the arg_end. Returns 0 when parsed, 1 when help was printed (exit 0), -1 after printing a
+ * one-line error (exit 1). purpose: one line shown under the usage. */
+int tool_parse_args(void **table, int argc, char **argv, const char *purpose);
 
 #endif

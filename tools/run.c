@@ -122,19 +122,15 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
     struct arg_lit *verbose = arg_lit0("v", "verbose", "print settings and statistics");
     struct arg_lit *help = arg_lit0("h", "help", "print this help");
     struct arg_end *end = arg_end(5);
-    void *table[] = { model, prompt, file, n_predict, n_ctx, n_batch, n_ubatch, threads, temp, top_k,
+    void *table[] = { help, model, prompt, file, n_predict, n_ctx, n_batch, n_ubatch, threads, temp, top_k,
                       top_p, min_p, rep_pen, rep_n, seed, ctk, ctv, fa, dev, ngl, no_display, special,
-                      dump, verbose, help, end };
+                      dump, verbose, end };
     const int n_table = sizeof table / sizeof table[0];
     int rc = -1;
 
-    if (tool_parse(argc, argv, table, end) != 0) {
-        rc = 1;
-        goto out;
-    }
-    if (help->count) {
-        tool_usage("llm-run", table, "Generate text from a prompt with a GGUF model.");
-        rc = 0;
+    int pr = tool_parse_args(table, argc, argv, "Generate text from a prompt with a GGUF model.");
+    if (pr != 0) {
+        rc = pr > 0 ? 0 : 1;
         goto out;
     }
     if (!model->count) {

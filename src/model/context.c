@@ -23,6 +23,12 @@ struct llm_context {
     int32_t *in_tokens, *in_pos, *in_kv_idx, *in_out_ids;
     float *in_mask;
     float *logits;                   /* [n_outputs][n_vocab] of the last decode      */
+    /* The last graph, kept for reuse: inputs live in fixed buffers and the allocator gives the
+     * same shape the same addresses, so an unchanged shape needs no rebuild. */
+    struct llm_graph *graph;
+    struct llm_tensor *graph_logits;
+    int32_t graph_n, graph_n_kv, graph_n_out;
+    unsigned graph_generation;       /* allocator generation the graph was placed in */
     int32_t n_logits_rows;
     int32_t logits_cap_rows;
 };
@@ -95,6 +101,7 @@ void llm_context_free(struct llm_context *c)
             c->backend->iface->buffer_free(c->backend, c->kv.buf);
         llm_backend_free(c->backend);
     }
+    llm_graph_free(c->graph);
     llm_ctx_free(c->gctx);
     free(c->in_tokens);
     free(c->in_pos);
@@ -213,6 +220,30 @@ static void fill_inputs(struct llm_context *c, const int32_t *tokens, int32_t n,
         c->in_out_ids[i] = n_out == n ? i : n - 1;
 }
 
+/* Make c->graph the allocated graph of this shape, reusing the last one when nothing changed. */
+static int prepare_graph(struct llm_context *c, int32_t n, int32_t n_kv, int32_t n_out, struct llm_error *err)
+{
+    if (c->graph && c->graph_n == n && c->graph_n_kv == n_kv && c->graph_n_out == n_out &&
+        c->graph_generation == llm_allocator_generation(c->alloc))
+        return LLM_OK;
+    llm_graph_free(c->graph);
+    struct llm_build_inputs in;
+    c->graph = build_graph(c, &in, n, n_kv, n_out, &c->graph_logits);
+    if (!c->graph)
+        return llm_fail(err, LLM_ERR_NOMEM, "cannot build the compute graph");
+    int rc = llm_allocator_alloc_graph(c->alloc, c->graph, err);
+    if (rc) {
+        llm_graph_free(c->graph);
+        c->graph = NULL;
+        return rc;
+    }
+    c->graph_n = n;
+    c->graph_n_kv = n_kv;
+    c->graph_n_out = n_out;
+    c->graph_generation = llm_allocator_generation(c->alloc);
+    return LLM_OK;
+}
+
 static int decode_ubatch(struct llm_context *c, const int32_t *tokens, int32_t n, bool logits_all,
                          struct llm_error *err)
 {
@@ -220,19 +251,14 @@ static int decode_ubatch(struct llm_context *c, const int32_t *tokens, int32_t n
     int32_t n_kv = pad_to(c->kv.n_used + n, KV_PAD);
     if (n_kv > c->kv.n_cells)
         n_kv = c->kv.n_cells;
-    struct llm_build_inputs in;
-    struct llm_tensor *logits;
-    struct llm_graph *g = build_graph(c, &in, n, n_kv, n_out, &logits);
-    if (!g)
-        return llm_fail(err, LLM_ERR_NOMEM, "cannot build the compute graph");
-    int rc = llm_allocator_alloc_graph(c->alloc, g, err);
-    if (!rc) {
-        fill_inputs(c, tokens, n, n_kv, n_out);
-        rc = llm_backend_compute(c->backend, g, err);
-    }
-    llm_graph_free(g);
+    int rc = prepare_graph(c, n, n_kv, n_out, err);
     if (rc)
         return rc;
+    fill_inputs(c, tokens, n, n_kv, n_out);
+    rc = llm_backend_compute(c->backend, c->graph, err);
+    if (rc)
+        return rc;
+    const struct llm_tensor *logits = c->graph_logits;
     const int32_t n_vocab = (int32_t)c->model->hp.n_vocab;
     const int32_t rows = c->n_logits_rows + n_out;
     if (rows > c->logits_cap_rows) {

@@ -3,7 +3,8 @@
  * Reader contract: gguf_open() maps the file and validates the whole header, every metadata
  * entry and every tensor info before returning; after a successful open every accessor below is
  * safe (no further bounds checks can fail). Strings are (pointer, length) views into the mapping,
- * not NUL-terminated. Errors name the file, the key or tensor, and the byte offset. */
+ * not NUL-terminated. Keys and tensor names never contain a NUL byte (such files are rejected), so
+ * they can be compared with C strings. Errors name the file, the key or tensor, and the byte offset. */
 #ifndef LLM_GGUF_H
 #define LLM_GGUF_H
 
@@ -33,7 +34,8 @@ struct gguf_kv {
     enum gguf_vtype type;     /* value type; GGUF_ARRAY for arrays         */
     enum gguf_vtype arr_type; /* element type when type == GGUF_ARRAY      */
     uint64_t arr_n;           /* element count when type == GGUF_ARRAY     */
-    const uint8_t *value;     /* first byte of the value (after the array header for arrays) */
+    const uint8_t *value;     /* first byte of the value: after the array header for arrays, the
+                                 u64 length prefix for a STRING (read it with gguf_get_str) */
     uint64_t offset;          /* file offset of the entry, for messages    */
     const struct gguf_str *strs; /* arr_n views when arr_type == GGUF_STRING, else NULL */
 };
@@ -89,7 +91,9 @@ int gguf_get_str(const struct gguf_file *f, const char *key, struct gguf_str *ou
 int gguf_get_arr(const struct gguf_file *f, const char *key, enum gguf_vtype elem,
                  const struct gguf_kv **kv, struct llm_error *err);
 
-/* Scalar element i of a numeric array or scalar value, converted. */
+/* Scalar element i of a numeric array or scalar value (i == 0), converted. Numeric means integer,
+ * float or bool. Out of range i or a non-numeric type gives NAN / 0; gguf_arr_i64 saturates u64
+ * values above INT64_MAX and truncates floats toward zero (0 when out of int64 range). */
 double gguf_arr_f64(const struct gguf_kv *kv, uint64_t i);
 int64_t gguf_arr_i64(const struct gguf_kv *kv, uint64_t i);
 
@@ -102,12 +106,18 @@ bool gguf_str_eq(struct gguf_str s, const char *c);
 /* ---- writer ---------------------------------------------------------------------------------
  * Collects metadata and tensors in memory order of calls and writes GGUF v3. Values are copied;
  * tensor data pointers must stay valid until gguf_writer_write(). Keys and tensor names must be
- * unique (a duplicate is an error at write time). */
+ * unique (a duplicate is an error at write time). The add functions do not fail: a bad argument
+ * (unknown type, ne[0] not a multiple of the block size, name over GGUF_MAX_NAME, ...) or an
+ * allocation failure is remembered and returned by gguf_writer_write(). The alignment is the value
+ * of a `general.alignment` u32 entry (however it was added, e.g. copied), else 32. */
 struct gguf_writer;
 
-struct gguf_writer *gguf_writer_new(void);
+struct gguf_writer *gguf_writer_new(void); /* NULL when out of memory */
 void gguf_writer_free(struct gguf_writer *w);
-void gguf_writer_set_alignment(struct gguf_writer *w, uint32_t alignment); /* also writes the key */
+/* Sets (or updates) the `general.alignment` key; must be a power of two. */
+void gguf_writer_set_alignment(struct gguf_writer *w, uint32_t alignment);
+/* Scalar of any fixed-size type (not STRING/ARRAY); v points to gguf_vtype_size(type) bytes. */
+void gguf_writer_add_scalar(struct gguf_writer *w, const char *key, enum gguf_vtype type, const void *v);
 void gguf_writer_add_u32(struct gguf_writer *w, const char *key, uint32_t v);
 void gguf_writer_add_i32(struct gguf_writer *w, const char *key, int32_t v);
 void gguf_writer_add_u64(struct gguf_writer *w, const char *key, uint64_t v);
@@ -121,6 +131,7 @@ void gguf_writer_add_arr_str(struct gguf_writer *w, const char *key, const struc
                              uint64_t n);
 /* Copy one metadata entry (any type) from a parsed file. */
 void gguf_writer_copy_kv(struct gguf_writer *w, const struct gguf_kv *kv);
+/* n_dims 1..4; data holds the tensor's bytes (may be NULL when it has 0 bytes). */
 void gguf_writer_add_tensor(struct gguf_writer *w, const char *name, enum llm_type type,
                             uint32_t n_dims, const int64_t *ne, const void *data);
 /* Write to path (via a temporary file renamed into place, so no partial file is left). */

@@ -61,15 +61,30 @@ struct llm_model {
     char desc[128];                /* "llama ?B all F32" as llama-bench prints  */
     uint64_t n_bytes;              /* Σ tensor bytes                            */
     uint64_t n_params;             /* Σ tensor elements                         */
+    int32_t ftype;                 /* hp.file_type, or guessed from the tensor types when absent */
+    bool ftype_guessed;            /* general.file_type was absent              */
 };
 
 /* Open path, read hyper-parameters, bind every weight by name with shape and type checks, load the
- * vocabulary. Errors name the file and the key or tensor (unknown architecture, missing tensor,
- * wrong shape, type without kernels, per-layer arrays). */
+ * vocabulary. Errors name the file and the key or tensor (unknown architecture, missing required
+ * key, per-layer arrays, missing tensor, wrong shape, type without to_float, a tensor the model does
+ * not use, fused QKV, rope scaling other than linear, vocab-only file). On error *out is NULL. */
 int llm_model_load(const char *path, struct llm_model **out, struct llm_error *err);
 void llm_model_free(struct llm_model *m);
 
 const char *llm_arch_name(enum llm_arch a);
+
+/* Set m->ftype, m->ftype_guessed and m->desc ("<arch> <size class> <ftype name>", spec §3.8) from
+ * the hyper-parameters and the tensors' types. llm_model_load calls it. */
+void llm_model_describe(struct llm_model *m);
+
+/* Size class llama.cpp gives these hyper-parameters ("0.5B", "1B", "?B" when unknown). */
+const char *llm_model_size_class(const struct llm_hparams *hp);
+
+/* llama-bench's size and params cells: "%.2f MiB" below 1 GiB else "%.2f GiB"; "%.2f M" below 1e9
+ * else "%.2f B". */
+void llm_format_size(uint64_t n_bytes, char *buf, size_t cap);
+void llm_format_params(uint64_t n_params, char *buf, size_t cap);
 
 /* Name of a llama_ftype as llama-bench prints it ("Q4_K - Medium"), or NULL when unknown. */
 const char *llm_ftype_name(int32_t ftype);

@@ -30,6 +30,10 @@ bool llm_cpu_supports(const struct llm_tensor *node);
 /* Scratch bytes node needs when run by n_threads threads (0 for most ops). */
 size_t llm_cpu_work_size(const struct llm_tensor *node, int n_threads);
 
+/* True when a MUL_MAT node runs as dequantize + cblas_sgemm (F32 activations, batched) rather
+ * than as per-row dot products on activations converted to the weights' vec_dot_type. */
+bool llm_cpu_mul_mat_uses_blas(const struct llm_tensor *node);
+
 /* Run this thread's share of node. No-op for NONE/VIEW/RESHAPE/PERMUTE/TRANSPOSE. */
 void llm_cpu_compute(const struct llm_cpu_params *p, struct llm_tensor *node);
 

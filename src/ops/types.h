@@ -21,6 +21,7 @@ struct llm_type_traits {
      * Each has a *_ref twin in src/ops that serves as its test oracle. */
     llm_from_float_fn from_float_fast; /* used to convert activations to vec_dot_type     */
     llm_vec_dot_fn vec_dot;            /* weight row · activation row, or NULL            */
+    llm_vec_dot_fn vec_dot_ref;        /* scalar oracle of vec_dot (tests), or NULL       */
     enum llm_type vec_dot_type;        /* type activations are converted to for vec_dot   */
 };
 

@@ -1,0 +1,194 @@
+/* The cpu kernels' entry points: which nodes they run, the scratch they need, and dispatch. */
+#include "cpu.h"
+
+#include "cpu_ref.h"
+#include "kernels.h"
+#include "types.h"
+
+static bool is_f32(const struct llm_tensor *t)
+{
+    return t && t->type == LLM_TYPE_F32;
+}
+
+static bool same_shape(const struct llm_tensor *a, const struct llm_tensor *b)
+{
+    for (int d = 0; d < LLM_MAX_DIMS; d++)
+        if (a->ne[d] != b->ne[d])
+            return false;
+    return true;
+}
+
+static bool unit_stride(const struct llm_tensor *t)
+{
+    return t->nb[0] == llm_type_traits(t->type)->type_size;
+}
+
+/* F32, F16 or BF16 (with its row conversions, whose traits another module fills). */
+static bool float_type(enum llm_type t)
+{
+    const struct llm_type_traits *tt = llm_type_traits(t);
+    return t == LLM_TYPE_F32 ||
+           ((t == LLM_TYPE_F16 || t == LLM_TYPE_BF16) && tt->to_float && tt->from_float_fast);
+}
+
+/* CPY/CONT conversions: same type (quantized only row for row), or F32 <-> F16/BF16. */
+static bool cpy_supported(const struct llm_tensor *a, const struct llm_tensor *d)
+{
+    const struct llm_type_traits *ta = llm_type_traits(a->type);
+    if (!ta || !llm_type_traits(d->type) || llm_nelements(a) != llm_nelements(d))
+        return false;
+    if (a->type == d->type)
+        return ta->blck_size == 1 || (same_shape(a, d) && unit_stride(a) && unit_stride(d));
+    return float_type(a->type) && float_type(d->type) &&
+           (a->type == LLM_TYPE_F32 || d->type == LLM_TYPE_F32);
+}
+
+/* Each dim of b from `from` on divides that of a. */
+static bool broadcasts(const struct llm_tensor *a, const struct llm_tensor *b, int from)
+{
+    for (int d = from; d < LLM_MAX_DIMS; d++)
+        if (b->ne[d] == 0 || a->ne[d] % b->ne[d])
+            return false;
+    return true;
+}
+
+static bool get_rows_supported(const struct llm_tensor *n)
+{
+    const struct llm_tensor *a = n->src[0], *ids = n->src[1];
+    const struct llm_type_traits *ta = llm_type_traits(a->type);
+    if (!ta || !ids || ids->type != LLM_TYPE_I32 || !is_f32(n) || n->ne[0] != a->ne[0] ||
+        n->ne[1] != ids->ne[0] || n->ne[2] != ids->ne[1] || n->ne[3] != ids->ne[2] || ids->ne[3] != 1)
+        return false;
+    if (ta->blck_size > 1)
+        return ta->to_float && unit_stride(a) && unit_stride(n);
+    return float_type(a->type);
+}
+
+static bool set_rows_supported(const struct llm_tensor *n)
+{
+    const struct llm_tensor *b = n->src[1], *ids = n->src[2];
+    return float_type(n->type) && is_f32(b) && ids && ids->type == LLM_TYPE_I32 && b->ne[0] == n->ne[0] &&
+           ids->ne[0] == b->ne[1] && ids->ne[1] > 0 && ids->ne[2] > 0 && n->ne[2] > 0 && n->ne[3] > 0;
+}
+
+static bool rope_supported(const struct llm_tensor *n)
+{
+    const struct llm_tensor *a = n->src[0], *pos = n->src[1], *ff = n->src[2];
+    int n_dims = n->op_params[1], mode = n->op_params[2];
+    return is_f32(a) && is_f32(n) && same_shape(a, n) && pos && pos->type == LLM_TYPE_I32 &&
+           pos->ne[0] == a->ne[2] && a->ne[3] == 1 && (mode == 0 || mode == 2) && n_dims > 0 &&
+           n_dims % 2 == 0 && n_dims <= a->ne[0] && n_dims <= 1024 && llm_get_op_f32(n, 7) == 0.0f &&
+           (!ff || (is_f32(ff) && ff->ne[0] >= n_dims / 2 && unit_stride(ff)));
+}
+
+static bool soft_max_supported(const struct llm_tensor *n)
+{
+    const struct llm_tensor *a = n->src[0], *m = n->src[1];
+    return is_f32(a) && is_f32(n) && same_shape(a, n) && n->nb[0] == sizeof(float) &&
+           (!m || (is_f32(m) && m->ne[0] == a->ne[0] && m->ne[1] >= a->ne[1] && broadcasts(a, m, 2)));
+}
+
+static bool flash_attn_supported(const struct llm_tensor *n)
+{
+    const struct llm_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2], *m = n->src[3];
+    bool kv_ok = k && v && (k->type == LLM_TYPE_F32 || k->type == LLM_TYPE_F16) &&
+                 (v->type == LLM_TYPE_F32 || v->type == LLM_TYPE_F16);
+    return is_f32(q) && is_f32(n) && kv_ok && k->ne[0] == q->ne[0] && v->ne[1] == k->ne[1] &&
+           v->ne[2] == k->ne[2] && k->ne[2] > 0 && q->ne[2] % k->ne[2] == 0 && q->ne[3] == 1 &&
+           n->ne[0] == v->ne[0] && n->ne[1] == q->ne[2] && n->ne[2] == q->ne[1] &&
+           (!m || (is_f32(m) && m->ne[0] == k->ne[1] && m->ne[1] >= q->ne[1] && q->ne[2] % m->ne[2] == 0));
+}
+
+bool llm_cpu_supports(const struct llm_tensor *n)
+{
+    const struct llm_tensor *a = n->src[0], *b = n->src[1];
+    switch (n->op) {
+    case LLM_OP_NONE:
+    case LLM_OP_VIEW:
+    case LLM_OP_RESHAPE:
+    case LLM_OP_PERMUTE:
+    case LLM_OP_TRANSPOSE:
+        return true;
+    case LLM_OP_GET_ROWS:
+        return get_rows_supported(n);
+    case LLM_OP_SET_ROWS:
+        return set_rows_supported(n);
+    case LLM_OP_ADD:
+    case LLM_OP_MUL:
+        return is_f32(a) && is_f32(b) && is_f32(n) && same_shape(a, n) && broadcasts(a, b, 0);
+    case LLM_OP_SCALE:
+    case LLM_OP_SILU:
+    case LLM_OP_RMS_NORM:
+        return is_f32(a) && is_f32(n) && same_shape(a, n);
+    case LLM_OP_SWIGLU:
+        return is_f32(a) && is_f32(b) && is_f32(n) && same_shape(a, n) && same_shape(a, b);
+    case LLM_OP_MUL_MAT:
+        return cpu_mul_mat_supports(n);
+    case LLM_OP_ROPE:
+        return rope_supported(n);
+    case LLM_OP_SOFT_MAX:
+        return soft_max_supported(n);
+    case LLM_OP_FLASH_ATTN:
+        return flash_attn_supported(n);
+    case LLM_OP_CPY:
+        return cpy_supported(a, n) && b && n->type == b->type;
+    case LLM_OP_CONT:
+        return a->type == n->type && cpy_supported(a, n);
+    default:
+        return false;
+    }
+}
+
+size_t llm_cpu_work_size(const struct llm_tensor *node, int n_threads)
+{
+    switch (node->op) {
+    case LLM_OP_MUL_MAT:
+        return cpu_mul_mat_work_size(node, n_threads);
+    case LLM_OP_FLASH_ATTN:
+        return cpu_flash_attn_work_size(node, n_threads);
+    default:
+        return 0;
+    }
+}
+
+void llm_cpu_compute(const struct llm_cpu_params *p, struct llm_tensor *node)
+{
+    switch (node->op) {
+    case LLM_OP_GET_ROWS: cpu_get_rows(p, node); break;
+    case LLM_OP_SET_ROWS: cpu_set_rows(p, node); break;
+    case LLM_OP_ADD: cpu_add(p, node); break;
+    case LLM_OP_MUL: cpu_mul(p, node); break;
+    case LLM_OP_SCALE: cpu_scale(p, node); break;
+    case LLM_OP_RMS_NORM: cpu_rms_norm(p, node); break;
+    case LLM_OP_MUL_MAT: cpu_mul_mat(p, node); break;
+    case LLM_OP_ROPE: cpu_rope(p, node); break;
+    case LLM_OP_SOFT_MAX: cpu_soft_max(p, node); break;
+    case LLM_OP_FLASH_ATTN: cpu_flash_attn(p, node); break;
+    case LLM_OP_SWIGLU: cpu_swiglu(p, node); break;
+    case LLM_OP_SILU: cpu_silu(p, node); break;
+    case LLM_OP_CPY:
+    case LLM_OP_CONT: cpu_cpy(p, node); break;
+    default: break; /* NONE, VIEW, RESHAPE, PERMUTE, TRANSPOSE: nothing to compute */
+    }
+}
+
+void llm_ref_compute(struct llm_tensor *dst)
+{
+    switch (dst->op) {
+    case LLM_OP_GET_ROWS: llm_ref_get_rows(dst); break;
+    case LLM_OP_SET_ROWS: llm_ref_set_rows(dst); break;
+    case LLM_OP_ADD: llm_ref_add(dst); break;
+    case LLM_OP_MUL: llm_ref_mul(dst); break;
+    case LLM_OP_SCALE: llm_ref_scale(dst); break;
+    case LLM_OP_RMS_NORM: llm_ref_rms_norm(dst); break;
+    case LLM_OP_MUL_MAT: llm_ref_mul_mat(dst); break;
+    case LLM_OP_ROPE: llm_ref_rope(dst); break;
+    case LLM_OP_SOFT_MAX: llm_ref_soft_max(dst); break;
+    case LLM_OP_FLASH_ATTN: llm_ref_flash_attn(dst); break;
+    case LLM_OP_SWIGLU: llm_ref_swiglu(dst); break;
+    case LLM_OP_SILU: llm_ref_silu(dst); break;
+    case LLM_OP_CPY:
+    case LLM_OP_CONT: llm_ref_cpy(dst); break;
+    default: break;
+    }
+}

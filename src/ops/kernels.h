@@ -1,0 +1,60 @@
+/* Internal to src/ops: the fast kernels cpu.c dispatches to, and small helpers they share.
+ * Each fast kernel runs thread ith's share of one node (see cpu.h); its scalar twin is in cpu_ref.h. */
+#ifndef LLM_OPS_KERNELS_H
+#define LLM_OPS_KERNELS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cpu.h"
+
+/* Address of element (i0, i1, i2, i3) of t, honouring nb. */
+static inline void *tensor_at(const struct llm_tensor *t, int64_t i0, int64_t i1, int64_t i2, int64_t i3)
+{
+    return (char *)t->data + i0 * (int64_t)t->nb[0] + i1 * (int64_t)t->nb[1] + i2 * (int64_t)t->nb[2] +
+           i3 * (int64_t)t->nb[3];
+}
+
+/* Rows [*r0, *r1) of nrows that thread ith of nth handles (contiguous, sizes differ by at most 1). */
+static inline void thread_rows(int64_t nrows, int ith, int nth, int64_t *r0, int64_t *r1)
+{
+    *r0 = nrows * ith / nth;
+    *r1 = nrows * (ith + 1) / nth;
+}
+
+/* Waits for every thread of the pool (no-op for a single thread). */
+static inline void pool_barrier(const struct llm_cpu_params *p)
+{
+    if (p->nth > 1)
+        p->barrier(p->pool);
+}
+
+/* True when the CPU has AVX2, FMA and F16C (checked once; cheap afterwards). */
+
+/* Unpack a flat row index into (i1, i2, i3) of t. */
+static inline void row_index(const struct llm_tensor *t, int64_t r, int64_t *i1, int64_t *i2, int64_t *i3)
+{
+    *i1 = r % t->ne[1];
+    *i2 = r / t->ne[1] % t->ne[2];
+    *i3 = r / (t->ne[1] * t->ne[2]);
+}
+
+void cpu_get_rows(const struct llm_cpu_params *p, struct llm_tensor *dst);
+void cpu_set_rows(const struct llm_cpu_params *p, struct llm_tensor *dst);
+void cpu_cpy(const struct llm_cpu_params *p, struct llm_tensor *dst); /* CPY and CONT */
+void cpu_add(const struct llm_cpu_params *p, struct llm_tensor *dst);
+void cpu_mul(const struct llm_cpu_params *p, struct llm_tensor *dst);
+void cpu_scale(const struct llm_cpu_params *p, struct llm_tensor *dst);
+void cpu_silu(const struct llm_cpu_params *p, struct llm_tensor *dst);
+void cpu_swiglu(const struct llm_cpu_params *p, struct llm_tensor *dst);
+void cpu_rms_norm(const struct llm_cpu_params *p, struct llm_tensor *dst);
+void cpu_rope(const struct llm_cpu_params *p, struct llm_tensor *dst);
+void cpu_soft_max(const struct llm_cpu_params *p, struct llm_tensor *dst);
+void cpu_flash_attn(const struct llm_cpu_params *p, struct llm_tensor *dst);
+void cpu_mul_mat(const struct llm_cpu_params *p, struct llm_tensor *dst);
+
+size_t cpu_mul_mat_work_size(const struct llm_tensor *dst, int nth);
+size_t cpu_flash_attn_work_size(const struct llm_tensor *dst, int nth);
+bool cpu_mul_mat_supports(const struct llm_tensor *dst);
+
+#endif

@@ -1,0 +1,243 @@
+/* MUL_MAT: dst[m, n] = dot(src0 row m, src1 row n), src0 broadcast over dims 2/3.
+ *
+ * Two paths, chosen per node by use_blas():
+ *  - dot path (decode, small batches): src1 rows are converted once to the weights' vec_dot_type
+ *    (in parallel, into wdata), then threads take chunks of weight rows from a shared counter and
+ *    dot each row with every src1 row, so each weight row is read from memory once per call.
+ *  - BLAS path (large batches): each pool thread takes a slice of the weight rows, dequantizes it
+ *    to F32 in its part of wdata (F32 weights are read in place) and runs a single-threaded
+ *    cblas_sgemm of the slice against all of src1. We link the serial OpenBLAS (see Makefile): the
+ *    threaded one's idle threads spin after each call and compete with the pool for the cores.
+ *    Measured on the 2-core target, qwen2-0.5B 500-token prefill: Q8_0 178 vs 138 t/s, F16 174 vs
+ *    116 t/s against thread 0 calling a 2-thread OpenBLAS sgemm while the pool waits. */
+#include <cblas.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "cpu_ref.h"
+#include "kernels.h"
+#include "types.h"
+
+#define DOT_CHUNK 16            /* weight rows per task on the dot path */
+#define BLAS_TILE_FLOATS (4u << 20) /* dequantized weights per sgemm tile: 16 MiB */
+#define WDATA_HEADER 64         /* task counter, on its own cache line */
+
+struct mm_geom {
+    const struct llm_tensor *w, *x;
+    int64_t K, M, N, r2, r3;
+    const struct llm_type_traits *wt, *vt; /* weight type, vec_dot_type */
+};
+
+static struct mm_geom geom(const struct llm_tensor *dst)
+{
+    const struct llm_tensor *w = dst->src[0], *x = dst->src[1];
+    const struct llm_type_traits *wt = llm_type_traits(w->type);
+    return (struct mm_geom){
+        .w = w, .x = x, .K = w->ne[0], .M = w->ne[1], .N = x->ne[1],
+        .r2 = x->ne[2] / w->ne[2], .r3 = x->ne[3] / w->ne[3],
+        .wt = wt, .vt = wt->vec_dot ? llm_type_traits(wt->vec_dot_type) : NULL,
+    };
+}
+
+static bool dot_path_ok(const struct mm_geom *g)
+{
+    return g->wt->vec_dot && g->vt && g->K % g->vt->blck_size == 0 &&
+           (g->wt->vec_dot_type == LLM_TYPE_F32 || g->vt->from_float_fast);
+}
+
+static bool blas_path_ok(const struct mm_geom *g, const struct llm_tensor *dst)
+{
+    bool w_ok = g->w->type == LLM_TYPE_F32 ? g->w->nb[1] % sizeof(float) == 0 : g->wt->to_float != NULL;
+    return w_ok && dst->nb[1] % sizeof(float) == 0 && g->x->nb[1] % sizeof(float) == 0;
+}
+
+/* The path choice. Dequantize + sgemm costs one dequantization of the weights per call (the
+ * to_float kernels run at 2-5 ns per element), which pays off only when enough src1 rows share it;
+ * the dot path streams each weight row once and is the only sensible choice for decode (N = 1,
+ * memory-bound). Crossovers measured on the 2-core target (K 896-1024, M 4864, 2 threads): F32
+ * weights need no dequantization and sgemm wins from N = 8 (N 8: 9.6 vs 18.7 ms); F16, BF16, Q8_0,
+ * Q4_0, Q4_K and Q6_K break even near N = 32 and sgemm is 1.5-2.5x faster from N = 64. */
+static int64_t blas_min_batch(enum llm_type t)
+{
+    return t == LLM_TYPE_F32 ? 8 : 32;
+}
+
+static bool use_blas(const struct mm_geom *g, const struct llm_tensor *dst)
+{
+    if (!blas_path_ok(g, dst))
+        return false;
+    if (!dot_path_ok(g))
+        return true;
+    return g->N >= blas_min_batch(g->w->type);
+}
+
+bool llm_cpu_mul_mat_uses_blas(const struct llm_tensor *node)
+{
+    struct mm_geom g = geom(node);
+    return use_blas(&g, node);
+}
+
+bool cpu_mul_mat_supports(const struct llm_tensor *dst)
+{
+    const struct llm_tensor *w = dst->src[0], *x = dst->src[1];
+    if (!w || !x || !llm_type_traits(w->type) || x->type != LLM_TYPE_F32 || dst->type != LLM_TYPE_F32)
+        return false;
+    struct mm_geom g = geom(dst);
+    if (x->nb[0] != sizeof(float) || dst->nb[0] != sizeof(float) || w->nb[0] != g.wt->type_size ||
+        g.K % g.wt->blck_size || x->ne[0] != g.K || w->ne[2] == 0 || w->ne[3] == 0 ||
+        x->ne[2] % w->ne[2] || x->ne[3] % w->ne[3] || dst->ne[0] != g.M || dst->ne[1] != g.N ||
+        dst->ne[2] != x->ne[2] || dst->ne[3] != x->ne[3])
+        return false;
+    return dot_path_ok(&g) || use_blas(&g, dst);
+}
+
+/* Weight rows per sgemm tile (whole matrix when it fits). */
+static int64_t blas_tile_rows(const struct mm_geom *g)
+{
+    int64_t rows = (int64_t)BLAS_TILE_FLOATS / g->K;
+    rows = rows < 16 ? 16 : rows;
+    return rows < g->M ? rows : g->M;
+}
+
+/* The dot path reads src1 in place when it already is contiguous F32 rows of the right type. */
+static bool needs_convert(const struct mm_geom *g)
+{
+    return g->wt->vec_dot_type != LLM_TYPE_F32 || g->x->nb[1] != (size_t)g->K * sizeof(float) ||
+           g->x->nb[2] != g->x->nb[1] * (size_t)g->N || g->x->nb[3] != g->x->nb[2] * (size_t)g->x->ne[2];
+}
+
+size_t cpu_mul_mat_work_size(const struct llm_tensor *dst, int nth)
+{
+    (void)nth;
+    struct mm_geom g = geom(dst);
+    size_t size = 2 * WDATA_HEADER; /* header + room to align wdata to a cache line */
+    if (use_blas(&g, dst)) {
+        if (g.w->type != LLM_TYPE_F32)
+            size += (size_t)blas_tile_rows(&g) * (size_t)g.K * sizeof(float);
+    } else if (needs_convert(&g)) {
+        size += (size_t)llm_nrows(g.x) * llm_row_size(g.wt->vec_dot_type, g.K);
+    }
+    return size;
+}
+
+/* ---- dot path ----------------------------------------------------------------------------- */
+
+static void mul_mat_dot(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct mm_geom *g,
+                        char *work, int64_t *counter)
+{
+    const struct llm_tensor *x = g->x;
+    int64_t nrows_x = llm_nrows(x);
+    size_t xrow = llm_row_size(g->wt->vec_dot_type, g->K);
+    const char *xs = work;
+    if (needs_convert(g)) {
+        llm_from_float_fn conv = g->vt->from_float_fast;
+        int64_t r0, r1;
+        thread_rows(nrows_x, p->ith, p->nth, &r0, &r1);
+        for (int64_t r = r0; r < r1; r++) {
+            int64_t i1, i2, i3;
+            row_index(x, r, &i1, &i2, &i3);
+            const float *src = tensor_at(x, 0, i1, i2, i3);
+            if (conv)
+                conv(src, work + r * xrow, g->K);
+            else
+                memcpy(work + r * xrow, src, xrow);
+        }
+    } else {
+        xs = x->data;
+    }
+    if (p->ith == 0)
+        __atomic_store_n(counter, 0, __ATOMIC_RELAXED);
+    pool_barrier(p);
+
+    int64_t chunks = (g->M + DOT_CHUNK - 1) / DOT_CHUNK, batches = dst->ne[2] * dst->ne[3];
+    llm_vec_dot_fn dot = g->wt->vec_dot;
+    for (;;) {
+        int64_t t = __atomic_fetch_add(counter, 1, __ATOMIC_RELAXED);
+        if (t >= chunks * batches)
+            break;
+        int64_t b = t / chunks, m0 = t % chunks * DOT_CHUNK;
+        int64_t m1 = m0 + DOT_CHUNK < g->M ? m0 + DOT_CHUNK : g->M;
+        int64_t i2 = b % dst->ne[2], i3 = b / dst->ne[2];
+        const char *xb = xs + (size_t)(b * g->N) * xrow;
+        for (int64_t m = m0; m < m1; m++) {
+            const void *wr = tensor_at(g->w, 0, m, i2 / g->r2, i3 / g->r3);
+            for (int64_t n = 0; n < g->N; n++)
+                dot(g->K, tensor_at(dst, m, n, i2, i3), wr, xb + (size_t)n * xrow);
+        }
+    }
+}
+
+/* ---- BLAS path ---------------------------------------------------------------------------- */
+
+/* sgemm of a weight tile (mt rows from row m0, ldb floats apart) against every src1 matrix that
+ * broadcasts onto weight matrix (j2, j3). */
+static void sgemm_tile(struct llm_tensor *dst, const struct mm_geom *g, int64_t j2, int64_t j3, int64_t m0,
+                       int64_t mt, const float *tile, int64_t ldb)
+{
+    for (int64_t i3 = j3 * g->r3; i3 < (j3 + 1) * g->r3; i3++)
+        for (int64_t i2 = j2 * g->r2; i2 < (j2 + 1) * g->r2; i2++)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)g->N, (int)mt, (int)g->K, 1.0f,
+                        tensor_at(g->x, 0, 0, i2, i3), (int)(g->x->nb[1] / sizeof(float)), tile, (int)ldb,
+                        0.0f, tensor_at(dst, m0, 0, i2, i3), (int)(dst->nb[1] / sizeof(float)));
+}
+
+static void mul_mat_blas(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct mm_geom *g,
+                         float *work)
+{
+    const struct llm_tensor *w = g->w;
+    /* Each thread owns a slice of weight rows: it dequantizes the slice (when not F32) and runs a
+     * single-threaded sgemm on it, so no thread waits and no extra threads compete for cores. */
+    int64_t tile = blas_tile_rows(g);
+    for (int64_t j3 = 0; j3 < w->ne[3]; j3++)
+        for (int64_t j2 = 0; j2 < w->ne[2]; j2++)
+            for (int64_t m0 = 0; m0 < g->M; m0 += tile) {
+                int64_t mt = g->M - m0 < tile ? g->M - m0 : tile, r0, r1;
+                thread_rows(mt, p->ith, p->nth, &r0, &r1);
+                if (r1 <= r0)
+                    continue;
+                if (w->type == LLM_TYPE_F32) {
+                    sgemm_tile(dst, g, j2, j3, m0 + r0, r1 - r0, tensor_at(w, 0, m0 + r0, j2, j3),
+                               (int64_t)(w->nb[1] / sizeof(float)));
+                    continue;
+                }
+                float *mine = work + r0 * g->K;
+                for (int64_t r = r0; r < r1; r++)
+                    g->wt->to_float(tensor_at(w, 0, m0 + r, j2, j3), work + r * g->K, g->K);
+                sgemm_tile(dst, g, j2, j3, m0 + r0, r1 - r0, mine, g->K);
+            }
+}
+
+void cpu_mul_mat(const struct llm_cpu_params *p, struct llm_tensor *dst)
+{
+    struct mm_geom g = geom(dst);
+    /* wdata aligned up to a cache line: [counter][work] */
+    char *base = (char *)(((uintptr_t)p->wdata + WDATA_HEADER - 1) & ~(uintptr_t)(WDATA_HEADER - 1));
+    if (use_blas(&g, dst))
+        mul_mat_blas(p, dst, &g, (float *)(base + WDATA_HEADER));
+    else
+        mul_mat_dot(p, dst, &g, base + WDATA_HEADER, (int64_t *)base);
+}
+
+void llm_ref_mul_mat(struct llm_tensor *dst)
+{
+    const struct llm_tensor *w = dst->src[0], *x = dst->src[1];
+    const struct llm_type_traits *wt = llm_type_traits(w->type);
+    int64_t K = w->ne[0], r2 = x->ne[2] / w->ne[2], r3 = x->ne[3] / w->ne[3];
+    float blk[256];
+    for (int64_t i3 = 0; i3 < dst->ne[3]; i3++)
+        for (int64_t i2 = 0; i2 < dst->ne[2]; i2++)
+            for (int64_t n = 0; n < dst->ne[1]; n++)
+                for (int64_t m = 0; m < dst->ne[0]; m++) {
+                    const char *wr = tensor_at(w, 0, m, i2 / r2, i3 / r3);
+                    double s = 0.0;
+                    for (int64_t k0 = 0; k0 < K; k0 += wt->blck_size) {
+                        if (w->type == LLM_TYPE_F32)
+                            blk[0] = ((const float *)wr)[k0];
+                        else
+                            wt->to_float(wr + k0 / wt->blck_size * wt->type_size, blk, wt->blck_size);
+                        for (int64_t k = 0; k < wt->blck_size; k++)
+                            s += (double)blk[k] * *(const float *)tensor_at(x, k0 + k, n, i2, i3);
+                    }
+                    *(float *)tensor_at(dst, m, n, i2, i3) = (float)s;
+                }
+}

@@ -1,0 +1,74 @@
+/* RMS_NORM: each row divided by sqrt(mean(x²) + eps). Rows are split between threads. */
+#include <math.h>
+
+#include "cpu_ref.h"
+#include "cpu_features.h"
+#include "kernels.h"
+#include "simd_math.h"
+
+SIMD_TARGET static float sum_sq_avx2(int64_t n, const float *x)
+{
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256 v0 = _mm256_loadu_ps(x + i), v1 = _mm256_loadu_ps(x + i + 8);
+        a0 = _mm256_fmadd_ps(v0, v0, a0);
+        a1 = _mm256_fmadd_ps(v1, v1, a1);
+    }
+    float s = hsum8(_mm256_add_ps(a0, a1));
+    for (; i < n; i++)
+        s += x[i] * x[i];
+    return s;
+}
+
+void cpu_rms_norm(const struct llm_cpu_params *p, struct llm_tensor *dst)
+{
+    const struct llm_tensor *a = dst->src[0];
+    float eps = llm_get_op_f32(dst, 0);
+    bool avx2 = llm_cpu_has_avx2();
+    int64_t r0, r1, n = dst->ne[0];
+    thread_rows(llm_nrows(dst), p->ith, p->nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t i1, i2, i3;
+        row_index(dst, r, &i1, &i2, &i3);
+        const char *x = tensor_at(a, 0, i1, i2, i3);
+        char *z = tensor_at(dst, 0, i1, i2, i3);
+        bool unit = a->nb[0] == sizeof(float) && dst->nb[0] == sizeof(float);
+        float ss;
+        if (unit && avx2) {
+            ss = sum_sq_avx2(n, (const float *)x);
+        } else {
+            ss = 0.0f;
+            for (int64_t i = 0; i < n; i++) {
+                float v = *(const float *)(x + i * a->nb[0]);
+                ss += v * v;
+            }
+        }
+        float scale = 1.0f / sqrtf(ss / (float)n + eps);
+        if (unit)
+            for (int64_t i = 0; i < n; i++)
+                ((float *)z)[i] = ((const float *)x)[i] * scale;
+        else
+            for (int64_t i = 0; i < n; i++)
+                *(float *)(z + i * dst->nb[0]) = *(const float *)(x + i * a->nb[0]) * scale;
+    }
+}
+
+void llm_ref_rms_norm(struct llm_tensor *dst)
+{
+    const struct llm_tensor *a = dst->src[0];
+    double eps = llm_get_op_f32(dst, 0);
+    for (int64_t i3 = 0; i3 < dst->ne[3]; i3++)
+        for (int64_t i2 = 0; i2 < dst->ne[2]; i2++)
+            for (int64_t i1 = 0; i1 < dst->ne[1]; i1++) {
+                double ss = 0.0;
+                for (int64_t i0 = 0; i0 < dst->ne[0]; i0++) {
+                    double v = *(float *)tensor_at(a, i0, i1, i2, i3);
+                    ss += v * v;
+                }
+                double scale = 1.0 / sqrt(ss / (double)dst->ne[0] + eps);
+                for (int64_t i0 = 0; i0 < dst->ne[0]; i0++)
+                    *(float *)tensor_at(dst, i0, i1, i2, i3) =
+                        (float)(*(float *)tensor_at(a, i0, i1, i2, i3) * scale);
+            }
+}

@@ -1,0 +1,88 @@
+/* Row kernels behind the type traits table (types.c): reference dequantize (to_float), quantize
+ * (from_float) and dot products (vec_dot_*_ref), plus their AVX2/FMA/F16C twins (*_avx2), which
+ * must only be called when the CPU has those features. Callers use them through
+ * llm_type_traits(); they are declared here for types.c and the kernel files.
+ *
+ * Contracts: n is a multiple of the type's block size; src/dst rows do not overlap.
+ * vec_dot(n, s, x, y): *s = sum_i x[i] * y[i], x a row of the weight type, y a row of its
+ * vec_dot_type. Quantizers are deterministic; the *_avx2 quantizers produce the same bytes as
+ * the reference ones. */
+#ifndef LLM_QUANTS_H
+#define LLM_QUANTS_H
+
+#include <stdint.h>
+
+#include "types.h"
+
+/* plain types (fp16.c) */
+void llm_to_float_f32(const void *src, float *dst, int64_t n);
+void llm_from_float_f32(const float *src, void *dst, int64_t n);
+void llm_to_float_f16(const void *src, float *dst, int64_t n);
+void llm_from_float_f16(const float *src, void *dst, int64_t n);
+void llm_to_float_bf16(const void *src, float *dst, int64_t n);
+void llm_from_float_bf16(const float *src, void *dst, int64_t n);
+
+/* legacy 32-element blocks (quants.c) */
+void llm_to_float_q4_0(const void *src, float *dst, int64_t n);
+void llm_to_float_q4_1(const void *src, float *dst, int64_t n);
+void llm_to_float_q5_0(const void *src, float *dst, int64_t n);
+void llm_to_float_q5_1(const void *src, float *dst, int64_t n);
+void llm_to_float_q8_0(const void *src, float *dst, int64_t n);
+void llm_to_float_q8_1(const void *src, float *dst, int64_t n);
+void llm_from_float_q4_0(const float *src, void *dst, int64_t n);
+void llm_from_float_q4_1(const float *src, void *dst, int64_t n);
+void llm_from_float_q5_0(const float *src, void *dst, int64_t n);
+void llm_from_float_q5_1(const float *src, void *dst, int64_t n);
+void llm_from_float_q8_0(const float *src, void *dst, int64_t n);
+void llm_from_float_q8_1(const float *src, void *dst, int64_t n);
+
+/* K-quants, 256-element super-blocks (quants_k.c) */
+void llm_to_float_q2_K(const void *src, float *dst, int64_t n);
+void llm_to_float_q3_K(const void *src, float *dst, int64_t n);
+void llm_to_float_q4_K(const void *src, float *dst, int64_t n);
+void llm_to_float_q5_K(const void *src, float *dst, int64_t n);
+void llm_to_float_q6_K(const void *src, float *dst, int64_t n);
+void llm_to_float_q8_K(const void *src, float *dst, int64_t n);
+/* Simple quantizers (min/max plus least-squares refinement, no importance matrix): valid blocks
+ * with error close to ggml's reference quantizer, but not its bytes. */
+void llm_from_float_q4_K(const float *src, void *dst, int64_t n);
+void llm_from_float_q6_K(const float *src, void *dst, int64_t n);
+/* Activation quantizer, rounding like ggml's reference (nearest, ties to even). */
+void llm_from_float_q8_K(const float *src, void *dst, int64_t n);
+
+/* reference dot products (vec_dot.c) */
+void llm_vec_dot_f32_ref(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_f16_ref(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_bf16_ref(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_q4_0_ref(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_q4_1_ref(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_q5_0_ref(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_q5_1_ref(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_q8_0_ref(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_q2_K_ref(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_q3_K_ref(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_q4_K_ref(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_q5_K_ref(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_q6_K_ref(int64_t n, float *s, const void *x, const void *y);
+
+/* AVX2/FMA/F16C twins (vec_dot_avx2.c, quants_avx2.c) */
+void llm_vec_dot_f32_avx2(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_f16_avx2(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_bf16_avx2(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_q4_0_avx2(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_q4_1_avx2(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_q5_0_avx2(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_q5_1_avx2(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_q8_0_avx2(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_q2_K_avx2(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_q3_K_avx2(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_q4_K_avx2(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_q5_K_avx2(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_q6_K_avx2(int64_t n, float *s, const void *x, const void *y);
+void llm_from_float_f16_avx2(const float *src, void *dst, int64_t n);
+void llm_from_float_bf16_avx2(const float *src, void *dst, int64_t n);
+void llm_from_float_q8_0_avx2(const float *src, void *dst, int64_t n);
+void llm_from_float_q8_1_avx2(const float *src, void *dst, int64_t n);
+void llm_from_float_q8_K_avx2(const float *src, void *dst, int64_t n);
+
+#endif

@@ -1,0 +1,436 @@
+/* AVX2/FMA/F16C dot products (twins of vec_dot.c). Integer work per block, one float FMA per
+ * block into 8-lane accumulators; lane sums are exact in float (< 2^24) before scaling. */
+#include <stdint.h>
+#include <string.h>
+
+#include "blocks.h"
+#include "quants.h"
+#include "simd.h"
+
+/* ---- plain types ---------------------------------------------------------------------------- */
+
+void AVX2 llm_vec_dot_f32_avx2(int64_t n, float *s, const void *x, const void *y)
+{
+    const float *a = x, *b = y;
+    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                      _mm256_setzero_ps() };
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        for (int k = 0; k < 4; k++)
+            acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8 * k), _mm256_loadu_ps(b + i + 8 * k),
+                                     acc[k]);
+    for (; i + 8 <= n; i += 8)
+        acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc[0]);
+    __m256 all = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+    float sum = hsum_ps(all);
+    for (; i < n; i++)
+        sum += a[i] * b[i];
+    *s = sum;
+}
+
+static inline AVX2 __m256 load_f16(const uint16_t *p)
+{
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+
+void AVX2 llm_vec_dot_f16_avx2(int64_t n, float *s, const void *x, const void *y)
+{
+    const uint16_t *a = x, *b = y;
+    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                      _mm256_setzero_ps() };
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        for (int k = 0; k < 4; k++)
+            acc[k] = _mm256_fmadd_ps(load_f16(a + i + 8 * k), load_f16(b + i + 8 * k), acc[k]);
+    for (; i + 8 <= n; i += 8)
+        acc[0] = _mm256_fmadd_ps(load_f16(a + i), load_f16(b + i), acc[0]);
+    __m256 all = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+    float sum = hsum_ps(all);
+    for (; i < n; i++)
+        sum += fp16_avx2(a[i]) * fp16_avx2(b[i]);
+    *s = sum;
+}
+
+static inline AVX2 __m256 load_bf16(const uint16_t *p)
+{
+    __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+
+void AVX2 llm_vec_dot_bf16_avx2(int64_t n, float *s, const void *x, const void *y)
+{
+    const uint16_t *a = x, *b = y;
+    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                      _mm256_setzero_ps() };
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        for (int k = 0; k < 4; k++)
+            acc[k] = _mm256_fmadd_ps(load_bf16(a + i + 8 * k), load_bf16(b + i + 8 * k), acc[k]);
+    for (; i + 8 <= n; i += 8)
+        acc[0] = _mm256_fmadd_ps(load_bf16(a + i), load_bf16(b + i), acc[0]);
+    __m256 all = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+    float sum = hsum_ps(all);
+    for (; i < n; i++)
+        sum += llm_bf16_to_fp32(a[i]) * llm_bf16_to_fp32(b[i]);
+    *s = sum;
+}
+
+/* ---- integer helpers ------------------------------------------------------------------------- */
+
+static inline AVX2 __m256i loadu256(const void *p)
+{
+    return _mm256_loadu_si256((const __m256i *)p);
+}
+
+/* 8 int32 lanes, each the sum of 4 products of signed bytes (y must not hold -128). */
+static inline AVX2 __m256i dot_i8(__m256i x, __m256i y)
+{
+    __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+
+/* Same for unsigned x (0..127) times signed y. */
+static inline AVX2 __m256i dot_u8(__m256i x, __m256i y)
+{
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), _mm256_set1_epi16(1));
+}
+
+/* 16 packed nibbles -> 32 bytes 0..15: low nibbles first (elements 0..15), then high ones. */
+static inline AVX2 __m256i nibbles32(const uint8_t *qs)
+{
+    __m128i raw = _mm_loadu_si128((const __m128i *)qs);
+    __m256i both = _mm256_set_m128i(_mm_srli_epi16(raw, 4), raw);
+    return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
+}
+
+/* 32 bits (little-endian qh[4]) -> byte j = 0x10 when bit j is set, else 0. */
+static inline AVX2 __m256i fifth_bits(const uint8_t *qh)
+{
+    uint32_t h = (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 |
+                 (uint32_t)qh[3] << 24;
+    /* byte j takes byte j/8 of h, then tests its own bit j%8 */
+    const __m256i spread = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
+                                             0x0101010101010101, 0x0000000000000000);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h), spread);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+}
+
+/* ---- legacy blocks --------------------------------------------------------------------------- */
+
+void AVX2 llm_vec_dot_q8_0_avx2(int64_t n, float *s, const void *x, const void *y)
+{
+    const struct block_q8_0 *xb = x, *yb = y;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t nb = n / QK, i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        __m256i p0 = dot_i8(loadu256(xb[i].qs), loadu256(yb[i].qs));
+        __m256i p1 = dot_i8(loadu256(xb[i + 1].qs), loadu256(yb[i + 1].qs));
+        float d0 = fp16_avx2(xb[i].d) * fp16_avx2(yb[i].d);
+        float d1 = fp16_avx2(xb[i + 1].d) * fp16_avx2(yb[i + 1].d);
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(d0), _mm256_cvtepi32_ps(p0), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(d1), _mm256_cvtepi32_ps(p1), acc1);
+    }
+    for (; i < nb; i++) {
+        __m256i p = dot_i8(loadu256(xb[i].qs), loadu256(yb[i].qs));
+        float d = fp16_avx2(xb[i].d) * fp16_avx2(yb[i].d);
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(p), acc0);
+    }
+    *s = hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+void AVX2 llm_vec_dot_q4_0_avx2(int64_t n, float *s, const void *x, const void *y)
+{
+    const struct block_q4_0 *xb = x;
+    const struct block_q8_0 *yb = y;
+    const __m256i eight = _mm256_set1_epi8(8);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t nb = n / QK, i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        __m256i q0 = _mm256_sub_epi8(nibbles32(xb[i].qs), eight);
+        __m256i q1 = _mm256_sub_epi8(nibbles32(xb[i + 1].qs), eight);
+        __m256i p0 = dot_i8(q0, loadu256(yb[i].qs));
+        __m256i p1 = dot_i8(q1, loadu256(yb[i + 1].qs));
+        float d0 = fp16_avx2(xb[i].d) * fp16_avx2(yb[i].d);
+        float d1 = fp16_avx2(xb[i + 1].d) * fp16_avx2(yb[i + 1].d);
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(d0), _mm256_cvtepi32_ps(p0), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(d1), _mm256_cvtepi32_ps(p1), acc1);
+    }
+    for (; i < nb; i++) {
+        __m256i q = _mm256_sub_epi8(nibbles32(xb[i].qs), eight);
+        __m256i p = dot_i8(q, loadu256(yb[i].qs));
+        float d = fp16_avx2(xb[i].d) * fp16_avx2(yb[i].d);
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(p), acc0);
+    }
+    *s = hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+void AVX2 llm_vec_dot_q5_0_avx2(int64_t n, float *s, const void *x, const void *y)
+{
+    const struct block_q5_0 *xb = x;
+    const struct block_q8_0 *yb = y;
+    const __m256i sixteen = _mm256_set1_epi8(16);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK; i++) {
+        __m256i q = _mm256_or_si256(nibbles32(xb[i].qs), fifth_bits(xb[i].qh));
+        __m256i p = dot_i8(_mm256_sub_epi8(q, sixteen), loadu256(yb[i].qs));
+        float d = fp16_avx2(xb[i].d) * fp16_avx2(yb[i].d);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(p), acc);
+    }
+    *s = hsum_ps(acc);
+}
+
+void AVX2 llm_vec_dot_q4_1_avx2(int64_t n, float *s, const void *x, const void *y)
+{
+    const struct block_q4_1 *xb = x;
+    const struct block_q8_1 *yb = y;
+    __m256 acc = _mm256_setzero_ps();
+    float mins = 0;
+    for (int64_t i = 0; i < n / QK; i++) {
+        __m256i p = dot_u8(nibbles32(xb[i].qs), loadu256(yb[i].qs));
+        float d = fp16_avx2(xb[i].d) * fp16_avx2(yb[i].d);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(p), acc);
+        mins += fp16_avx2(xb[i].m) * fp16_avx2(yb[i].s);
+    }
+    *s = hsum_ps(acc) + mins;
+}
+
+void AVX2 llm_vec_dot_q5_1_avx2(int64_t n, float *s, const void *x, const void *y)
+{
+    const struct block_q5_1 *xb = x;
+    const struct block_q8_1 *yb = y;
+    __m256 acc = _mm256_setzero_ps();
+    float mins = 0;
+    for (int64_t i = 0; i < n / QK; i++) {
+        __m256i q = _mm256_or_si256(nibbles32(xb[i].qs), fifth_bits(xb[i].qh));
+        __m256i p = dot_u8(q, loadu256(yb[i].qs));
+        float d = fp16_avx2(xb[i].d) * fp16_avx2(yb[i].d);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(p), acc);
+        mins += fp16_avx2(xb[i].m) * fp16_avx2(yb[i].s);
+    }
+    *s = hsum_ps(acc) + mins;
+}
+
+/* ---- K-quants against Q8_K ------------------------------------------------------------------- */
+
+/* madd multiplier for a 32-byte product vector covering 16-element sub-blocks 2g and 2g+1 of one
+ * half: lanes 0-7 get scale 2g, lanes 8-15 scale 2g+1, picked from the 8 int16 scales of that
+ * half, which s8 holds in both 128-bit lanes. */
+static inline AVX2 __m256i pick_pair(__m256i s8, int g)
+{
+    short lo = (short)(4 * g | (4 * g + 1) << 8), hi = (short)((4 * g + 2) | (4 * g + 3) << 8);
+    return _mm256_shuffle_epi8(s8, _mm256_setr_m128i(_mm_set1_epi16(lo), _mm_set1_epi16(hi)));
+}
+
+/* Scale j of 8 int16 scales held in both 128-bit lanes of s8, in all 16 lanes. */
+static inline AVX2 __m256i pick_one(__m256i s8, int j)
+{
+    return _mm256_shuffle_epi8(s8, _mm256_set1_epi16((short)(2 * j | (2 * j + 1) << 8)));
+}
+
+/* 16 int16 scales (one per 16-element sub-block) -> the 8 of half h in both 128-bit lanes. */
+static inline AVX2 __m256i half_scales(__m256i s16, int h)
+{
+    return h ? _mm256_permute2x128_si256(s16, s16, 0x11)
+             : _mm256_permute2x128_si256(s16, s16, 0x00);
+}
+
+/* Sum over the 16 sub-blocks of mins[k] * bsums[k] (16 int16 lanes each). */
+static inline AVX2 int min_term(const void *bsums, __m256i mins)
+{
+    return hsum_epi32(_mm256_madd_epi16(loadu256(bsums), mins));
+}
+
+void AVX2 llm_vec_dot_q2_K_avx2(int64_t n, float *s, const void *x, const void *y)
+{
+    const struct block_q2_K *xb = x;
+    const struct block_q8_K *yb = y;
+    const __m256i three = _mm256_set1_epi8(3);
+    const __m128i low = _mm_set1_epi8(0x0f);
+    __m256 acc = _mm256_setzero_ps();
+    float mins = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        /* scale byte k: low nibble scale, high nibble min of sub-block k */
+        __m128i sm = _mm_loadu_si128((const __m128i *)xb[i].scales);
+        __m256i sc = _mm256_cvtepu8_epi16(_mm_and_si128(sm, low));
+        __m256i mn = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sm, 4), low));
+        const int8_t *q8 = yb[i].qs;
+        __m256i sumi = _mm256_setzero_si256();
+        for (int half = 0; half < 2; half++) {
+            __m256i q = loadu256(xb[i].qs + 32 * half), s8 = half_scales(sc, half);
+            for (int g = 0; g < 4; g++, q8 += 32) {
+                __m256i v = _mm256_and_si256(_mm256_srli_epi16(q, 2 * g), three);
+                __m256i p = _mm256_maddubs_epi16(v, loadu256(q8));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, pick_pair(s8, g)));
+            }
+        }
+        float dy = yb[i].d;
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(dy * fp16_avx2(xb[i].d)), _mm256_cvtepi32_ps(sumi),
+                              acc);
+        mins += dy * fp16_avx2(xb[i].dmin) * (float)min_term(yb[i].bsums, mn);
+    }
+    *s = hsum_ps(acc) - mins;
+}
+
+/* The 16 Q3_K scales (see q3_K_scales) as int16, four at a time: low nibbles of s[0..7] then their
+ * high nibbles, top two bits from s[8..11] at shifts 0, 2, 4, 6. */
+static inline AVX2 __m256i q3_scales(const uint8_t *s)
+{
+    uint32_t a[3];
+    memcpy(a, s, sizeof a);
+    const uint32_t m4 = 0x0f0f0f0f, m2 = 0x03030303;
+    __m128i v = _mm_setr_epi32((int)((a[0] & m4) | (a[2] & m2) << 4),
+                               (int)((a[1] & m4) | ((a[2] >> 2) & m2) << 4),
+                               (int)(((a[0] >> 4) & m4) | ((a[2] >> 4) & m2) << 4),
+                               (int)(((a[1] >> 4) & m4) | ((a[2] >> 6) & m2) << 4));
+    return _mm256_sub_epi16(_mm256_cvtepu8_epi16(v), _mm256_set1_epi16(32));
+}
+
+void AVX2 llm_vec_dot_q3_K_avx2(int64_t n, float *s, const void *x, const void *y)
+{
+    const struct block_q3_K *xb = x;
+    const struct block_q8_K *yb = y;
+    const __m256i three = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        __m256i sc = q3_scales(xb[i].scales);
+        __m256i hm = loadu256(xb[i].hmask);
+        const int8_t *q8 = yb[i].qs;
+        __m256i sumi = _mm256_setzero_si256();
+        for (int half = 0; half < 2; half++) {
+            __m256i q = loadu256(xb[i].qs + 32 * half), s8 = half_scales(sc, half);
+            for (int g = 0; g < 4; g++, q8 += 32) {
+                __m256i v = _mm256_and_si256(_mm256_srli_epi16(q, 2 * g), three);
+                /* values whose hmask bit is clear are offset by -4 */
+                __m256i bit = _mm256_set1_epi8((char)(1 << (4 * half + g)));
+                __m256i clear = _mm256_cmpeq_epi8(_mm256_and_si256(hm, bit),
+                                                  _mm256_setzero_si256());
+                v = _mm256_sub_epi8(v, _mm256_and_si256(clear, four));
+                __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v),
+                                                 _mm256_sign_epi8(loadu256(q8), v));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, pick_pair(s8, g)));
+            }
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(yb[i].d * fp16_avx2(xb[i].d)),
+                              _mm256_cvtepi32_ps(sumi), acc);
+    }
+    *s = hsum_ps(acc);
+}
+
+/* Q4_K/Q5_K packed 6-bit scales and mins (see k4_scale_min) unpacked four at a time: the 8
+ * scales as int16 in both 128-bit lanes, the 8 mins spread to the 16 bsums (each twice). */
+static inline AVX2 void k4_scales(const uint8_t *s, __m256i *sc, __m256i *mn16)
+{
+    uint32_t a[3];
+    memcpy(a, s, sizeof a);
+    uint32_t sc_lo = a[0] & 0x3f3f3f3f, mn_lo = a[1] & 0x3f3f3f3f;
+    uint32_t sc_hi = (a[2] & 0x0f0f0f0f) | ((a[0] >> 6) & 0x03030303) << 4;
+    uint32_t mn_hi = ((a[2] >> 4) & 0x0f0f0f0f) | ((a[1] >> 6) & 0x03030303) << 4;
+    __m128i v = _mm_setr_epi32((int)sc_lo, (int)sc_hi, (int)mn_lo, (int)mn_hi);
+    *sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(v));
+    __m128i twice = _mm_shuffle_epi8(v, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13,
+                                                      14, 14, 15, 15));
+    *mn16 = _mm256_cvtepu8_epi16(twice);
+}
+
+void AVX2 llm_vec_dot_q4_K_avx2(int64_t n, float *s, const void *x, const void *y)
+{
+    const struct block_q4_K *xb = x;
+    const struct block_q8_K *yb = y;
+    const __m256i low = _mm256_set1_epi8(0x0f);
+    __m256 acc = _mm256_setzero_ps();
+    float mins = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        __m256i sc, mn;
+        k4_scales(xb[i].scales, &sc, &mn);
+        const int8_t *q8 = yb[i].qs;
+        __m256i sumi = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++, q8 += 64) {
+            __m256i q = loadu256(xb[i].qs + 32 * c);
+            __m256i lo = _mm256_and_si256(q, low);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low);
+            __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, loadu256(q8)),
+                                           pick_one(sc, 2 * c));
+            __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, loadu256(q8 + 32)),
+                                           pick_one(sc, 2 * c + 1));
+            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
+        }
+        float dy = yb[i].d;
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(dy * fp16_avx2(xb[i].d)), _mm256_cvtepi32_ps(sumi),
+                              acc);
+        mins += dy * fp16_avx2(xb[i].dmin) * (float)min_term(yb[i].bsums, mn);
+    }
+    *s = hsum_ps(acc) - mins;
+}
+
+void AVX2 llm_vec_dot_q5_K_avx2(int64_t n, float *s, const void *x, const void *y)
+{
+    const struct block_q5_K *xb = x;
+    const struct block_q8_K *yb = y;
+    const __m256i low = _mm256_set1_epi8(0x0f), b4 = _mm256_set1_epi8(0x10);
+    __m256 acc = _mm256_setzero_ps();
+    float mins = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        __m256i sc, mn;
+        k4_scales(xb[i].scales, &sc, &mn);
+        const int8_t *q8 = yb[i].qs;
+        __m256i hb = loadu256(xb[i].qh); /* bits 2c, 2c+1 of each byte belong to chunk c */
+        __m256i sumi = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++, q8 += 64, hb = _mm256_srli_epi16(hb, 2)) {
+            __m256i q = loadu256(xb[i].qs + 32 * c);
+            __m256i lo = _mm256_or_si256(_mm256_and_si256(q, low),
+                                         _mm256_and_si256(_mm256_slli_epi16(hb, 4), b4));
+            __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), low),
+                                         _mm256_and_si256(_mm256_slli_epi16(hb, 3), b4));
+            __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, loadu256(q8)),
+                                           pick_one(sc, 2 * c));
+            __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, loadu256(q8 + 32)),
+                                           pick_one(sc, 2 * c + 1));
+            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
+        }
+        float dy = yb[i].d;
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(dy * fp16_avx2(xb[i].d)), _mm256_cvtepi32_ps(sumi),
+                              acc);
+        mins += dy * fp16_avx2(xb[i].dmin) * (float)min_term(yb[i].bsums, mn);
+    }
+    *s = hsum_ps(acc) - mins;
+}
+
+void AVX2 llm_vec_dot_q6_K_avx2(int64_t n, float *s, const void *x, const void *y)
+{
+    const struct block_q6_K *xb = x;
+    const struct block_q8_K *yb = y;
+    const __m256i low = _mm256_set1_epi8(0x0f), top = _mm256_set1_epi8(0x30);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)xb[i].scales));
+        const int8_t *q8 = yb[i].qs;
+        /* quants are stored +32: subtract 32 * sum_k sc[k] * bsums[k] at the end */
+        __m256i sumi = _mm256_setzero_si256();
+        for (int half = 0; half < 2; half++, q8 += 128) {
+            __m256i l0 = loadu256(xb[i].ql + 64 * half), l1 = loadu256(xb[i].ql + 64 * half + 32);
+            __m256i h = loadu256(xb[i].qh + 32 * half);
+            __m256i q[4] = {
+                _mm256_or_si256(_mm256_and_si256(l0, low),
+                                _mm256_and_si256(_mm256_slli_epi16(h, 4), top)),
+                _mm256_or_si256(_mm256_and_si256(l1, low),
+                                _mm256_and_si256(_mm256_slli_epi16(h, 2), top)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low),
+                                _mm256_and_si256(h, top)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low),
+                                _mm256_and_si256(_mm256_srli_epi16(h, 2), top)),
+            };
+            __m256i s8 = half_scales(sc, half);
+            for (int g = 0; g < 4; g++) {
+                __m256i p = _mm256_maddubs_epi16(q[g], loadu256(q8 + 32 * g));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, pick_pair(s8, g)));
+            }
+        }
+        sumi = _mm256_add_epi32(sumi, _mm256_setr_epi32(-32 * min_term(yb[i].bsums, sc),
+                                                        0, 0, 0, 0, 0, 0, 0));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(yb[i].d * fp16_avx2(xb[i].d)),
+                              _mm256_cvtepi32_ps(sumi), acc);
+    }
+    *s = hsum_ps(acc);
+}

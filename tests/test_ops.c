@@ -1,0 +1,692 @@
+/* CPU kernels against their scalar reference kernels (src/ops/cpu_ref.h), by normalised mean squared
+ * error (NMSE = Σ(fast - ref)² / Σ ref²), on random shapes with odd sizes, non-contiguous sources
+ * (permuted and row-padded views) and 1, 2 and 3 threads (real threads and a pthread barrier).
+ * Tolerances: exact data movement (GET_ROWS, SET_ROWS, CPY, ADD, MUL, SCALE) 0; float kernels whose
+ * sums run in float instead of double (RMS_NORM, SILU, SOFT_MAX, ROPE, FLASH_ATTN) 1e-10; MUL_MAT
+ * 1e-10 with F32 activations (F32 weights, BLAS path), otherwise the error of rounding the
+ * activations to the weights' vec_dot_type (F16/BF16 1e-5, 8-bit 1e-3), and 1e-10 against a
+ * reference that applies the same rounding to its activations. */
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "harness.h"
+#include "ops/blocks.h"
+#include "ops/cpu.h"
+#include "ops/cpu_ref.h"
+#include "ops/types.h"
+
+/* ---- random numbers ----------------------------------------------------------------------- */
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static uint32_t rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)(rng >> 16);
+}
+
+static float frand(void) /* uniform in [-1, 1) */
+{
+    return (float)rnd() / 2147483648.0f - 1.0f;
+}
+
+static int irand(int lo, int hi) /* in [lo, hi] */
+{
+    return lo + (int)(rnd() % (uint32_t)(hi - lo + 1));
+}
+
+/* ---- tensors: every buffer is tracked and freed at the end --------------------------------- */
+
+#define MAX_BUFS 16384
+static void *bufs[MAX_BUFS];
+static size_t buf_sizes[MAX_BUFS];
+static int n_bufs;
+
+static void *alloc_buf(size_t size)
+{
+    void *p = calloc(1, size ? size : 1);
+    if (!p || n_bufs == MAX_BUFS)
+        abort();
+    bufs[n_bufs] = p;
+    buf_sizes[n_bufs++] = size;
+    return p;
+}
+
+/* The tracked buffer holding address p, with its size. */
+static void *buf_of(const void *p, size_t *size)
+{
+    for (int i = 0; i < n_bufs; i++)
+        if ((const char *)p >= (char *)bufs[i] && (const char *)p < (char *)bufs[i] + buf_sizes[i]) {
+            *size = buf_sizes[i];
+            return bufs[i];
+        }
+    abort();
+}
+
+static void free_bufs(void)
+{
+    for (int i = 0; i < n_bufs; i++)
+        free(bufs[i]);
+    n_bufs = 0;
+}
+
+static struct llm_tensor *tensor_pool_get(void)
+{
+    return alloc_buf(sizeof(struct llm_tensor));
+}
+
+/* A tensor with rows padded by pad bytes (pad 0: contiguous). */
+static struct llm_tensor *new_tensor_pad(enum llm_type type, int64_t ne0, int64_t ne1, int64_t ne2,
+                                         int64_t ne3, size_t pad)
+{
+    struct llm_tensor *t = tensor_pool_get();
+    t->type = type;
+    t->ne[0] = ne0, t->ne[1] = ne1, t->ne[2] = ne2, t->ne[3] = ne3;
+    t->nb[0] = llm_type_traits(type)->type_size;
+    t->nb[1] = llm_row_size(type, ne0) + pad;
+    t->nb[2] = t->nb[1] * (size_t)ne1;
+    t->nb[3] = t->nb[2] * (size_t)ne2;
+    t->data = alloc_buf(t->nb[3] * (size_t)ne3);
+    return t;
+}
+
+static struct llm_tensor *new_tensor(enum llm_type type, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3)
+{
+    return new_tensor_pad(type, ne0, ne1, ne2, ne3, 0);
+}
+
+/* View of t with dims a and b swapped (a permutation; data shared). */
+static struct llm_tensor *swap_dims(struct llm_tensor *t, int a, int b)
+{
+    struct llm_tensor *v = tensor_pool_get();
+    *v = *t;
+    v->ne[a] = t->ne[b], v->ne[b] = t->ne[a];
+    v->nb[a] = t->nb[b], v->nb[b] = t->nb[a];
+    v->op = LLM_OP_PERMUTE;
+    v->view_src = t;
+    return v;
+}
+
+/* A tensor of shape (ne0..ne3) whose dims a and b are swapped in memory: non-contiguous. */
+static struct llm_tensor *new_permuted(enum llm_type type, int64_t ne[4], int a, int b)
+{
+    int64_t m[4] = { ne[0], ne[1], ne[2], ne[3] };
+    m[a] = ne[b], m[b] = ne[a];
+    return swap_dims(new_tensor(type, m[0], m[1], m[2], m[3]), a, b);
+}
+
+/* Random values in every element (quantized: quantized random floats, or random blocks with sane
+ * scales where the type has no quantizer). */
+static void fill(struct llm_tensor *t, float amp)
+{
+    const struct llm_type_traits *tt = llm_type_traits(t->type);
+    float row[8192];
+    for (int64_t i3 = 0; i3 < t->ne[3]; i3++)
+        for (int64_t i2 = 0; i2 < t->ne[2]; i2++)
+            for (int64_t i1 = 0; i1 < t->ne[1]; i1++) {
+                char *r = (char *)t->data + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
+                if (t->type == LLM_TYPE_I32) {
+                    for (int64_t i = 0; i < t->ne[0]; i++)
+                        *(int32_t *)(r + i * t->nb[0]) = irand(0, 1000);
+                    continue;
+                }
+                for (int64_t i = 0; i < t->ne[0]; i++)
+                    row[i] = frand() * amp;
+                if (tt->blck_size == 1) {
+                    for (int64_t i = 0; i < t->ne[0]; i++)
+                        tt->from_float(&row[i], r + i * t->nb[0], 1);
+                } else if (tt->from_float) {
+                    tt->from_float(row, r, t->ne[0]);
+                } else {
+                    size_t nbytes = llm_row_size(t->type, t->ne[0]);
+                    for (size_t i = 0; i < nbytes; i++)
+                        ((uint8_t *)r)[i] = (uint8_t)rnd();
+                    for (int64_t b = 0; b < t->ne[0] / tt->blck_size; b++) {
+                        char *blk = r + b * tt->type_size;
+                        uint16_t d = llm_fp32_to_fp16(0.01f + 0.01f * (frand() + 1)),
+                                 dm = llm_fp32_to_fp16(0.005f * (frand() + 1));
+                        if (t->type == LLM_TYPE_Q2_K)
+                            ((struct block_q2_K *)blk)->d = d, ((struct block_q2_K *)blk)->dmin = dm;
+                        else if (t->type == LLM_TYPE_Q3_K)
+                            ((struct block_q3_K *)blk)->d = d;
+                        else if (t->type == LLM_TYPE_Q5_K)
+                            ((struct block_q5_K *)blk)->d = d, ((struct block_q5_K *)blk)->dmin = dm;
+                    }
+                }
+            }
+}
+
+static void set_f32(struct llm_tensor *t, int64_t i0, int64_t i1, int64_t i2, int64_t i3, float v)
+{
+    *(float *)((char *)t->data + i0 * t->nb[0] + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3]) = v;
+}
+
+static float get_elem(const struct llm_tensor *t, int64_t i0, int64_t i1, int64_t i2, int64_t i3)
+{
+    const char *p = (const char *)t->data + i0 * t->nb[0] + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
+    if (t->type == LLM_TYPE_F16)
+        return llm_fp16_to_fp32(*(const uint16_t *)p);
+    if (t->type == LLM_TYPE_BF16)
+        return llm_bf16_to_fp32(*(const uint16_t *)p);
+    return *(const float *)p;
+}
+
+static struct llm_tensor *node(enum llm_op op, struct llm_tensor *dst, struct llm_tensor *a,
+                               struct llm_tensor *b, struct llm_tensor *c, struct llm_tensor *d)
+{
+    dst->op = op;
+    dst->src[0] = a, dst->src[1] = b, dst->src[2] = c, dst->src[3] = d;
+    return dst;
+}
+
+/* ---- running a node on n threads ---------------------------------------------------------- */
+
+struct run {
+    struct llm_tensor *node;
+    struct llm_cpu_params p;
+};
+
+static void barrier_wait(void *pool)
+{
+    pthread_barrier_wait(pool);
+}
+
+static void *run_thread(void *arg)
+{
+    struct run *r = arg;
+    llm_cpu_compute(&r->p, r->node);
+    return NULL;
+}
+
+static void compute(struct llm_tensor *n, int nth, struct llm_rope_cache *rope)
+{
+    size_t wsize = llm_cpu_work_size(n, nth);
+    void *wdata = malloc(wsize ? wsize : 1);
+    pthread_barrier_t bar;
+    pthread_barrier_init(&bar, NULL, (unsigned)nth);
+    struct run runs[3];
+    pthread_t th[3];
+    for (int i = 0; i < nth; i++) {
+        runs[i] = (struct run){ .node = n, .p = { .ith = i, .nth = nth, .wdata = wdata, .wsize = wsize,
+                                                   .barrier = barrier_wait, .pool = &bar, .rope = rope } };
+        if (i > 0)
+            pthread_create(&th[i], NULL, run_thread, &runs[i]);
+    }
+    run_thread(&runs[0]);
+    for (int i = 1; i < nth; i++)
+        pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&bar);
+    free(wdata);
+}
+
+/* ---- comparing ---------------------------------------------------------------------------- */
+
+static double nmse(const struct llm_tensor *a, const struct llm_tensor *b, bool *finite)
+{
+    double err = 0.0, ref = 0.0;
+    *finite = true;
+    for (int64_t i3 = 0; i3 < a->ne[3]; i3++)
+        for (int64_t i2 = 0; i2 < a->ne[2]; i2++)
+            for (int64_t i1 = 0; i1 < a->ne[1]; i1++)
+                for (int64_t i0 = 0; i0 < a->ne[0]; i0++) {
+                    double x = get_elem(a, i0, i1, i2, i3), y = get_elem(b, i0, i1, i2, i3);
+                    if (!isfinite(x) || !isfinite(y))
+                        *finite = false;
+                    err += (x - y) * (x - y);
+                    ref += y * y;
+                }
+    return ref > 0.0 ? err / ref : err;
+}
+
+/* A copy of node n whose dst memory is a fresh copy of the buffer n->data lies in (views too). */
+static struct llm_tensor *clone_dst(const struct llm_tensor *n)
+{
+    size_t size;
+    char *base = buf_of(n->data, &size);
+    char *copy = alloc_buf(size);
+    memcpy(copy, base, size);
+    struct llm_tensor *c = tensor_pool_get();
+    *c = *n;
+    c->data = copy + ((char *)n->data - base);
+    return c;
+}
+
+/* Runs n with 1, 2 and 3 threads (from the same initial dst memory) and compares each result
+ * with the reference kernel. Returns the worst NMSE. */
+static double check_node(const char *what, struct llm_tensor *n, double tol, struct llm_rope_cache *rope)
+{
+    CHECK(llm_cpu_supports(n), "%s: not supported", what);
+    struct llm_tensor *ref = clone_dst(n), *init = clone_dst(n);
+    llm_ref_compute(ref);
+    size_t size;
+    char *base = buf_of(n->data, &size), *ibase = buf_of(init->data, &size);
+    double worst = 0.0;
+    for (int nth = 1; nth <= 3; nth++) {
+        memcpy(base, ibase, size);
+        if (rope)
+            llm_rope_cache_reset(rope);
+        compute(n, nth, rope);
+        bool finite;
+        double e = nmse(n, ref, &finite);
+        CHECK(finite && e <= tol, "%s nth=%d: NMSE %.3g > %.3g (finite %d)", what, nth, e, tol, finite);
+        worst = e > worst ? e : worst;
+    }
+    return worst;
+}
+
+/* ---- element-wise, norm, softmax ---------------------------------------------------------- */
+
+static void rand_shape(int64_t ne[4])
+{
+    ne[0] = irand(1, 70), ne[1] = irand(1, 9), ne[2] = irand(1, 4), ne[3] = irand(1, 3);
+}
+
+/* src0 of shape ne: contiguous, row-padded, or with dims 0 and 1 swapped in memory. */
+static struct llm_tensor *make_src(int64_t ne[4], int layout)
+{
+    struct llm_tensor *t = layout == 0 ? new_tensor(LLM_TYPE_F32, ne[0], ne[1], ne[2], ne[3])
+                         : layout == 1 ? new_tensor_pad(LLM_TYPE_F32, ne[0], ne[1], ne[2], ne[3], 12)
+                                       : new_permuted(LLM_TYPE_F32, ne, 0, 1);
+    fill(t, 2.0f);
+    return t;
+}
+
+static void test_elementwise(void)
+{
+    for (int iter = 0; iter < 12; iter++) {
+        int64_t ne[4], bne[4];
+        rand_shape(ne);
+        int layout = iter % 3;
+        for (int d = 0; d < 4; d++) /* each dim of src1: full or broadcast */
+            bne[d] = rnd() % 2 ? ne[d] : 1;
+        if (iter % 4 == 0)
+            bne[0] = ne[0];
+        struct llm_tensor *a = make_src(ne, layout), *b = make_src(bne, (layout + 1) % 3);
+        struct llm_tensor *b_full = make_src(ne, (layout + 2) % 3);
+        char what[160];
+        snprintf(what, sizeof what, "ADD %lldx%lldx%lldx%lld layout %d", (long long)ne[0], (long long)ne[1],
+                 (long long)ne[2], (long long)ne[3], layout);
+        check_node(what, node(LLM_OP_ADD, make_src(ne, layout), a, b, NULL, NULL), 0.0, NULL);
+        what[0] = 'M', what[1] = 'U', what[2] = 'L';
+        check_node(what, node(LLM_OP_MUL, make_src(ne, 0), a, b, NULL, NULL), 0.0, NULL);
+
+        struct llm_tensor *s = node(LLM_OP_SCALE, make_src(ne, 1), a, NULL, NULL, NULL);
+        llm_set_op_f32(s, 0, 0.37f);
+        check_node("SCALE", s, 0.0, NULL);
+        check_node("SILU", node(LLM_OP_SILU, make_src(ne, 0), a, NULL, NULL, NULL), 1e-10, NULL);
+        check_node("SWIGLU", node(LLM_OP_SWIGLU, make_src(ne, layout), a, b_full, NULL, NULL), 1e-10, NULL);
+        struct llm_tensor *r = node(LLM_OP_RMS_NORM, make_src(ne, (layout + 1) % 3), a, NULL, NULL, NULL);
+        llm_set_op_f32(r, 0, 1e-6f);
+        check_node("RMS_NORM", r, 1e-10, NULL);
+    }
+    /* long rows take the AVX2 loops with tails */
+    int64_t ne[4] = { 4864 + 5, 3, 1, 1 };
+    struct llm_tensor *a = make_src(ne, 0), *b = make_src(ne, 1);
+    check_node("SWIGLU long", node(LLM_OP_SWIGLU, make_src(ne, 0), a, b, NULL, NULL), 1e-10, NULL);
+    struct llm_tensor *r = node(LLM_OP_RMS_NORM, make_src(ne, 0), a, NULL, NULL, NULL);
+    llm_set_op_f32(r, 0, 1e-5f);
+    check_node("RMS_NORM long", r, 1e-10, NULL);
+    /* silu at the ends of the exp range */
+    float ext[] = { -200.0f, -88.0f, -87.0f, -20.0f, -1e-3f, 0.0f, 1e-3f, 20.0f, 87.0f, 88.5f, 100.0f };
+    struct llm_tensor *x = new_tensor(LLM_TYPE_F32, 11, 1, 1, 1);
+    memcpy(x->data, ext, sizeof ext);
+    check_node("SILU extremes", node(LLM_OP_SILU, new_tensor(LLM_TYPE_F32, 11, 1, 1, 1), x, NULL, NULL, NULL),
+               1e-12, NULL);
+}
+
+/* Causal mask for n_q queries at the end of n_kv cells: -inf for future cells; row 0 of the
+ * first iteration is all -inf (a query that sees nothing). */
+static struct llm_tensor *causal_mask(int64_t n_kv, int64_t n_q, int64_t pad_rows, bool dead_row)
+{
+    struct llm_tensor *m = new_tensor(LLM_TYPE_F32, n_kv, n_q + pad_rows, 1, 1);
+    for (int64_t q = 0; q < n_q + pad_rows; q++)
+        for (int64_t j = 0; j < n_kv; j++)
+            set_f32(m, j, q, 0, 0, (j <= n_kv - n_q + q && !(dead_row && q == 0)) ? 0.0f : -INFINITY);
+    return m;
+}
+
+static void test_soft_max(void)
+{
+    for (int iter = 0; iter < 6; iter++) {
+        int64_t n_kv = irand(1, 300), n_q = irand(1, 9), heads = irand(1, 4);
+        int64_t ne[4] = { n_kv, n_q, heads, 1 };
+        struct llm_tensor *a = make_src(ne, iter % 3);
+        struct llm_tensor *m = iter % 2 ? causal_mask(n_kv, n_q, 2, iter == 1) : NULL;
+        struct llm_tensor *s = node(LLM_OP_SOFT_MAX, new_tensor(LLM_TYPE_F32, n_kv, n_q, heads, 1), a, m, NULL, NULL);
+        llm_set_op_f32(s, 0, 0.125f + (float)iter);
+        check_node("SOFT_MAX", s, 1e-10, NULL);
+        if (iter == 1) { /* the all -inf row gives zeros */
+            bool zero = true;
+            for (int64_t j = 0; j < n_kv; j++)
+                zero = zero && get_elem(s, j, 0, 0, 0) == 0.0f;
+            CHECK(zero, "SOFT_MAX: masked-out row is not zero");
+        }
+    }
+}
+
+/* ---- rope ----------------------------------------------------------------------------------- */
+
+static struct llm_tensor *rope_node(struct llm_tensor *a, struct llm_tensor *pos, struct llm_tensor *ff,
+                                    int n_dims, int mode, float base, float scale, float attn)
+{
+    struct llm_tensor *r = node(LLM_OP_ROPE, new_tensor(LLM_TYPE_F32, a->ne[0], a->ne[1], a->ne[2], 1), a, pos, ff, NULL);
+    r->op_params[1] = n_dims, r->op_params[2] = mode, r->op_params[3] = 4096, r->op_params[4] = 4096;
+    llm_set_op_f32(r, 5, base);
+    llm_set_op_f32(r, 6, scale);
+    llm_set_op_f32(r, 7, 0.0f);
+    llm_set_op_f32(r, 8, attn);
+    return r;
+}
+
+static void test_rope(void)
+{
+    struct llm_rope_cache *cache = llm_rope_cache_new();
+    CHECK(cache != NULL, "rope cache");
+    for (int iter = 0; iter < 8; iter++) {
+        int64_t hd = 2 * irand(2, 40), heads = irand(1, 5), n = irand(1, 7);
+        int mode = iter % 2 ? 2 : 0, n_dims = iter % 3 == 0 ? (int)hd - 2 * irand(1, (int)hd / 2 - 1) : (int)hd;
+        int64_t ne[4] = { hd, heads, n, 1 };
+        struct llm_tensor *a = make_src(ne, iter % 3 == 2 ? 1 : iter % 3); /* padded rows, contiguous */
+        if (iter == 5) /* a head-strided view like q inside a fused qkv row */
+            a = swap_dims(make_src((int64_t[4]){ hd, n, heads, 1 }, 0), 1, 2);
+        struct llm_tensor *pos = new_tensor(LLM_TYPE_I32, n, 1, 1, 1);
+        for (int64_t i = 0; i < n; i++)
+            ((int32_t *)pos->data)[i] = irand(0, 30000);
+        struct llm_tensor *ff = NULL;
+        if (iter >= 6) {
+            ff = new_tensor(LLM_TYPE_F32, n_dims / 2, 1, 1, 1);
+            for (int i = 0; i < n_dims / 2; i++)
+                ((float *)ff->data)[i] = 1.0f + 7.0f * (frand() + 1.0f);
+        }
+        struct llm_tensor *r = rope_node(a, pos, ff, n_dims, mode, iter < 4 ? 10000.0f : 1e6f,
+                                         iter == 3 ? 0.25f : 1.0f, iter == 4 ? 1.3f : 1.0f);
+        char what[160];
+        snprintf(what, sizeof what, "ROPE mode %d hd %lld n_dims %d", mode, (long long)hd, n_dims);
+        check_node(what, r, 1e-10, NULL);
+        check_node(what, r, 1e-10, cache);
+        /* a second node with the same positions and parameters reuses the table of the first */
+        struct llm_tensor *r2 = rope_node(make_src(ne, 0), pos, ff, n_dims, mode, llm_get_op_f32(r, 5),
+                                          llm_get_op_f32(r, 6), llm_get_op_f32(r, 8));
+        struct llm_tensor *ref2 = clone_dst(r2);
+        llm_ref_compute(ref2);
+        for (int nth = 1; nth <= 3; nth++) {
+            llm_rope_cache_reset(cache);
+            compute(r, nth, cache);
+            compute(r2, nth, cache);
+            bool finite;
+            double e = nmse(r2, ref2, &finite);
+            CHECK(finite && e <= 1e-10, "ROPE cached second node nth=%d: NMSE %.3g", nth, e);
+        }
+    }
+    /* YaRN is refused */
+    int64_t ne[4] = { 8, 1, 1, 1 };
+    struct llm_tensor *pos = new_tensor(LLM_TYPE_I32, 1, 1, 1, 1);
+    struct llm_tensor *y = rope_node(make_src(ne, 0), pos, NULL, 8, 0, 10000.0f, 1.0f, 1.0f);
+    llm_set_op_f32(y, 7, 1.0f);
+    CHECK(!llm_cpu_supports(y), "ROPE with ext_factor must be refused");
+    llm_rope_cache_free(cache);
+}
+
+/* ---- rows: get/set rows, cpy, cont --------------------------------------------------------- */
+
+static const enum llm_type all_types[] = {
+    LLM_TYPE_F32, LLM_TYPE_F16, LLM_TYPE_BF16, LLM_TYPE_Q4_0, LLM_TYPE_Q4_1, LLM_TYPE_Q5_0,
+    LLM_TYPE_Q5_1, LLM_TYPE_Q8_0, LLM_TYPE_Q2_K, LLM_TYPE_Q3_K, LLM_TYPE_Q4_K, LLM_TYPE_Q5_K,
+    LLM_TYPE_Q6_K,
+};
+#define N_TYPES (sizeof all_types / sizeof all_types[0])
+
+static void test_get_rows(void)
+{
+    for (size_t ti = 0; ti < N_TYPES; ti++) {
+        enum llm_type t = all_types[ti];
+        const struct llm_type_traits *tt = llm_type_traits(t);
+        if (!tt->to_float)
+            continue;
+        int64_t ne0 = tt->blck_size == 1 ? irand(1, 100) : tt->blck_size * irand(1, 3), rows = irand(2, 40);
+        struct llm_tensor *a = new_tensor_pad(t, ne0, rows, 1, 1, ti % 2 ? 0 : 8);
+        fill(a, 1.0f);
+        int64_t n = irand(1, 9);
+        struct llm_tensor *ids = new_tensor(LLM_TYPE_I32, n, 1, 1, 1);
+        for (int64_t i = 0; i < n; i++)
+            ((int32_t *)ids->data)[i] = irand(0, (int)rows - 1);
+        ((int32_t *)ids->data)[0] = (int32_t)rows - 1;
+        char what[160];
+        snprintf(what, sizeof what, "GET_ROWS %s", tt->name);
+        check_node(what, node(LLM_OP_GET_ROWS, new_tensor(LLM_TYPE_F32, ne0, n, 1, 1), a, ids, NULL, NULL), 0.0,
+                   NULL);
+        if (t == LLM_TYPE_F16) { /* an out-of-range id gives zeros */
+            ((int32_t *)ids->data)[0] = (int32_t)rows;
+            check_node("GET_ROWS bad id", node(LLM_OP_GET_ROWS, new_tensor(LLM_TYPE_F32, ne0, n, 1, 1), a, ids,
+                                               NULL, NULL), 0.0, NULL);
+        }
+    }
+}
+
+static void test_set_rows(void)
+{
+    const enum llm_type dts[] = { LLM_TYPE_F32, LLM_TYPE_F16 };
+    for (int iter = 0; iter < 6; iter++) {
+        enum llm_type t = dts[iter % 2];
+        int64_t ne0 = irand(1, 90), cells = irand(4, 40), n = irand(1, 4);
+        /* the KV cache buffer, and dst: a view of it with the same geometry */
+        struct llm_tensor *cache = new_tensor(t, ne0, cells, 1, 1);
+        fill(cache, 1.0f);
+        struct llm_tensor *dst = tensor_pool_get();
+        *dst = *cache;
+        dst->view_src = cache;
+        int64_t ne[4] = { ne0, n, 1, 1 };
+        struct llm_tensor *src = make_src(ne, iter % 3);
+        struct llm_tensor *ids = new_tensor(LLM_TYPE_I32, n, 1, 1, 1);
+        int32_t start = irand(0, (int)(cells - n));
+        for (int64_t i = 0; i < n; i++)
+            ((int32_t *)ids->data)[i] = start + (int32_t)i;
+        char what[160];
+        snprintf(what, sizeof what, "SET_ROWS into %s", llm_type_name(t));
+        check_node(what, node(LLM_OP_SET_ROWS, dst, cache, src, ids, NULL), 0.0, NULL);
+        bool written = true;
+        for (int64_t e = 0; e < ne0; e++) {
+            float want = get_elem(src, e, n - 1, 0, 0);
+            if (t == LLM_TYPE_F16)
+                want = llm_fp16_to_fp32(llm_fp32_to_fp16(want));
+            written = written && get_elem(cache, e, start + n - 1, 0, 0) == want;
+        }
+        CHECK(written, "SET_ROWS: row not written through to the cache buffer");
+    }
+}
+
+static void test_cpy(void)
+{
+    const enum llm_type pairs[][2] = {
+        { LLM_TYPE_F32, LLM_TYPE_F32 }, { LLM_TYPE_F32, LLM_TYPE_F16 }, { LLM_TYPE_F16, LLM_TYPE_F32 },
+        { LLM_TYPE_F32, LLM_TYPE_BF16 }, { LLM_TYPE_F16, LLM_TYPE_F16 },
+    };
+    for (int iter = 0; iter < 10; iter++) {
+        enum llm_type ts = pairs[iter % 5][0], td = pairs[iter % 5][1];
+        int64_t ne[4];
+        rand_shape(ne);
+        struct llm_tensor *a = iter % 2 ? new_permuted(ts, ne, 0, 1 + iter % 3)
+                                        : new_tensor_pad(ts, ne[0], ne[1], ne[2], ne[3], 4);
+        fill(a, 3.0f);
+        /* destination: same shape, or the same elements as one flat row */
+        struct llm_tensor *b = iter % 3 == 0 ? new_tensor(td, llm_nelements(a), 1, 1, 1)
+                                             : new_tensor(td, ne[0], ne[1], ne[2], ne[3]);
+        struct llm_tensor *dst = tensor_pool_get();
+        *dst = *b;
+        dst->view_src = b;
+        char what[160];
+        snprintf(what, sizeof what, "CPY %s -> %s%s", llm_type_name(ts), llm_type_name(td),
+                 iter % 3 == 0 ? " (reshaped)" : "");
+        check_node(what, node(LLM_OP_CPY, dst, a, b, NULL, NULL), 0.0, NULL);
+        if (ts == td) {
+            struct llm_tensor *c = new_tensor(ts, ne[0] * ne[1], ne[2], ne[3], 1);
+            check_node("CONT", node(LLM_OP_CONT, c, a, NULL, NULL, NULL), 0.0, NULL);
+        }
+    }
+    /* quantized CONT copies whole rows */
+    struct llm_tensor *q = new_tensor_pad(LLM_TYPE_Q8_0, 64, 5, 2, 1, 8);
+    fill(q, 1.0f);
+    struct llm_tensor *qc = node(LLM_OP_CONT, new_tensor(LLM_TYPE_Q8_0, 64, 5, 2, 1), q, NULL, NULL, NULL);
+    CHECK(llm_cpu_supports(qc), "CONT Q8_0");
+    for (int nth = 1; nth <= 3; nth++) {
+        memset(qc->data, 0, 68 * 10);
+        compute(qc, nth, NULL);
+        bool same = true;
+        for (int r = 0; r < 10; r++)
+            same = same && memcmp((char *)qc->data + r * 68, (char *)q->data + r * q->nb[1], 68) == 0;
+        CHECK(same, "CONT Q8_0 nth=%d: rows differ", nth);
+    }
+}
+
+/* ---- mul_mat ------------------------------------------------------------------------------ */
+
+/* Reference on activations rounded to the vec_dot_type (when that type can be dequantized): the
+ * dot path must match it up to float summation order. */
+static double check_rounded(struct llm_tensor *mm, enum llm_type vdt)
+{
+    const struct llm_type_traits *vt = llm_type_traits(vdt);
+    struct llm_tensor *x = mm->src[1];
+    if (!vt->to_float || !vt->from_float)
+        return -1.0;
+    struct llm_tensor *xr = new_tensor(LLM_TYPE_F32, x->ne[0], x->ne[1], x->ne[2], x->ne[3]);
+    void *tmp = alloc_buf(llm_row_size(vdt, x->ne[0]));
+    for (int64_t i3 = 0; i3 < x->ne[3]; i3++)
+        for (int64_t i2 = 0; i2 < x->ne[2]; i2++)
+            for (int64_t i1 = 0; i1 < x->ne[1]; i1++) {
+                float *row = (float *)((char *)xr->data + i1 * xr->nb[1] + i2 * xr->nb[2] + i3 * xr->nb[3]);
+                for (int64_t i0 = 0; i0 < x->ne[0]; i0++)
+                    row[i0] = get_elem(x, i0, i1, i2, i3);
+                vt->from_float(row, tmp, x->ne[0]);
+                vt->to_float(tmp, row, x->ne[0]);
+            }
+    struct llm_tensor *ref = clone_dst(mm);
+    ref->src[1] = xr;
+    llm_ref_compute(ref);
+    bool finite;
+    return nmse(mm, ref, &finite);
+}
+
+static double dot_tol(enum llm_type vdt)
+{
+    return vdt == LLM_TYPE_F32 ? 1e-10 : vdt == LLM_TYPE_F16 || vdt == LLM_TYPE_BF16 ? 1e-5 : 1e-3;
+}
+
+static void test_mul_mat(void)
+{
+    const int64_t batches[] = { 1, 3, 40 };
+    for (size_t ti = 0; ti < N_TYPES; ti++) {
+        enum llm_type t = all_types[ti];
+        const struct llm_type_traits *tt = llm_type_traits(t);
+        for (int bi = 0; bi < 3; bi++) {
+            int64_t N = batches[bi], K = tt->blck_size == 1 ? 2 * irand(8, 150) + 1 : 256 * irand(1, 2);
+            int64_t M = irand(1, 40), a2 = 2, b3 = 1, c2 = 2 * (bi + 1), d3 = 2;
+            /* weights with padded rows; activations padded on odd batches */
+            struct llm_tensor *w = new_tensor_pad(t, K, M, a2, b3, bi == 1 ? tt->type_size * 2 : 0);
+            struct llm_tensor *x = new_tensor_pad(LLM_TYPE_F32, K, N, c2, d3, bi == 0 ? 0 : 20);
+            fill(w, 1.0f);
+            fill(x, 1.0f);
+            struct llm_tensor *mm = node(LLM_OP_MUL_MAT, new_tensor(LLM_TYPE_F32, M, N, c2, d3), w, x, NULL, NULL);
+            char what[160];
+            snprintf(what, sizeof what, "MUL_MAT %s K%lld M%lld N%lld", tt->name, (long long)K, (long long)M,
+                     (long long)N);
+            if (!llm_cpu_supports(mm)) {
+                printf("skip %s (no kernel for this type yet)\n", what);
+                continue;
+            }
+            /* the BLAS path keeps F32 activations; the dot path rounds them to vec_dot_type */
+            enum llm_type vdt = tt->vec_dot ? tt->vec_dot_type : LLM_TYPE_F32;
+            bool blas = llm_cpu_mul_mat_uses_blas(mm);
+            CHECK(blas == (N >= (t == LLM_TYPE_F32 ? 8 : 32) || !tt->vec_dot), "%s: unexpected path (blas %d)", what, blas);
+            double e = check_node(what, mm, blas ? 1e-10 : dot_tol(vdt), NULL);
+            if (!blas && vdt != LLM_TYPE_F32) {
+                /* Q8_1 blocks carry d·Σq rounded to f16, which vec_dot uses for the weights' min */
+                double er = check_rounded(mm, vdt), tol = vdt == LLM_TYPE_Q8_1 ? 1e-6 : 1e-10;
+                CHECK(er <= tol, "%s vs rounded-activation reference: NMSE %.3g", what, er);
+                printf("%s: NMSE %.2g (vs rounded activations %.2g)\n", what, e, er);
+            }
+        }
+    }
+}
+
+/* ---- flash attention ------------------------------------------------------------------------ */
+
+/* softmax(scale·k·q + mask)·v composed from the MUL_MAT, SOFT_MAX and CPY reference kernels. */
+static struct llm_tensor *composed_attention(struct llm_tensor *q, struct llm_tensor *k, struct llm_tensor *v,
+                                             struct llm_tensor *m, float scale)
+{
+    int64_t n_kv = k->ne[1], n_q = q->ne[1], heads = q->ne[2], hd_v = v->ne[0];
+    struct llm_tensor *kf = new_tensor(LLM_TYPE_F32, k->ne[0], n_kv, k->ne[2], 1);
+    llm_ref_cpy(node(LLM_OP_CPY, kf, k, kf, NULL, NULL));
+    struct llm_tensor *kq = node(LLM_OP_MUL_MAT, new_tensor(LLM_TYPE_F32, n_kv, n_q, heads, 1), kf, q, NULL, NULL);
+    llm_ref_mul_mat(kq);
+    struct llm_tensor *sm = node(LLM_OP_SOFT_MAX, new_tensor(LLM_TYPE_F32, n_kv, n_q, heads, 1), kq, m, NULL, NULL);
+    llm_set_op_f32(sm, 0, scale);
+    llm_ref_soft_max(sm);
+    /* vᵀ as contiguous F32 [n_kv, hd_v, heads_kv] */
+    struct llm_tensor *vt = new_tensor(LLM_TYPE_F32, n_kv, hd_v, v->ne[2], 1);
+    llm_ref_cpy(node(LLM_OP_CPY, swap_dims(vt, 0, 1), v, vt, NULL, NULL));
+    struct llm_tensor *kqv = node(LLM_OP_MUL_MAT, new_tensor(LLM_TYPE_F32, hd_v, n_q, heads, 1), vt, sm, NULL, NULL);
+    llm_ref_mul_mat(kqv);
+    return swap_dims(kqv, 1, 2); /* [hd_v, heads, n_q] like FLASH_ATTN's dst */
+}
+
+static void test_flash_attn(void)
+{
+    for (int iter = 0; iter < 8; iter++) {
+        enum llm_type kvt = iter % 2 ? LLM_TYPE_F16 : LLM_TYPE_F32;
+        int64_t hd = iter < 4 ? 64 : irand(3, 40), heads_kv = irand(1, 2), heads = heads_kv * irand(1, 3);
+        int64_t n_q = iter % 3 == 0 ? 1 : irand(2, 8), n_kv = n_q + irand(0, 60) + (iter == 2 ? 256 : 0);
+        /* q as the builder makes it: a permuted view of [hd, heads, n_q] */
+        struct llm_tensor *q = new_permuted(LLM_TYPE_F32, (int64_t[4]){ hd, n_q, heads, 1 }, 1, 2);
+        struct llm_tensor *k = new_tensor(kvt, hd, n_kv, heads_kv, 1);
+        struct llm_tensor *v = iter == 3 ? new_tensor_pad(kvt, hd, n_kv, heads_kv, 1, 16)
+                                         : new_tensor(kvt, hd, n_kv, heads_kv, 1);
+        fill(q, 1.0f);
+        fill(k, 1.0f);
+        fill(v, 1.0f);
+        struct llm_tensor *m = causal_mask(n_kv, n_q, iter % 2, iter == 5);
+        float scale = 1.0f / sqrtf((float)hd);
+        struct llm_tensor *fa = node(LLM_OP_FLASH_ATTN, new_tensor(LLM_TYPE_F32, hd, heads, n_q, 1), q, k, v, m);
+        llm_set_op_f32(fa, 0, scale);
+        char what[160];
+        snprintf(what, sizeof what, "FLASH_ATTN %s hd%lld heads %lld/%lld n_q %lld n_kv %lld", llm_type_name(kvt),
+                 (long long)hd, (long long)heads, (long long)heads_kv, (long long)n_q, (long long)n_kv);
+        check_node(what, fa, 1e-10, NULL);
+        struct llm_tensor *comp = composed_attention(q, k, v, m, scale);
+        bool finite;
+        double e = nmse(fa, comp, &finite);
+        CHECK(finite && e <= 1e-10, "%s vs mul_mat+soft_max+mul_mat: NMSE %.3g", what, e);
+    }
+}
+
+/* Nodes the kernels cannot run are reported, not attempted. */
+static void test_supports(void)
+{
+    struct llm_tensor *w = new_tensor(LLM_TYPE_IQ2_XXS, 256, 4, 1, 1), *x = new_tensor(LLM_TYPE_F32, 256, 2, 1, 1);
+    CHECK(!llm_cpu_supports(node(LLM_OP_MUL_MAT, new_tensor(LLM_TYPE_F32, 4, 2, 1, 1), w, x, NULL, NULL)),
+          "MUL_MAT of a type without kernels must be refused");
+    CHECK(!llm_cpu_supports(node(LLM_OP_CHANNEL_NORM, new_tensor(LLM_TYPE_F32, 16, 2, 1, 1), x, NULL, NULL, NULL)),
+          "CHANNEL_NORM is not a cpu op");
+    struct llm_tensor *a = new_tensor(LLM_TYPE_F32, 6, 4, 1, 1), *b = new_tensor(LLM_TYPE_F32, 4, 4, 1, 1);
+    CHECK(!llm_cpu_supports(node(LLM_OP_ADD, new_tensor(LLM_TYPE_F32, 6, 4, 1, 1), a, b, NULL, NULL)),
+          "ADD with a src1 that does not broadcast must be refused");
+    CHECK(llm_cpu_supports(node(LLM_OP_VIEW, swap_dims(a, 0, 1), a, NULL, NULL, NULL)), "VIEW is a no-op");
+}
+
+int main(void)
+{
+    test_supports();
+    test_elementwise();
+    test_soft_max();
+    test_rope();
+    test_get_rows();
+    test_set_rows();
+    test_cpy();
+    test_mul_mat();
+    test_flash_attn();
+    free_bufs();
+    return test_done("test_ops");
+}

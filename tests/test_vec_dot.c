@@ -1,0 +1,181 @@
+/* Dot products of every weight type with its vec_dot_type, on random rows of several lengths:
+ * - the fast kernel (traits->vec_dot, AVX2 when available) matches the scalar oracle
+ *   (vec_dot_ref) within 1e-5 of sum |x_i * y_i|;
+ * - the oracle matches a double-precision dot of the dequantized weight row with the
+ *   dequantized activation row (same tolerance, plus the fp16 rounding of Q8_1's stored sum). */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "harness.h"
+#include "ops/blocks.h"
+#include "ops/types.h"
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static uint32_t rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)(rng >> 16);
+}
+
+static float uniform(void)
+{
+    return (float)(rnd() & 0xffffff) / (float)0x1000000;
+}
+
+/* Roughly normal values with occasional outliers, like activations and weights. */
+static float sample(void)
+{
+    float v = (uniform() + uniform() + uniform() - 1.5f) * 2.0f;
+    return rnd() % 97 == 0 ? v * 15.0f : v;
+}
+
+static void put_half(uint8_t *p, float v)
+{
+    uint16_t h = llm_fp32_to_fp16(v);
+    memcpy(p, &h, sizeof h);
+}
+
+/* Offsets of the fp16 scale fields of each block (random bytes elsewhere are valid quants). */
+static int scale_offsets(int t, size_t off[2])
+{
+    switch (t) {
+    case LLM_TYPE_Q4_0: off[0] = offsetof(struct block_q4_0, d); return 1;
+    case LLM_TYPE_Q5_0: off[0] = offsetof(struct block_q5_0, d); return 1;
+    case LLM_TYPE_Q8_0: off[0] = offsetof(struct block_q8_0, d); return 1;
+    case LLM_TYPE_Q3_K: off[0] = offsetof(struct block_q3_K, d); return 1;
+    case LLM_TYPE_Q6_K: off[0] = offsetof(struct block_q6_K, d); return 1;
+    case LLM_TYPE_Q4_1: off[0] = offsetof(struct block_q4_1, d);
+                        off[1] = offsetof(struct block_q4_1, m); return 2;
+    case LLM_TYPE_Q5_1: off[0] = offsetof(struct block_q5_1, d);
+                        off[1] = offsetof(struct block_q5_1, m); return 2;
+    case LLM_TYPE_Q2_K: off[0] = offsetof(struct block_q2_K, d);
+                        off[1] = offsetof(struct block_q2_K, dmin); return 2;
+    case LLM_TYPE_Q4_K: off[0] = offsetof(struct block_q4_K, d);
+                        off[1] = offsetof(struct block_q4_K, dmin); return 2;
+    case LLM_TYPE_Q5_K: off[0] = offsetof(struct block_q5_K, d);
+                        off[1] = offsetof(struct block_q5_K, dmin); return 2;
+    default: return 0;
+    }
+}
+
+/* A weight row: quantized from random floats (when the type has a quantizer and `bytes` is
+ * false), or random block bytes with sane scales (covers every bit pattern of the quants). */
+static void make_weight(int t, int64_t n, void *row, float *tmp, int random_bytes)
+{
+    const struct llm_type_traits *tt = llm_type_traits(t);
+    size_t size = llm_row_size(t, n);
+    size_t off[2];
+    int nscale = scale_offsets(t, off);
+    if (random_bytes && nscale) {
+        uint8_t *p = row;
+        for (size_t i = 0; i < size; i++)
+            p[i] = (uint8_t)rnd();
+        for (int64_t b = 0; b < n / tt->blck_size; b++)
+            for (int k = 0; k < nscale; k++)
+                put_half(p + b * tt->type_size + off[k], (uniform() - (k ? 0.5f : 0.0f)) * 0.05f);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++)
+        tmp[i] = sample();
+    tt->from_float(tmp, row, n);
+}
+
+/* Allowance for Q8_1's stored s = fp16(d * sum q): the min term of each block uses it. */
+static double q8_1_allowance(int t, int64_t n, const void *w, const void *act)
+{
+    if (t != LLM_TYPE_Q4_1 && t != LLM_TYPE_Q5_1)
+        return 0;
+    const struct block_q8_1 *y = act;
+    double a = 0;
+    for (int64_t b = 0; b < n / QK; b++) {
+        const uint8_t *blk = (const uint8_t *)w + b * llm_type_traits(t)->type_size;
+        uint16_t mh;
+        memcpy(&mh, blk + 2, sizeof mh); /* m follows d in both Q4_1 and Q5_1 */
+        int sum = 0;
+        for (int j = 0; j < QK; j++)
+            sum += y[b].qs[j];
+        double exact = (double)llm_fp16_to_fp32(y[b].d) * sum;
+        a += fabs(llm_fp16_to_fp32(mh)) * fabs(llm_fp16_to_fp32(y[b].s) - exact);
+    }
+    return a * 1.01;
+}
+
+static void check_type(int t)
+{
+    const struct llm_type_traits *tt = llm_type_traits(t);
+    const struct llm_type_traits *yt = llm_type_traits(tt->vec_dot_type);
+    CHECK(tt->vec_dot && tt->vec_dot_ref, "%s has no vec_dot", tt->name);
+    CHECK(yt && yt->to_float && yt->from_float_fast, "%s: vec_dot_type %d unusable", tt->name,
+          (int)tt->vec_dot_type);
+    if (!tt->vec_dot || !tt->vec_dot_ref || !yt || !yt->to_float || !yt->from_float_fast)
+        return;
+    static const int64_t plain_len[] = { 1, 7, 8, 31, 33, 64, 257, 1000, 4096 };
+    static const int64_t blocks[] = { 1, 2, 3, 5, 11, 16, 35 };
+    int worst_fast = 0, worst_ref = 0;
+    double worst_fast_err = 0, worst_ref_err = 0;
+    int nlen = tt->blck_size == 1 ? 9 : 7;
+    for (int li = 0; li < nlen; li++) {
+        int64_t n = tt->blck_size == 1 ? plain_len[li] : blocks[li] * tt->blck_size;
+        if (n % yt->blck_size)
+            continue;
+        void *w = malloc(llm_row_size(t, n)), *act = malloc(llm_row_size(tt->vec_dot_type, n));
+        float *tmp = malloc((size_t)n * sizeof(float)), *wf = malloc((size_t)n * sizeof(float));
+        float *yf = malloc((size_t)n * sizeof(float));
+        for (int rep = 0; rep < 6; rep++) {
+            int random_bytes = rep % 2 == 1 || !tt->from_float;
+            make_weight(t, n, w, tmp, random_bytes);
+            for (int64_t i = 0; i < n; i++)
+                tmp[i] = rep == 4 ? 0.0f : sample(); /* rep 4: all-zero activations */
+            yt->from_float_fast(tmp, act, n);
+            tt->to_float(w, wf, n);
+            yt->to_float(act, yf, n);
+            double exact = 0, mag = 0;
+            for (int64_t i = 0; i < n; i++) {
+                exact += (double)wf[i] * yf[i];
+                mag += fabs((double)wf[i] * yf[i]);
+            }
+            float ref = NAN, fast = NAN;
+            tt->vec_dot_ref(n, &ref, w, act);
+            tt->vec_dot(n, &fast, w, act);
+            double tol = 1e-5 * mag + 1e-30;
+            double e_fast = fabs((double)fast - ref) / tol;
+            double e_ref = fabs((double)ref - exact) / (tol + q8_1_allowance(t, n, w, act));
+            if (!(e_fast <= 1.0))
+                worst_fast++;
+            if (!(e_ref <= 1.0))
+                worst_ref++;
+            worst_fast_err = e_fast > worst_fast_err ? e_fast : worst_fast_err;
+            worst_ref_err = e_ref > worst_ref_err ? e_ref : worst_ref_err;
+            if (!(e_fast <= 1.0) || !(e_ref <= 1.0))
+                fprintf(stderr, "%s n=%lld rep=%d: fast %.9g ref %.9g exact %.9g (sum|xy| %g)\n",
+                        tt->name, (long long)n, rep, fast, ref, exact, mag);
+        }
+        free(w);
+        free(act);
+        free(tmp);
+        free(wf);
+        free(yf);
+    }
+    CHECK(worst_fast == 0, "%s: %d fast results off the reference (worst %.3g x tolerance)",
+          tt->name, worst_fast, worst_fast_err);
+    CHECK(worst_ref == 0, "%s: %d reference results off the float dot (worst %.3g x tolerance)",
+          tt->name, worst_ref, worst_ref_err);
+}
+
+int main(void)
+{
+    /* every type with a dequantizer that can be a weight must have a dot product */
+    const int weights[] = { LLM_TYPE_F32, LLM_TYPE_F16, LLM_TYPE_BF16, LLM_TYPE_Q4_0,
+                            LLM_TYPE_Q4_1, LLM_TYPE_Q5_0, LLM_TYPE_Q5_1, LLM_TYPE_Q8_0,
+                            LLM_TYPE_Q2_K, LLM_TYPE_Q3_K, LLM_TYPE_Q4_K, LLM_TYPE_Q5_K,
+                            LLM_TYPE_Q6_K };
+    for (size_t i = 0; i < sizeof weights / sizeof weights[0]; i++)
+        check_type(weights[i]);
+    CHECK_EQ_INT(llm_type_traits(LLM_TYPE_Q4_0)->vec_dot_type, LLM_TYPE_Q8_0);
+    CHECK_EQ_INT(llm_type_traits(LLM_TYPE_Q5_1)->vec_dot_type, LLM_TYPE_Q8_1);
+    CHECK_EQ_INT(llm_type_traits(LLM_TYPE_Q6_K)->vec_dot_type, LLM_TYPE_Q8_K);
+    return test_done("test_vec_dot");
+}
