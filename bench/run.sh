@@ -39,15 +39,15 @@ rows+=("stories260K F32")
 list=$(IFS=,; echo "${files[*]}")
 echo "make bench: llm-bench -m $list -p 512 -n 128 -r 3 -t 2 --roofline" >&2
 start=$(date +%s)
-# jsonl on stdout for the table; md (-oe) and the roofline lines on stderr, also shown live
-"$BIN/llm-bench" -m "$list" -p 512 -n 128 -r 3 -t 2 --roofline -o jsonl -oe md >"$TMP/latest.jsonl" \
-  2> >(tee "$TMP/latest.stderr" >&2)
-wait $! # the tee
+load=$(cut -d' ' -f1-3 /proc/loadavg)
+# jsonl on stdout for the table; md (-oe) and the roofline lines on stderr, kept and shown live
+{ "$BIN/llm-bench" -m "$list" -p 512 -n 128 -r 3 -t 2 --roofline -o jsonl -oe md 2>&1 >&3 \
+    | tee "$TMP/latest.stderr" >&2; } 3>"$TMP/latest.jsonl"
 elapsed=$(($(date +%s) - start))
 
-python3 - "$TMP/latest.jsonl" "$TMP/latest.stderr" "$SHARED/ref/perf.md" "$elapsed" "${rows[@]}" >"$OUT/latest.md" <<'EOF'
+python3 - "$TMP/latest.jsonl" "$TMP/latest.stderr" "$SHARED/ref/perf.md" "$elapsed" "$load" "${rows[@]}" >"$OUT/latest.md" <<'EOF'
 import json, re, sys
-jsonl, stderr, perf, elapsed, rows = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
+jsonl, stderr, perf, elapsed, load, rows = sys.argv[1:6] + [sys.argv[6:]]
 tests = [json.loads(l) for l in open(jsonl) if l.strip()]
 err = open(stderr, encoding='utf-8').read().splitlines()
 machine = next((l.split('roofline: ', 1)[1] for l in err if 'roofline: read bandwidth' in l), 'not measured')
@@ -76,7 +76,8 @@ print('llama.cpp: ../shared/ref/perf.md, the better of its default and OpenBLAS 
 print('machine kind, measured on another day: compare ratios, expect a few % of noise).\n')
 if tests:
     t0 = tests[0]
-    print('- build: %s (%s), cpu: %s, run time %s s' % (t0['build_commit'], t0['build_number'], t0['cpu_info'], elapsed))
+    print('- build: %s (%s), cpu: %s, run time %s s, load average before the run: %s'
+          % (t0['build_commit'], t0['build_number'], t0['cpu_info'], elapsed, load))
 print('- machine, measured in the same run: ' + machine)
 print('- roofline: tg = model bytes x t/s / read bandwidth; pp = 2 x non-embedding params x t/s / FMA peak\n')
 print('| model | size | test | llm t/s | llama.cpp t/s | llm / llama.cpp | roofline |')
