@@ -40,11 +40,22 @@ $(BIN)/llm: $(TOOL_OBJ) $(LIB)
 $(BIN)/llm-run $(BIN)/llm-bench: $(BIN)/llm
 	ln -sf llm $@
 
+# llm-bench's "build: <commit> (<number>)"; rebuilt when HEAD moves; "unknown (0)" outside git.
+GIT_LOG := $(wildcard $(shell git rev-parse --git-dir 2>/dev/null)/logs/HEAD)
+$(BUILD)/tools/bench.o: ALL_CFLAGS += -DLLM_BUILD_COMMIT='"$(or $(shell git rev-parse --short HEAD 2>/dev/null),unknown)"' \
+	-DLLM_BUILD_NUMBER=$(or $(shell git rev-list --count HEAD 2>/dev/null),0)
+$(BUILD)/tools/bench.o: $(GIT_LOG)
+
 # Tests are one program per file; tests/harness.h gives CHECK macros and the closing count line.
 # Tool sources other than the entry point are linked into tests so commands can be tested in-process.
-$(BUILD)/tests/%: tests/%.c tests/harness.h $(LIB)
+TOOL_LIB := $(BUILD)/libtools.a
+$(TOOL_LIB): $(filter-out $(BUILD)/tools/llm.o,$(TOOL_OBJ))
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/tests/%: tests/%.c tests/harness.h $(TOOL_LIB) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Itests $< $(LIB) $(LDLIBS) $(TEST_LDLIBS) -o $@
+	$(CC) $(ALL_CFLAGS) -Itests $< $(TOOL_LIB) $(LIB) $(LDLIBS) $(TEST_LDLIBS) -o $@
 
 deps:
 	@missing=""; for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -74,6 +85,11 @@ fuzz: all
 test: test-unit test-asan fuzz
 	@cat build/results.txt build/asan/results.txt build/fuzz/results.txt | \
 	  awk '{p += $$1; f += $$2} END {printf "%d passed, %d failed\n", p, f; exit f > 0}'
+
+# llm-bench on synthetic Qwen2.5-0.5B / TinyLlama-1.1B shapes (cached in models/) and stories260K,
+# against llama.cpp's figures: bench/results/latest.md.
+bench: all
+	@SHARED=$(SHARED) BIN=$(BIN) bash bench/run.sh
 
 clean:
 	rm -rf build $(BIN)

@@ -5,6 +5,7 @@
 
 /* cmd_<name>(argc, argv) for each entry of the table in llm.c */
 int cmd_run(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);

@@ -13,6 +13,7 @@ struct command {
 
 static const struct command commands[] = {
     { "run", cmd_run, "generate text: llm run -m MODEL -p PROMPT" },
+    { "bench", cmd_bench, "benchmark like llama-bench: llm bench -m MODEL [-p 512] [-n 128] [-o md]" },
     { "info", cmd_info, "show a GGUF file's header, metadata, tensors and model summary" },
     { "synth", cmd_synth, "write a synthetic llama/qwen2 model with random weights" },
     { "tokenize", cmd_tokenize, "tokenize text with a model's vocabulary" },

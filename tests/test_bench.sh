@@ -1,0 +1,224 @@
+#!/usr/bin/env bash
+# llm-bench end to end on stories260K against ../shared/ref/llama-bench/ (run, like the references,
+# from the models folder so model_filename is the bare file name): each printer's field names, order,
+# quoting and number formats; the test order and names; ranges; --progress lines; llama-bench's
+# error lines; the npu plumbing error; Ctrl-C printing the finished tests and the md footer.
+set -u
+LLM=$(cd "$(dirname "${LLM:-bin/llm}")" && pwd)/$(basename "${LLM:-bin/llm}")
+SHARED=$(cd "${SHARED:-../shared}" && pwd)
+M=$SHARED/models
+REF=$SHARED/ref/llama-bench
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+passed=0; failed=0
+ok()   { passed=$((passed + 1)); }
+fail() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
+
+bench() { (cd "$M" && "$LLM" bench "$@"); }
+
+# Structure of our output ($2) against a reference ($1) for format $3 (python3, stdlib only).
+compare() {
+  python3 - "$1" "$2" "$3" <<'EOF'
+import json, re, sys
+ref_path, out_path, fmt = sys.argv[1:4]
+ref, out = open(ref_path, encoding='utf-8').read(), open(out_path, encoding='utf-8').read()
+EXTRA = ['acl_graph', 'graph_captures', 'graph_replays', 'graph_hits', 'graph_misses', 'graph_evictions',
+         'eager_launches']
+VOLATILE = {'build_commit', 'build_number', 'cpu_info', 'test_time', 'avg_ns', 'stddev_ns', 'avg_ts', 'stddev_ts'}
+FORMATS = {'build_number': r'\d+', 'test_time': r'\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ', 'avg_ns': r'\d+',
+           'stddev_ns': r'\d+', 'avg_ts': r'\d+\.\d{6}', 'stddev_ts': r'\d+\.\d{6}'}
+errors = []
+def err(msg): errors.append(msg)
+
+def check_record(names, want, got, raw_got):
+    """names: reference field names; want/got: dicts of values; raw_got: text form of got's values."""
+    for n in names:
+        if n not in got: err('missing field ' + n); continue
+        if n in FORMATS and not re.fullmatch(FORMATS[n], raw_got[n]): err('%s: bad format %r' % (n, raw_got[n]))
+        if n not in VOLATILE and want[n] != got[n]: err('%s: %r != %r' % (n, got[n], want[n]))
+
+def split_csv(line):
+    vals = re.findall(r'"((?:[^"]|"")*)"(?:,|$)', line)
+    if ','.join('"%s"' % v for v in vals) != line: err('csv quoting: ' + line)
+    return [v.replace('""', '"') for v in vals]
+
+if fmt == 'csv':
+    rl, ol = ref.splitlines(), out.splitlines()
+    names = rl[0].split(',')
+    if ol[0].split(',') != names + EXTRA: err('csv header: ' + ol[0])
+    if len(rl) != len(ol): err('csv rows %d != %d' % (len(ol), len(rl)))
+    for r, o in zip(rl[1:], ol[1:]):
+        w, g = split_csv(r), split_csv(o)
+        check_record(names, dict(zip(names, w)), dict(zip(names, g)), dict(zip(names, g)))
+        if g[len(names):] != ['1', '0', '0', '0', '0', '0', '0']: err('extra csv values %r' % g[len(names):])
+elif fmt in ('json', 'jsonl'):
+    if fmt == 'json':
+        want, got = json.loads(ref), json.loads(out)
+        # layout: 4-space fields, objects joined by ",\n", closing "\n]\n"
+        if not (out.startswith('[\n  {\n    "build_commit": ') and out.endswith('\n  }\n]\n') and '\n  },\n  {\n' in out):
+            err('json layout')
+        raw = re.findall(r'^    "(\w+)": (.*?),?$', out, re.M)
+    else:
+        want = [json.loads(l) for l in ref.splitlines()]
+        got = [json.loads(l) for l in out.splitlines()]
+        for l in out.splitlines():
+            if not re.fullmatch(r'\{("\w+": ("[^"]*"|-?\d+(\.\d+)?|true|false), )+"samples_ns": \[ [\d, ]+ \],'
+                                r'"samples_ts": \[ [\d., e+]+ \]\}', l): err('jsonl layout: ' + l[:80])
+        raw = re.findall(r'"(\w+)": ("[^"]*"|[^,\]]+|\[[^\]]*\])', out)
+    if len(want) != len(got): err('objects %d != %d' % (len(got), len(want)))
+    per = len(raw) // max(len(got), 1)
+    for i, (w, g) in enumerate(zip(want, got)):
+        names = list(w.keys())
+        if list(g.keys()) != names[:-2] + EXTRA + names[-2:]: err('json keys: %r' % list(g.keys()))
+        rawd = {k: v.strip('"') for k, v in raw[i * per:(i + 1) * per]}
+        check_record(names[:-2], w, g, rawd)
+        if len(g['samples_ns']) != len(w['samples_ns']) or len(g['samples_ts']) != len(w['samples_ts']):
+            err('samples')
+        # samples_ts printed like C++ ostream (%g: 6 significant digits)
+        for x in re.findall(r'"samples_ts": \[ ([^\]]*) \]', out):
+            for v in x.split(', '):
+                if v != '%g' % float(v): err('samples_ts format ' + v)
+elif fmt == 'sql':
+    mask = lambda s: re.sub(r"'[^']*'", "'V'", s)
+    rl, ol = ref.splitlines(), out.splitlines()
+    rl[rl.index('  stddev_ts REAL')] = '  stddev_ts REAL,'
+    i = rl.index(');')
+    rl[i:i] = ['  %s INTEGER%s' % (n, ',' if n != EXTRA[-1] else '') for n in EXTRA]
+    rl = [l.replace('stddev_ts) VALUES', 'stddev_ts, ' + ', '.join(EXTRA) + ') VALUES')
+            .replace("');", "', '1', '0', '0', '0', '0', '0', '0');") for l in rl]
+    if len(rl) != len(ol): err('sql lines %d != %d' % (len(ol), len(rl)))
+    for r, o in zip(rl, ol):
+        if not r.startswith('INSERT'):
+            if r != o: err('sql: %r != %r' % (o, r))
+            continue
+        if mask(r) != mask(o): err('sql insert layout: ' + o[:120])
+        names = re.search(r'\((.*?)\) VALUES', r).group(1).split(', ')
+        w = dict(zip(names, re.findall(r"'([^']*)'", r)))
+        g = dict(zip(names, re.findall(r"'([^']*)'", o)))
+        check_record([n for n in names if n not in EXTRA], w, g, g)
+elif fmt == 'md':
+    rl, ol = ref.splitlines(), out.splitlines()
+    if len(rl) != len(ol): err('md lines %d != %d' % (len(ol), len(rl)))
+    for r, o in zip(rl, ol):
+        if r.startswith('build: '):
+            if not re.fullmatch(r'build: (unknown|[0-9a-f]{4,}) \(\d+\)', o): err('md footer: ' + o)
+        elif '±' in r:
+            if len(o) != len(r) or o.rsplit('|', 2)[0] != r.rsplit('|', 2)[0] or \
+               not re.fullmatch(r' +\d+\.\d\d ± \d+\.\d\d ', o.rsplit('|', 2)[1]):
+                err('md row: %r vs %r' % (o, r))
+        elif r != o: err('md: %r != %r' % (o, r))
+for e in errors[:10]: print(fmt + ': ' + e)
+sys.exit(1 if errors else 0)
+EOF
+}
+
+# Each printer against its reference.
+for fmt in md csv json jsonl sql; do
+  bench -m stories260K.gguf -p 16 -n 8 -r 2 -t 1 -o $fmt >"$tmp/out.$fmt" 2>"$tmp/err"
+  rc=$?
+  if [ $rc -eq 0 ] && compare "$REF/stories260K.p16.n8.r2.t1.$fmt" "$tmp/out.$fmt" $fmt; then ok
+  else fail "-o $fmt (exit $rc): $(head -c 300 "$tmp/err")"; fi
+done
+bench -m stories260K.gguf -p 16 -n 8 -pg 16,8 -d 0,32 -r 2 -t 1 -o md >"$tmp/pg.md" 2>"$tmp/err"
+[ $? -eq 0 ] && compare "$REF/stories260K.p16.n8.pg16-8.d0-32.r2.t1.md" "$tmp/pg.md" md && ok \
+  || fail "-pg 16,8 -d 0,32: $(head -c 300 "$tmp/err")"
+
+# -oe: a second printer on stderr; the same rows.
+bench -m stories260K.gguf -p 16 -n 8 -r 1 -t 1 -o csv -oe json >"$tmp/a.csv" 2>"$tmp/b.json"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if [x["n_prompt"] for x in d]==[16,0] else 1)' \
+  "$tmp/b.json" && [ "$(wc -l <"$tmp/a.csv")" = 3 ] && ok || fail "-oe json"
+
+# Test order and values of ranges (csv columns n_prompt, n_gen, n_depth, n_threads).
+cols() { python3 -c 'import csv,sys; r=list(csv.DictReader(sys.stdin)); print(" ".join("/".join(x[c] for c in sys.argv[1:]) for x in r))' "$@"; }
+got=$(bench -m stories260K.gguf -p 8 -n 4 -d 0,16 -r 1 -t 1 -o csv 2>/dev/null | cols n_prompt n_gen n_depth)
+[ "$got" = "8/0/0 0/4/0 8/0/16 0/4/16" ] && ok || fail "test order: $got"
+got=$(bench -m stories260K.gguf -p 1-4 -n 0 -r 1 -t 1 --no-warmup -o csv 2>/dev/null | cols n_prompt)
+[ "$got" = "1 2 3 4" ] && ok || fail "-p 1-4: $got"
+got=$(bench -m stories260K.gguf -p 2-16*2 -n 0 -r 1 -t 1 --no-warmup -o csv 2>/dev/null | cols n_prompt)
+[ "$got" = "2 4 8 16" ] && ok || fail "-p 2-16*2: $got"
+got=$(bench -m stories260K.gguf -p 4 -n 0 -t 1-8+3 -r 1 --no-warmup -o csv 2>/dev/null | cols n_threads)
+[ "$got" = "1 4 7" ] && ok || fail "-t 1-8+3: $got"
+got=$(bench -m stories260K.gguf -p 0 -n 0 -pg 4,2 -r 1 -t 1 -o csv 2>/dev/null | cols n_prompt n_gen)
+[ "$got" = "4/2" ] && ok || fail "-p 0 -n 0 -pg 4,2: $got"
+got=$(bench -m stories260K.gguf -p 4 -n 2 -r 3 -t 1 -ctk f32 -ctv f32 -fa off -ngl 0 -b 64 -ub 32 -o csv 2>/dev/null \
+      | cols type_k type_v flash_attn n_gpu_layers n_batch n_ubatch)
+[ "$got" = "f32/f32/0/0/64/32 f32/f32/0/0/64/32" ] && ok || fail "recorded parameters: $got"
+
+# The A/B dimensions: md shows dev and acl_graph only when given.
+bench -m stories260K.gguf -p 4 -n 0 -r 1 -t 1 -dev cpu -g on,off >"$tmp/ab.md" 2>"$tmp/err"
+head -1 "$tmp/ab.md" | grep -qF '| dev          |  acl_graph |' && [ "$(grep -c '| cpu  ' "$tmp/ab.md")" = 2 ] \
+  && ok || fail "-dev/-g columns: $(cat "$tmp/ab.md" "$tmp/err")"
+GGML_CANN_ACL_GRAPH=off bench -m stories260K.gguf -p 4 -n 0 -r 1 -t 1 -o jsonl 2>/dev/null | grep -q '"acl_graph": false' \
+  && ok || fail "GGML_CANN_ACL_GRAPH=off default"
+
+# --progress: llama-bench's lines, in order.
+bench -m stories260K.gguf -p 4 -n 2 -d 8 -r 2 -t 1 --progress -o csv >/dev/null 2>"$tmp/progress"
+cat >"$tmp/want" <<'EOF'
+llama-bench: benchmark 1/2: starting
+llama-bench: benchmark 1/2: warmup prompt run
+llama-bench: benchmark 1/2: depth run 1/2
+llama-bench: benchmark 1/2: prompt run 1/2
+llama-bench: benchmark 1/2: depth run 2/2
+llama-bench: benchmark 1/2: prompt run 2/2
+llama-bench: benchmark 2/2: starting
+llama-bench: benchmark 2/2: warmup generation run
+llama-bench: benchmark 2/2: depth run 1/2
+llama-bench: benchmark 2/2: generation run 1/2
+llama-bench: benchmark 2/2: depth run 2/2
+llama-bench: benchmark 2/2: generation run 2/2
+EOF
+diff "$tmp/want" "$tmp/progress" >/dev/null && ok || fail "--progress: $(cat "$tmp/progress")"
+
+# --roofline: machine limits once, then one line per pp / tg test, on stderr (stdout stays md).
+bench -m stories260K.gguf -p 8 -n 4 -r 1 -t 1 --roofline >"$tmp/roof.md" 2>"$tmp/roof"
+grep -q '^llm-bench: roofline: read bandwidth [0-9.]* GB/s' "$tmp/roof" \
+  && grep -q '^llm-bench: roofline: pp8: .*% of FMA peak' "$tmp/roof" \
+  && grep -q '^llm-bench: roofline: tg4: .*% of read bandwidth' "$tmp/roof" \
+  && [ "$(grep -c '^|' "$tmp/roof.md")" = 4 ] && ok || fail "--roofline: $(cat "$tmp/roof")"
+
+# llama-bench's parse errors: its two lines on stderr, usage on stdout, exit 1.
+expect_parse_error() {
+  local want=$1; shift
+  bench "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  if [ $rc -eq 1 ] && [ "$(cat "$tmp/err")" = "$(printf "$want")" ] && head -1 "$tmp/out" | grep -q '^usage: '; then ok
+  else fail "$*: exit $rc, stderr: $(cat "$tmp/err")"; fi
+}
+expect_parse_error 'error: invalid range\nerror: invalid parameter for argument: -p' -p '1-4*1'
+expect_parse_error 'error: invalid range format\nerror: invalid parameter for argument: -p' -p '16x'
+expect_parse_error 'error: invalid range format\nerror: invalid parameter for argument: -n' -n '-4'
+expect_parse_error 'error: invalid parameter for argument: --frobnicate' --frobnicate
+expect_parse_error 'error: invalid parameter for argument: -m' -m
+expect_parse_error 'error: invalid parameter for argument: -o' -o xml
+expect_parse_error 'error: stoi\nerror: invalid parameter for argument: -r' -r x
+bench -h >"$tmp/out" 2>&1 && head -1 "$tmp/out" | grep -q '^usage: ' && ok || fail "-h"
+
+# Our errors: one "llm: error:" line, non-zero exit.
+expect_error() {
+  local name=$1; shift
+  bench "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
+  local rc=$?
+  if [ $rc -ne 0 ] && [ $rc -lt 128 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q '^llm: error: ' "$tmp/err"; then ok
+  else fail "$name: exit $rc, stderr: $(head -c 300 "$tmp/err")"; fi
+}
+expect_error "missing model" -m nope.gguf -p 4 -n 0 -r 1
+expect_error "-ctk q8_0" -m stories260K.gguf -ctk q8_0 -p 4 -n 0 -r 1
+expect_error "-dev npu" -m stories260K.gguf -dev npu -p 4 -n 0 -r 1
+grep -q 'emulated NPU backend' "$tmp/err" && ok || fail "npu error names what is missing: $(cat "$tmp/err")"
+# cpu tests run first (devices loop), then the npu test fails: rows so far and the footer remain.
+bench -m stories260K.gguf -dev cpu,npu -p 4 -n 0 -r 1 -t 1 >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 1 ] && [ "$(grep -c '| cpu  ' "$tmp/out")" = 1 ] && tail -1 "$tmp/out" | grep -q '^build: ' && ok \
+  || fail "-dev cpu,npu: $(cat "$tmp/out" "$tmp/err")"
+
+# Ctrl-C during the second test's --delay: the first test's row, the footer, exit non-zero.
+(cd "$M" && exec "$LLM" bench -m stories260K.gguf -p 4,8 -n 0 -r 1 -t 1 --delay 2 >"$tmp/int.md" 2>"$tmp/int.err") &
+pid=$!
+sleep 3
+kill -INT $pid
+wait $pid
+rc=$?
+[ $rc -ne 0 ] && [ "$(grep -c '^| .*pp4 |' "$tmp/int.md")" = 1 ] && ! grep -q 'pp8' "$tmp/int.md" \
+  && tail -1 "$tmp/int.md" | grep -q '^build: ' && ok || fail "SIGINT: exit $rc: $(cat "$tmp/int.md" "$tmp/int.err")"
+
+echo "test_bench_cli: $passed passed, $failed failed"
+[ $failed -eq 0 ]

@@ -1,0 +1,416 @@
+/* llm-bench: time prompt processing and generation exactly as llama-bench does (warm-up, synthetic
+ * random tokens, KV cleared between repetitions, untimed depth prefill) and print the results. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "commands.h"
+#include "model/context.h"
+#include "model/model.h"
+#include "model/vocab.h"
+#include "roofline.h"
+
+/* Set by the Makefile from `git rev-parse --short HEAD` and `git rev-list --count HEAD`. */
+#ifndef LLM_BUILD_COMMIT
+#define LLM_BUILD_COMMIT "unknown"
+#endif
+#ifndef LLM_BUILD_NUMBER
+#define LLM_BUILD_NUMBER 0
+#endif
+
+#define ROOFLINE_BYTES (512u << 20)
+#define ROOFLINE_THREADS 2
+
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+enum { RUN_OK = 0, RUN_FAILED = -1, RUN_INTERRUPTED = 1 };
+
+struct bench_state {
+    const struct bench_params *p;
+    struct llm_model *model;      /* kept while consecutive tests use the same file */
+    const char *model_path;
+    int32_t n_vocab, bos;
+    bool add_bos;
+    int32_t *tokens;              /* n_batch token buffer of the current test */
+    size_t index, count;          /* for --progress */
+    bool have_roofline;
+    struct roofline roof;
+};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* --progress: "llama-bench: benchmark i/N: <what>[ r/R]" as llama-bench words it (r > 0). */
+static void progress(const struct bench_state *s, const char *what, int r)
+{
+    if (!s->p->progress)
+        return;
+    fprintf(stderr, "llama-bench: benchmark %zu/%zu: %s", s->index + 1, s->count, what);
+    if (r > 0)
+        fprintf(stderr, " %d/%d", r, s->p->reps);
+    fputc('\n', stderr);
+}
+
+/* "model name" of the first processor in /proc/cpuinfo, as ggml describes the CPU device. */
+static void read_cpu_info(char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s", "");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) != 0)
+            continue;
+        const char *v = strchr(line, ':');
+        if (!v)
+            continue;
+        v += 1 + strspn(v + 1, " \t");
+        size_t n = strcspn(v, "\n");
+        while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+            n--;
+        snprintf(buf, cap, "%.*s", (int)n, v);
+        break;
+    }
+    fclose(f);
+}
+
+/* llama-bench's test_prompt: n tokens in chunks of n_batch, BOS first when the vocab adds it,
+ * the rest rand() % n_vocab (C rand, never seeded). */
+static int test_prompt(struct bench_state *s, struct llm_context *c, int n_prompt, int n_batch,
+                       struct llm_error *err)
+{
+    for (int done = 0; done < n_prompt;) {
+        int n = n_prompt - done < n_batch ? n_prompt - done : n_batch;
+        s->tokens[0] = done == 0 && s->add_bos ? s->bos : rand() % s->n_vocab;
+        for (int i = 1; i < n; i++)
+            s->tokens[i] = rand() % s->n_vocab;
+        if (llm_decode(c, s->tokens, n, false, err) != 0)
+            return RUN_FAILED;
+        if (interrupted)
+            return RUN_INTERRUPTED;
+        done += n;
+    }
+    return RUN_OK;
+}
+
+/* llama-bench's test_gen: one token per decode, starting from BOS (or a random token). */
+static int test_gen(struct bench_state *s, struct llm_context *c, int n_gen, struct llm_error *err)
+{
+    int32_t token = s->add_bos ? s->bos : rand() % s->n_vocab;
+    for (int i = 0; i < n_gen; i++) {
+        if (llm_decode(c, &token, 1, false, err) != 0)
+            return RUN_FAILED;
+        if (interrupted)
+            return RUN_INTERRUPTED;
+        token = rand() % s->n_vocab;
+    }
+    return RUN_OK;
+}
+
+static int sleep_s(int seconds)
+{
+    struct timespec ts = { .tv_sec = seconds, .tv_nsec = 0 };
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR && !interrupted) {
+    }
+    return interrupted ? RUN_INTERRUPTED : RUN_OK;
+}
+
+static int ensure_model(struct bench_state *s, const char *path)
+{
+    if (s->model && !strcmp(s->model_path, path))
+        return RUN_OK;
+    if (s->model)
+        llm_model_free(s->model);
+    s->model = NULL;
+    struct llm_error err = { 0 };
+    if (llm_model_load(path, &s->model, &err) != 0) {
+        tool_error("failed to load model '%s': %s", path, err.msg);
+        return RUN_FAILED;
+    }
+    s->model_path = path;
+    int32_t n = vocab_n_tokens(s->model->vocab);
+    s->n_vocab = n > 0 && (uint32_t)n < s->model->hp.n_vocab ? n : (int32_t)s->model->hp.n_vocab;
+    s->bos = vocab_bos(s->model->vocab);
+    s->add_bos = vocab_add_bos(s->model->vocab) && s->bos >= 0;
+    return RUN_OK;
+}
+
+/* Warm-up and the timed repetitions of one test in context c; fills samples (reps values). */
+static int measure(struct bench_state *s, struct llm_context *c, const struct bench_instance *t,
+                   uint64_t *samples)
+{
+    struct llm_error err = { 0 };
+    int rc = RUN_OK;
+    if (!s->p->no_warmup) {
+        if (t->n_prompt > 0) {
+            progress(s, "warmup prompt run", 0);
+            rc = test_prompt(s, c, t->n_prompt, t->n_batch, &err);
+        }
+        if (rc == RUN_OK && t->n_gen > 0) {
+            progress(s, "warmup generation run", 0);
+            rc = test_gen(s, c, 1, &err);
+        }
+    }
+    for (int r = 0; rc == RUN_OK && r < s->p->reps; r++) {
+        llm_kv_clear(c);
+        if (t->n_depth > 0) {
+            progress(s, "depth run", r + 1);
+            rc = test_prompt(s, c, t->n_depth, t->n_batch, &err);
+            if (rc != RUN_OK)
+                break;
+        }
+        uint64_t t0 = now_ns();
+        if (t->n_prompt > 0) {
+            progress(s, "prompt run", r + 1);
+            rc = test_prompt(s, c, t->n_prompt, t->n_batch, &err);
+        }
+        if (rc == RUN_OK && t->n_gen > 0) {
+            progress(s, "generation run", r + 1);
+            rc = test_gen(s, c, t->n_gen, &err);
+        }
+        samples[r] = now_ns() - t0;
+    }
+    if (rc == RUN_FAILED)
+        tool_error("decode failed in %s: %s", s->model_path, err.msg);
+    return rc;
+}
+
+/* Run test t: model (reused when the file is the same), a fresh context, measure. */
+static int run_test(struct bench_state *s, const struct bench_instance *t, struct bench_result *res,
+                    uint64_t *samples)
+{
+    progress(s, "starting", 0);
+    if (t->device == BENCH_DEV_NPU) {
+        tool_error("device 'npu' is not available: this llm has no emulated NPU backend yet (src/npu)");
+        return RUN_FAILED;
+    }
+    if (ensure_model(s, t->model) != RUN_OK)
+        return RUN_FAILED;
+    struct llm_context_params cp = llm_context_default_params();
+    cp.n_ctx = t->n_prompt + t->n_gen + t->n_depth;
+    cp.n_batch = t->n_batch;
+    cp.n_ubatch = t->n_ubatch;
+    cp.n_threads = t->n_threads;
+    cp.type_k = t->type_k == BENCH_KV_F32 ? LLM_TYPE_F32 : LLM_TYPE_F16;
+    cp.type_v = t->type_v == BENCH_KV_F32 ? LLM_TYPE_F32 : LLM_TYPE_F16;
+    cp.flash_attn = t->flash_attn != 0; /* auto: our fused attention is the default path */
+    struct llm_context *c = NULL;
+    struct llm_error err = { 0 };
+    if (llm_context_new(s->model, &cp, &c, &err) != 0) {
+        tool_error("failed to create context with model '%s': %s", t->model, err.msg);
+        return RUN_FAILED;
+    }
+    int32_t *tokens = malloc((size_t)(t->n_batch > 0 ? t->n_batch : 1) * sizeof *tokens);
+    if (!tokens) {
+        llm_context_free(c);
+        tool_error("out of memory");
+        return RUN_FAILED;
+    }
+    s->tokens = tokens;
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(res->test_time, sizeof res->test_time, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    llm_kv_clear(c);
+    int rc = s->p->delay > 0 ? sleep_s(s->p->delay) : RUN_OK;
+    if (rc == RUN_OK)
+        rc = measure(s, c, t, samples);
+    llm_context_free(c);
+    free(tokens);
+    s->tokens = NULL;
+    res->inst = *t;
+    res->model_type = s->model->desc;
+    res->model_size = s->model->n_bytes;
+    res->model_n_params = s->model->n_params;
+    res->samples_ns = samples;
+    res->n_samples = s->p->reps > 0 ? (size_t)s->p->reps : 0;
+    return rc;
+}
+
+/* Parameters that only multiply the matrices of the token embedding / output projection once per
+ * test (pp tests compute the logits of the last token only). */
+static double non_embedding_params(const struct llm_model *m)
+{
+    double n = (double)m->n_params;
+    if (m->tok_embd)
+        n -= (double)llm_nelements(m->tok_embd);
+    if (m->output && m->output != m->tok_embd)
+        n -= (double)llm_nelements(m->output);
+    return n;
+}
+
+/* -v / --roofline lines on stderr for one finished test. */
+static void print_extras(const struct bench_state *s, const struct bench_result *r)
+{
+    char name[64];
+    bench_test_name(&r->inst, name, sizeof name);
+    if (s->p->verbose)
+        fprintf(stderr,
+                "llm-bench: %s: device %s, acl_graph %s: graph captures %llu, replays %llu, hits %llu, "
+                "misses %llu, evictions %llu, eager launches %llu\n",
+                name, bench_dev_name(r->inst.device), r->inst.acl_graph ? "on" : "off",
+                (unsigned long long)r->graph.captures, (unsigned long long)r->graph.replays,
+                (unsigned long long)r->graph.hits, (unsigned long long)r->graph.misses,
+                (unsigned long long)r->graph.evictions, (unsigned long long)r->graph.eager_launches);
+    if (!s->have_roofline || r->n_samples == 0)
+        return;
+    double *ts = malloc(r->n_samples * sizeof *ts);
+    if (!ts)
+        return;
+    bench_samples_ts(r, ts);
+    double avg = bench_avg_ts(ts, r->n_samples);
+    free(ts);
+    if (r->inst.n_gen == 0) {
+        double nemb = non_embedding_params(s->model);
+        double peak = roofline_peak_gflops(&s->roof, r->inst.n_threads);
+        double gflops = 2.0 * nemb * avg / 1e9;
+        fprintf(stderr,
+                "llm-bench: roofline: %s: %.2f GFLOP/s = %.1f%% of FMA peak %.2f GFLOP/s (%d threads; "
+                "2 x %.2f M non-embedding params x %.2f t/s)\n",
+                name, gflops, 100.0 * gflops / peak, peak, r->inst.n_threads, nemb / 1e6, avg);
+    } else if (r->inst.n_prompt == 0) {
+        double gbs = (double)r->model_size * avg / 1e9;
+        fprintf(stderr,
+                "llm-bench: roofline: %s: %.2f GB/s = %.1f%% of read bandwidth %.2f GB/s (%.2f MiB x %.2f t/s)\n",
+                name, gbs, 100.0 * gbs / s->roof.read_gbs, s->roof.read_gbs,
+                (double)r->model_size / 1024.0 / 1024.0, avg);
+    }
+}
+
+/* Reject KV cache types llama-bench knows but our context lacks, before anything runs. */
+static int check_kv_types(const struct bench_params *p)
+{
+    const struct bench_ints *lists[] = { &p->type_k, &p->type_v };
+    for (int l = 0; l < 2; l++)
+        for (int i = 0; i < lists[l]->n; i++) {
+            int k = lists[l]->v[i];
+            if (k != BENCH_KV_F16 && k != BENCH_KV_F32) {
+                tool_error("KV cache type '%s' is not supported (%s: f16 or f32)", bench_kv_name(k),
+                           l == 0 ? "-ctk" : "-ctv");
+                return -1;
+            }
+        }
+    return 0;
+}
+
+static int run_all(struct bench_state *s, const struct bench_instance *plan, struct bench_printer *prs, int n_prs,
+                   const struct bench_env *env)
+{
+    size_t n_samples = s->p->reps > 0 ? (size_t)s->p->reps : 1;
+    uint64_t *samples = calloc(n_samples, sizeof *samples);
+    if (!samples) {
+        tool_error("out of memory");
+        return RUN_FAILED;
+    }
+    int rc = RUN_OK;
+    for (size_t i = 0; rc == RUN_OK && i < s->count; i++) {
+        s->index = i;
+        struct bench_result res = { 0 }; /* graph statistics stay 0: cpu has no graph cache */
+        rc = run_test(s, &plan[i], &res, samples);
+        if (rc != RUN_OK)
+            break;
+        for (int k = 0; k < n_prs; k++)
+            if (bench_print_test(&prs[k], env, &res) != 0) {
+                tool_error("out of memory");
+                rc = RUN_FAILED;
+            }
+        print_extras(s, &res);
+    }
+    free(samples);
+    return rc;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    struct bench_defaults d = bench_system_defaults();
+    struct bench_params p;
+    char msg[512];
+    enum bench_parse_status ps = bench_parse(argc, argv, &d, &p, msg, sizeof msg);
+    if (ps != BENCH_PARSE_OK) {
+        bench_params_free(&p);
+        if (ps == BENCH_PARSE_HELP) {
+            bench_usage(stdout, argv[0], &d);
+            return 0;
+        }
+        if (ps == BENCH_PARSE_NOMEM) {
+            tool_error("out of memory");
+            return 1;
+        }
+        fputs(msg, stderr);
+        bench_usage(stdout, argv[0], &d);
+        return 1;
+    }
+    struct bench_instance *plan = NULL;
+    struct bench_state s = { .p = &p };
+    if (check_kv_types(&p) != 0) {
+        bench_params_free(&p);
+        return 1;
+    }
+    if (bench_plan(&p, &plan, &s.count) != 0) {
+        tool_error("out of memory");
+        bench_params_free(&p);
+        return 1;
+    }
+    if (p.roofline || p.verbose) {
+        long n_cores = sysconf(_SC_NPROCESSORS_ONLN);
+        if (roofline_measure(&s.roof, ROOFLINE_THREADS, ROOFLINE_BYTES, n_cores > 0 ? (int)n_cores : 1) == 0) {
+            s.have_roofline = true;
+            fprintf(stderr,
+                    "llm-bench: roofline: read bandwidth %.2f GB/s (%d threads, %zu MiB), FP32 FMA peak "
+                    "%.2f GFLOP/s (1 thread), %.2f GFLOP/s (%d threads), %s kernels\n",
+                    s.roof.read_gbs, s.roof.bw_threads, s.roof.bw_bytes >> 20, s.roof.fma_gflops_1,
+                    s.roof.fma_gflops_n, s.roof.n_cores, s.roof.kernel);
+        } else {
+            fprintf(stderr, "llm-bench: roofline: could not measure (no memory or threads)\n");
+        }
+    }
+    char cpu_info[256];
+    read_cpu_info(cpu_info, sizeof cpu_info);
+    struct bench_env env = { .build_commit = LLM_BUILD_COMMIT, .build_number = LLM_BUILD_NUMBER,
+                             .cpu_info = cpu_info, .gpu_info = "", .backends = "CPU" };
+    struct bench_printer prs[2];
+    int n_prs = 0;
+    if (p.output != BENCH_OUT_NONE)
+        prs[n_prs++] = (struct bench_printer){ .fmt = p.output, .out = stdout, .params = &p, .defaults = &d };
+    if (p.output_err != BENCH_OUT_NONE)
+        prs[n_prs++] = (struct bench_printer){ .fmt = p.output_err, .out = stderr, .params = &p, .defaults = &d };
+
+    struct sigaction sa = { 0 }, old;
+    sa.sa_handler = on_sigint;
+    sa.sa_flags = SA_RESETHAND; /* a second Ctrl-C kills at once */
+    sigemptyset(&sa.sa_mask);
+    interrupted = 0;
+    sigaction(SIGINT, &sa, &old);
+
+    for (int k = 0; k < n_prs; k++)
+        bench_print_header(&prs[k], &env);
+    int rc = run_all(&s, plan, prs, n_prs, &env);
+    /* the tests that finished stay a complete document, also after Ctrl-C or an error */
+    for (int k = 0; k < n_prs; k++)
+        bench_print_footer(&prs[k], &env);
+    if (rc == RUN_INTERRUPTED)
+        fprintf(stderr, "llm-bench: interrupted\n");
+
+    sigaction(SIGINT, &old, NULL);
+    if (s.model)
+        llm_model_free(s.model);
+    free(plan);
+    bench_params_free(&p);
+    return rc == RUN_OK ? 0 : rc == RUN_INTERRUPTED ? 130 : 1;
+}

@@ -1,0 +1,149 @@
+/* llm-bench internals: llama-bench's parameters and their parser, the test plan (Cartesian product
+ * in llama-bench's loop order), the statistics and the five printers (md, csv, json, jsonl, sql).
+ * Behaviour follows ../shared/spec/llama-bench.md; bench.c runs the tests. */
+#ifndef LLM_TOOLS_BENCH_H
+#define LLM_TOOLS_BENCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* A growable list of ints; the parser appends, an empty list later gets its default. */
+struct bench_ints {
+    int *v;
+    int n, cap;
+};
+
+struct bench_strs {
+    char **v; /* owned copies */
+    int n, cap;
+};
+
+enum bench_output { BENCH_OUT_NONE, BENCH_OUT_MD, BENCH_OUT_CSV, BENCH_OUT_JSON, BENCH_OUT_JSONL, BENCH_OUT_SQL };
+
+/* KV cache types by llama-bench's names; only F32 and F16 exist in our context. */
+enum bench_kv { BENCH_KV_F32, BENCH_KV_F16, BENCH_KV_BF16, BENCH_KV_Q8_0, BENCH_KV_Q4_0, BENCH_KV_Q4_1,
+                BENCH_KV_Q5_0, BENCH_KV_Q5_1, BENCH_KV_IQ4_NL, BENCH_KV_COUNT };
+const char *bench_kv_name(int kv);
+
+/* -dev values: "auto" (default, runs on cpu), cpu, npu (the emulated Ascend NPU). */
+enum bench_dev { BENCH_DEV_AUTO, BENCH_DEV_CPU, BENCH_DEV_NPU };
+const char *bench_dev_name(int dev);
+
+struct bench_params {
+    struct bench_strs model;        /* -m                                         */
+    struct bench_ints n_prompt;     /* -p                                         */
+    struct bench_ints n_gen;        /* -n                                         */
+    struct bench_ints n_pg;         /* -pg pairs, flattened: pp0, tg0, pp1, tg1   */
+    struct bench_ints n_depth;      /* -d                                         */
+    struct bench_ints n_batch;      /* -b                                         */
+    struct bench_ints n_ubatch;     /* -ub                                        */
+    struct bench_ints type_k;       /* -ctk (enum bench_kv)                       */
+    struct bench_ints type_v;       /* -ctv                                       */
+    struct bench_ints n_threads;    /* -t                                         */
+    struct bench_ints n_gpu_layers; /* -ngl (recorded; no effect on cpu)          */
+    struct bench_ints flash_attn;   /* -fa: -1 auto, 0 off, 1 on                  */
+    struct bench_ints devices;      /* -dev (enum bench_dev)                      */
+    struct bench_ints acl_graph;    /* -g/--acl-graph: 0 off, 1 on                */
+    bool devices_given, acl_graph_given; /* md shows dev / acl_graph only then    */
+    int reps;                       /* -r                                         */
+    int delay;                      /* --delay seconds before each test           */
+    enum bench_output output, output_err; /* -o (stdout), -oe (stderr)            */
+    bool verbose, progress, no_warmup, roofline;
+};
+
+/* Defaults that depend on the machine and the environment. */
+struct bench_defaults {
+    int n_threads;  /* llama-bench: number of physical ("math") cores */
+    bool acl_graph; /* GGML_CANN_ACL_GRAPH as a bool, else on        */
+};
+
+/* Physical cores (distinct thread-sibling sets in sysfs, else online CPUs) and the env switch. */
+struct bench_defaults bench_system_defaults(void);
+
+/* GGML_CANN_* boolean: lower-cased value in {on, 1, yes, y, enable, true} is true, else false. */
+bool bench_env_bool(const char *s);
+
+enum bench_parse_status { BENCH_PARSE_OK, BENCH_PARSE_HELP, BENCH_PARSE_INVALID, BENCH_PARSE_NOMEM };
+
+/* Parse argv (argv[0] = program name) as llama-bench does; empty lists get their defaults. On
+ * BENCH_PARSE_INVALID, msg receives the exact stderr text ("error: invalid range\n" lines then
+ * "error: invalid parameter for argument: X\n"); the caller prints it and the usage, and exits 1.
+ * "--a_b" is read as "--a-b". p must be freed with bench_params_free() whatever the result. */
+enum bench_parse_status bench_parse(int argc, char **argv, const struct bench_defaults *d,
+                                    struct bench_params *p, char *msg, size_t msg_cap);
+void bench_params_free(struct bench_params *p);
+
+/* Is list l different from the default list (more than one value or another value)? md shows the
+ * column then. name is the field name ("n_batch"). */
+bool bench_param_differs(const struct bench_params *p, const struct bench_defaults *d, const char *name);
+
+/* llama-bench's usage text on out. */
+void bench_usage(FILE *out, const char *prog, const struct bench_defaults *d);
+
+/* One test of the plan. */
+struct bench_instance {
+    const char *model; /* points into bench_params.model */
+    int n_prompt, n_gen, n_depth;
+    int n_batch, n_ubatch, type_k, type_v, n_threads, n_gpu_layers, flash_attn, device, acl_graph;
+};
+
+/* All tests in llama-bench's order (outermost first: model, n_gpu_layers, devices, acl_graph,
+ * n_batch, n_ubatch, type_k, type_v, flash_attn, n_threads, n_depth; innermost pp, tg, pg tests,
+ * skipping 0 and (0,0)). *out is malloc'ed (free()), *n may be 0. Returns -1 on allocation failure. */
+int bench_plan(const struct bench_params *p, struct bench_instance **out, size_t *n);
+
+/* "pp512", "tg128", "pp512+tg128", with " @ d<D>" when depth > 0. */
+void bench_test_name(const struct bench_instance *t, char *buf, size_t cap);
+
+/* Statistics exactly as llama-bench: means and sample standard deviations (n-1 denominator, via
+ * sqrt(Σx²/(n−1) − mean²·n/(n−1)), 0 for ≤ 1 sample); the ns versions in uint64 arithmetic with
+ * integer division (wrapping as llama-bench's does). Empty input gives 0. */
+uint64_t bench_avg_ns(const uint64_t *v, size_t n);
+uint64_t bench_stdev_ns(const uint64_t *v, size_t n);
+double bench_avg_ts(const double *v, size_t n);
+double bench_stdev_ts(const double *v, size_t n);
+
+/* ACL graph statistics of one test (all 0 on cpu, which has no graph cache). */
+struct bench_graph_stats {
+    uint64_t captures, replays, hits, misses, evictions, eager_launches;
+};
+
+/* Run-wide facts printed in every record. */
+struct bench_env {
+    const char *build_commit;
+    int build_number;
+    const char *cpu_info, *gpu_info, *backends;
+};
+
+/* One finished test. */
+struct bench_result {
+    struct bench_instance inst;
+    const char *model_type;     /* model description, "llama ?B all F32"      */
+    uint64_t model_size;        /* bytes of all tensors                       */
+    uint64_t model_n_params;    /* elements of all tensors                    */
+    char test_time[32];         /* RFC 3339 UTC when the test started         */
+    const uint64_t *samples_ns; /* one per repetition                         */
+    size_t n_samples;
+    struct bench_graph_stats graph;
+};
+
+/* Per-sample t/s: 1e9 * (n_prompt + n_gen) / ns. ts must hold n_samples values. */
+void bench_samples_ts(const struct bench_result *r, double *ts);
+
+/* A printer of one format on one stream; md needs the params (which columns) and the defaults. */
+struct bench_printer {
+    enum bench_output fmt;
+    FILE *out;
+    const struct bench_params *params;
+    const struct bench_defaults *defaults;
+    bool first; /* json: no ",\n" before the first object */
+};
+
+void bench_print_header(struct bench_printer *pr, const struct bench_env *env);
+/* Returns -1 on allocation failure (nothing printed). */
+int bench_print_test(struct bench_printer *pr, const struct bench_env *env, const struct bench_result *r);
+void bench_print_footer(struct bench_printer *pr, const struct bench_env *env);
+
+#endif

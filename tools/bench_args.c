@@ -1,0 +1,606 @@
+/* llm-bench command line: llama-bench's hand-rolled parser (lists, repeated flags, integer ranges,
+ * its error lines), plus our -dev cpu|npu, -g/--acl-graph and --roofline. */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+#define DEFAULT_MODEL "models/7B/ggml-model-q4_0.gguf"
+
+static const char *const kv_names[BENCH_KV_COUNT] = {
+    "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl",
+};
+static const char *const dev_names[] = { "auto", "cpu", "npu" };
+
+const char *bench_kv_name(int kv)
+{
+    return kv >= 0 && kv < BENCH_KV_COUNT ? kv_names[kv] : "?";
+}
+
+const char *bench_dev_name(int dev)
+{
+    return dev >= 0 && dev < (int)(sizeof dev_names / sizeof dev_names[0]) ? dev_names[dev] : "?";
+}
+
+bool bench_env_bool(const char *s)
+{
+    static const char *const yes[] = { "on", "1", "yes", "y", "enable", "true" };
+    if (!s)
+        return false;
+    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++)
+        if (strcasecmp(s, yes[i]) == 0)
+            return true;
+    return false;
+}
+
+/* Physical cores: distinct thread_siblings masks, as llama.cpp counts its "math" cores on Linux. */
+static int count_physical_cores(void)
+{
+    char seen[64][64];
+    int n_seen = 0;
+    for (int cpu = 0; cpu < 4096 && n_seen < 64; cpu++) {
+        char path[128], mask[64];
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/thread_siblings", cpu);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            break;
+        bool ok = fgets(mask, sizeof mask, f) != NULL;
+        fclose(f);
+        if (!ok)
+            break;
+        bool dup = false;
+        for (int i = 0; i < n_seen && !dup; i++)
+            dup = strcmp(seen[i], mask) == 0;
+        if (!dup)
+            memcpy(seen[n_seen++], mask, sizeof mask);
+    }
+    if (n_seen > 0)
+        return n_seen;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+struct bench_defaults bench_system_defaults(void)
+{
+    const char *env = getenv("GGML_CANN_ACL_GRAPH");
+    struct bench_defaults d = { .n_threads = count_physical_cores(), .acl_graph = env ? bench_env_bool(env) : true };
+    return d;
+}
+
+static int ints_push(struct bench_ints *l, int v)
+{
+    if (l->n == l->cap) {
+        int cap = l->cap ? l->cap * 2 : 8;
+        int *nv = realloc(l->v, (size_t)cap * sizeof *nv);
+        if (!nv)
+            return -1;
+        l->v = nv;
+        l->cap = cap;
+    }
+    l->v[l->n++] = v;
+    return 0;
+}
+
+static int ints_append(struct bench_ints *dst, const struct bench_ints *src)
+{
+    for (int i = 0; i < src->n; i++)
+        if (ints_push(dst, src->v[i]) != 0)
+            return -1;
+    return 0;
+}
+
+static int strs_push(struct bench_strs *l, const char *s, size_t len)
+{
+    if (l->n == l->cap) {
+        int cap = l->cap ? l->cap * 2 : 4;
+        char **nv = realloc(l->v, (size_t)cap * sizeof *nv);
+        if (!nv)
+            return -1;
+        l->v = nv;
+        l->cap = cap;
+    }
+    char *c = strndup(s, len);
+    if (!c)
+        return -1;
+    l->v[l->n++] = c;
+    return 0;
+}
+
+void bench_params_free(struct bench_params *p)
+{
+    for (int i = 0; i < p->model.n; i++)
+        free(p->model.v[i]);
+    free(p->model.v);
+    struct bench_ints *lists[] = { &p->n_prompt, &p->n_gen, &p->n_pg, &p->n_depth, &p->n_batch, &p->n_ubatch,
+                                   &p->type_k, &p->type_v, &p->n_threads, &p->n_gpu_layers, &p->flash_attn,
+                                   &p->devices, &p->acl_graph };
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
+        free(lists[i]->v);
+    memset(p, 0, sizeof *p);
+}
+
+/* Outcome of one value parser: OK, an "error: <what>" line before the generic one, or plain invalid. */
+enum vstatus { V_OK, V_INVALID, V_NOMEM };
+
+struct vctx {
+    char *msg;
+    size_t cap, len;
+};
+
+static enum vstatus fail_with(struct vctx *c, const char *what)
+{
+    if (c->len < c->cap)
+        c->len += (size_t)snprintf(c->msg + c->len, c->cap - c->len, "error: %s\n", what);
+    if (c->len > c->cap)
+        c->len = c->cap;
+    return V_INVALID;
+}
+
+/* std::stoi: leading blanks and a sign allowed, trailing text ignored; no digits or out of range
+ * throws, and llama-bench prints the exception's text, "stoi". */
+static enum vstatus parse_stoi(struct vctx *c, const char *s, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (end == s || errno == ERANGE || v < INT_MIN || v > INT_MAX)
+        return fail_with(c, "stoi");
+    *out = (int)v;
+    return V_OK;
+}
+
+/* [-]digits at *s (the minus only when neg); advances *s. Digits are kept as text for stoi. */
+static bool scan_number(const char **s, bool neg, const char **start, size_t *len)
+{
+    const char *p = *s;
+    *start = p;
+    if (neg && *p == '-')
+        p++;
+    if (!isdigit((unsigned char)*p))
+        return false;
+    while (isdigit((unsigned char)*p))
+        p++;
+    *len = (size_t)(p - *start);
+    *s = p;
+    return true;
+}
+
+static enum vstatus number_value(struct vctx *c, const char *start, size_t len, int *out)
+{
+    char buf[64];
+    if (len >= sizeof buf)
+        return fail_with(c, "stoi");
+    memcpy(buf, start, len);
+    buf[len] = '\0';
+    return parse_stoi(c, buf, out);
+}
+
+static bool at_item_end(const char *p)
+{
+    return *p == ',' || *p == '\0';
+}
+
+/* Wraps like the int arithmetic of llama-bench on two's complement machines. */
+static int wrap_int(long long v)
+{
+    return (int)(int32_t)(uint32_t)(unsigned long long)v;
+}
+
+/* Comma items of first[-last[(+|*)step]] (llama-bench's regex also takes '|' as an operator and
+ * then rejects it while expanding). A step that does not advance is "invalid range"; text that no
+ * item matches is "invalid range format"; first > last gives nothing. */
+static enum vstatus parse_range(struct vctx *c, const char *s, bool neg, struct bench_ints *out)
+{
+    struct bench_ints tmp = { 0 };
+    enum vstatus st = V_OK;
+    const char *p = s;
+    while (*p) {
+        const char *fs, *ls = NULL, *ss = NULL, *q = p;
+        size_t fl, ll = 0, sl = 0;
+        char op = '+';
+        if (!scan_number(&q, neg, &fs, &fl))
+            break;
+        /* longest of first-last(op)step, first-last, first that ends at ',' or the end */
+        const char *r = q;
+        if (*r == '-') {
+            r++;
+            if (scan_number(&r, neg, &ls, &ll)) {
+                const char *t = r;
+                if ((*t == '+' || *t == '*' || *t == '|') && (t++, scan_number(&t, false, &ss, &sl)) &&
+                    at_item_end(t)) {
+                    op = r[0];
+                    q = t;
+                } else if (at_item_end(r)) {
+                    ss = NULL;
+                    q = r;
+                } else {
+                    ls = ss = NULL;
+                }
+            } else {
+                ls = NULL;
+            }
+        }
+        if (!at_item_end(q))
+            break;
+        int first, last, step = 1;
+        if ((st = number_value(c, fs, fl, &first)) != V_OK)
+            goto out;
+        last = first;
+        if (ls && (st = number_value(c, ls, ll, &last)) != V_OK)
+            goto out;
+        if (ss && (st = number_value(c, ss, sl, &step)) != V_OK)
+            goto out;
+        for (int i = first; i <= last;) {
+            if (ints_push(&tmp, i) != 0) {
+                st = V_NOMEM;
+                goto out;
+            }
+            int prev = i;
+            if (op == '+') {
+                i = wrap_int((long long)i + step);
+            } else if (op == '*') {
+                i = wrap_int((long long)i * step);
+            } else {
+                st = fail_with(c, "invalid range format");
+                goto out;
+            }
+            if (i <= prev) {
+                st = fail_with(c, "invalid range");
+                goto out;
+            }
+        }
+        p = *q == ',' ? q + 1 : q;
+    }
+    if (*p) {
+        st = fail_with(c, "invalid range format");
+        goto out;
+    }
+    if (ints_append(out, &tmp) != 0)
+        st = V_NOMEM;
+out:
+    free(tmp.v);
+    return st;
+}
+
+/* Items of a comma list as (pointer, length); a trailing empty item is dropped like getline does. */
+static const char *next_item(const char *s, size_t *len)
+{
+    const char *e = strchr(s, ',');
+    *len = e ? (size_t)(e - s) : strlen(s);
+    return e ? e + 1 : NULL;
+}
+
+static bool item_is(const char *it, size_t len, const char *word)
+{
+    return strlen(word) == len && strncasecmp(it, word, len) == 0;
+}
+
+static enum vstatus parse_kv(struct vctx *c, const char *s, struct bench_ints *out)
+{
+    (void)c;
+    for (const char *it = s; it && *it;) {
+        size_t len;
+        const char *next = next_item(it, &len);
+        int t = -1;
+        for (int k = 0; k < BENCH_KV_COUNT && t < 0; k++)
+            if (strlen(kv_names[k]) == len && strncmp(it, kv_names[k], len) == 0)
+                t = k;
+        if (t < 0)
+            return V_INVALID;
+        if (ints_push(out, t) != 0)
+            return V_NOMEM;
+        it = next;
+    }
+    return V_OK;
+}
+
+static enum vstatus parse_fa(struct vctx *c, const char *s, struct bench_ints *out)
+{
+    static const char *const on[] = { "on", "enabled", "true", "1" };
+    static const char *const off[] = { "off", "disabled", "false", "0" };
+    static const char *const aut[] = { "auto", "-1" };
+    (void)c;
+    for (const char *it = s; it && *it;) {
+        size_t len;
+        const char *next = next_item(it, &len);
+        int v = 2;
+        for (int k = 0; k < 4; k++) {
+            if (strlen(on[k]) == len && !strncmp(it, on[k], len))
+                v = 1;
+            if (strlen(off[k]) == len && !strncmp(it, off[k], len))
+                v = 0;
+            if (k < 2 && strlen(aut[k]) == len && !strncmp(it, aut[k], len))
+                v = -1;
+        }
+        if (v == 2)
+            return V_INVALID;
+        if (ints_push(out, v) != 0)
+            return V_NOMEM;
+        it = next;
+    }
+    return V_OK;
+}
+
+static enum vstatus parse_dev(struct vctx *c, const char *s, struct bench_ints *out)
+{
+    for (const char *it = s; it && *it;) {
+        size_t len;
+        const char *next = next_item(it, &len);
+        int d = item_is(it, len, "cpu") ? BENCH_DEV_CPU : item_is(it, len, "npu") ? BENCH_DEV_NPU : -1;
+        if (d < 0) {
+            char what[128];
+            snprintf(what, sizeof what, "invalid device: %.*s", (int)(len > 100 ? 100 : len), it);
+            return fail_with(c, what);
+        }
+        if (ints_push(out, d) != 0)
+            return V_NOMEM;
+        it = next;
+    }
+    return V_OK;
+}
+
+static enum vstatus parse_onoff(struct vctx *c, const char *s, struct bench_ints *out)
+{
+    static const char *const on[] = { "on", "1", "yes", "y", "enable", "true" };
+    static const char *const off[] = { "off", "0", "no", "n", "disable", "false" };
+    (void)c;
+    for (const char *it = s; it && *it;) {
+        size_t len;
+        const char *next = next_item(it, &len);
+        int v = -1;
+        for (int k = 0; k < 6; k++) {
+            if (item_is(it, len, on[k]))
+                v = 1;
+            if (item_is(it, len, off[k]))
+                v = 0;
+        }
+        if (v < 0)
+            return V_INVALID;
+        if (ints_push(out, v) != 0)
+            return V_NOMEM;
+        it = next;
+    }
+    return V_OK;
+}
+
+static enum vstatus parse_pg(struct vctx *c, const char *s, struct bench_ints *out)
+{
+    /* exactly two items; like getline, a trailing ',' adds no third */
+    const char *comma = strchr(s, ','), *extra = comma ? strchr(comma + 1, ',') : NULL;
+    if (!comma || !comma[1] || (extra && extra[1]))
+        return V_INVALID;
+    int pp, tg;
+    enum vstatus st;
+    if ((st = parse_stoi(c, s, &pp)) != V_OK || (st = parse_stoi(c, comma + 1, &tg)) != V_OK)
+        return st;
+    return ints_push(out, pp) || ints_push(out, tg) ? V_NOMEM : V_OK;
+}
+
+static enum vstatus parse_models(const char *s, struct bench_strs *out)
+{
+    for (const char *it = s; it && *it;) {
+        size_t len;
+        const char *next = next_item(it, &len);
+        if (strs_push(out, it, len) != 0)
+            return V_NOMEM;
+        it = next;
+    }
+    return V_OK;
+}
+
+static enum vstatus parse_output(const char *s, enum bench_output *out)
+{
+    static const struct { const char *name; enum bench_output fmt; } fmts[] = {
+        { "csv", BENCH_OUT_CSV }, { "json", BENCH_OUT_JSON }, { "jsonl", BENCH_OUT_JSONL },
+        { "md", BENCH_OUT_MD }, { "sql", BENCH_OUT_SQL }, { "none", BENCH_OUT_NONE },
+    };
+    for (size_t i = 0; i < sizeof fmts / sizeof fmts[0]; i++)
+        if (!strcmp(s, fmts[i].name)) {
+            *out = fmts[i].fmt;
+            return V_OK;
+        }
+    return V_INVALID;
+}
+
+enum opt_kind { K_HELP, K_FLAG, K_INT, K_RANGE, K_RANGE_NEG, K_PG, K_KV, K_FA, K_DEV, K_ACL, K_MODEL, K_OUTPUT };
+
+struct opt {
+    const char *s, *l;
+    enum opt_kind kind;
+    size_t off; /* the field of struct bench_params it fills */
+};
+
+#define F(field) offsetof(struct bench_params, field)
+static const struct opt opts[] = {
+    { "-h", "--help", K_HELP, 0 },
+    { "-m", "--model", K_MODEL, F(model) },
+    { "-p", "--n-prompt", K_RANGE, F(n_prompt) },
+    { "-n", "--n-gen", K_RANGE, F(n_gen) },
+    { "-pg", NULL, K_PG, F(n_pg) },
+    { "-d", "--n-depth", K_RANGE, F(n_depth) },
+    { "-b", "--batch-size", K_RANGE, F(n_batch) },
+    { "-ub", "--ubatch-size", K_RANGE, F(n_ubatch) },
+    { "-ctk", "--cache-type-k", K_KV, F(type_k) },
+    { "-ctv", "--cache-type-v", K_KV, F(type_v) },
+    { "-t", "--threads", K_RANGE, F(n_threads) },
+    { "-ngl", "--n-gpu-layers", K_RANGE_NEG, F(n_gpu_layers) },
+    { "-fa", "--flash-attn", K_FA, F(flash_attn) },
+    { "-dev", "--device", K_DEV, F(devices) },
+    { "-g", "--acl-graph", K_ACL, F(acl_graph) },
+    { "-r", "--repetitions", K_INT, F(reps) },
+    { NULL, "--delay", K_INT, F(delay) },
+    { "-o", "--output", K_OUTPUT, F(output) },
+    { "-oe", "--output-err", K_OUTPUT, F(output_err) },
+    { "-v", "--verbose", K_FLAG, F(verbose) },
+    { NULL, "--progress", K_FLAG, F(progress) },
+    { NULL, "--no-warmup", K_FLAG, F(no_warmup) },
+    { NULL, "--roofline", K_FLAG, F(roofline) },
+};
+#undef F
+
+static const struct opt *find_opt(const char *arg)
+{
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
+        if ((opts[i].s && !strcmp(arg, opts[i].s)) || (opts[i].l && !strcmp(arg, opts[i].l)))
+            return &opts[i];
+    return NULL;
+}
+
+static enum vstatus apply(struct vctx *c, const struct opt *o, const char *val, struct bench_params *p)
+{
+    char *field = (char *)p + o->off;
+    struct bench_ints *list = (struct bench_ints *)field;
+    switch (o->kind) {
+    case K_INT:
+        return parse_stoi(c, val, (int *)field);
+    case K_RANGE:
+        return parse_range(c, val, false, list);
+    case K_RANGE_NEG:
+        return parse_range(c, val, true, list);
+    case K_PG:
+        return parse_pg(c, val, list);
+    case K_KV:
+        return parse_kv(c, val, list);
+    case K_FA:
+        return parse_fa(c, val, list);
+    case K_DEV:
+        p->devices_given = true;
+        return parse_dev(c, val, list);
+    case K_ACL:
+        p->acl_graph_given = true;
+        return parse_onoff(c, val, list);
+    case K_MODEL:
+        return parse_models(val, (struct bench_strs *)field);
+    case K_OUTPUT:
+        return parse_output(val, (enum bench_output *)field);
+    case K_FLAG:
+        *(bool *)field = true;
+        return V_OK;
+    case K_HELP:
+        break;
+    }
+    return V_INVALID;
+}
+
+static int default_if_empty(struct bench_ints *l, int v)
+{
+    return l->n == 0 ? ints_push(l, v) : 0;
+}
+
+static int fill_defaults(struct bench_params *p, const struct bench_defaults *d)
+{
+    if (p->model.n == 0 && strs_push(&p->model, DEFAULT_MODEL, strlen(DEFAULT_MODEL)) != 0)
+        return -1;
+    return default_if_empty(&p->n_prompt, 512) | default_if_empty(&p->n_gen, 128) |
+           default_if_empty(&p->n_depth, 0) | default_if_empty(&p->n_batch, 2048) |
+           default_if_empty(&p->n_ubatch, 512) | default_if_empty(&p->type_k, BENCH_KV_F16) |
+           default_if_empty(&p->type_v, BENCH_KV_F16) | default_if_empty(&p->n_threads, d->n_threads) |
+           default_if_empty(&p->n_gpu_layers, -1) | default_if_empty(&p->flash_attn, -1) |
+           default_if_empty(&p->devices, BENCH_DEV_AUTO) | default_if_empty(&p->acl_graph, d->acl_graph);
+}
+
+enum bench_parse_status bench_parse(int argc, char **argv, const struct bench_defaults *d,
+                                    struct bench_params *p, char *msg, size_t msg_cap)
+{
+    memset(p, 0, sizeof *p);
+    p->reps = 5;
+    p->output = BENCH_OUT_MD;
+    p->output_err = BENCH_OUT_NONE;
+    struct vctx c = { .msg = msg, .cap = msg_cap, .len = 0 };
+    if (msg_cap)
+        msg[0] = '\0';
+    for (int i = 1; i < argc; i++) {
+        char *arg = strdup(argv[i]);
+        if (!arg)
+            return BENCH_PARSE_NOMEM;
+        if (!strncmp(arg, "--", 2))
+            for (char *q = arg + 2; *q; q++)
+                if (*q == '_')
+                    *q = '-';
+        const struct opt *o = find_opt(arg);
+        enum vstatus st = V_INVALID;
+        if (o && o->kind == K_HELP) {
+            free(arg);
+            return BENCH_PARSE_HELP;
+        }
+        if (o && (o->kind == K_FLAG || ++i < argc))
+            st = apply(&c, o, o->kind == K_FLAG ? NULL : argv[i], p);
+        if (st == V_INVALID) {
+            if (c.len < c.cap)
+                snprintf(msg + c.len, c.cap - c.len, "error: invalid parameter for argument: %s\n", arg);
+            free(arg);
+            return BENCH_PARSE_INVALID;
+        }
+        free(arg);
+        if (st == V_NOMEM)
+            return BENCH_PARSE_NOMEM;
+    }
+    return fill_defaults(p, d) == 0 ? BENCH_PARSE_OK : BENCH_PARSE_NOMEM;
+}
+
+bool bench_param_differs(const struct bench_params *p, const struct bench_defaults *d, const char *name)
+{
+    static const struct { const char *name; size_t off; int def; } lists[] = {
+        { "n_batch", offsetof(struct bench_params, n_batch), 2048 },
+        { "n_ubatch", offsetof(struct bench_params, n_ubatch), 512 },
+        { "type_k", offsetof(struct bench_params, type_k), BENCH_KV_F16 },
+        { "type_v", offsetof(struct bench_params, type_v), BENCH_KV_F16 },
+        { "flash_attn", offsetof(struct bench_params, flash_attn), -1 },
+        { "n_gpu_layers", offsetof(struct bench_params, n_gpu_layers), -1 },
+    };
+    if (!strcmp(name, "n_threads"))
+        return p->n_threads.n != 1 || p->n_threads.v[0] != d->n_threads;
+    if (!strcmp(name, "devices"))
+        return p->devices_given;
+    if (!strcmp(name, "acl_graph"))
+        return p->acl_graph_given;
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
+        if (!strcmp(name, lists[i].name)) {
+            const struct bench_ints *l = (const struct bench_ints *)((const char *)p + lists[i].off);
+            return l->n != 1 || l->v[0] != lists[i].def;
+        }
+    return false;
+}
+
+void bench_usage(FILE *out, const char *prog, const struct bench_defaults *d)
+{
+    fprintf(out, "usage: %s [options]\n\n", prog);
+    fprintf(out, "options:\n");
+    fprintf(out, "  -h, --help\n");
+    fprintf(out, "  -r, --repetitions <n>                     number of times to repeat each test (default: 5)\n");
+    fprintf(out, "  --delay <0...N> (seconds)                 delay between each test (default: 0)\n");
+    fprintf(out, "  -o, --output <csv|json|jsonl|md|sql>      output format printed to stdout (default: md)\n");
+    fprintf(out, "  -oe, --output-err <csv|json|jsonl|md|sql> output format printed to stderr (default: none)\n");
+    fprintf(out, "  -v, --verbose                             verbose output (graph statistics, roofline)\n");
+    fprintf(out, "  --progress                                print test progress indicators\n");
+    fprintf(out, "  --no-warmup                               skip warmup runs before benchmarking\n");
+    fprintf(out, "  --roofline                                measure memory bandwidth and FMA peak, and print\n");
+    fprintf(out, "                                            each test's fraction of its bound on stderr\n");
+    fprintf(out, "\ntest parameters:\n");
+    fprintf(out, "  -m, --model <filename>                    (default: %s)\n", DEFAULT_MODEL);
+    fprintf(out, "  -p, --n-prompt <n>                        (default: 512)\n");
+    fprintf(out, "  -n, --n-gen <n>                           (default: 128)\n");
+    fprintf(out, "  -pg <pp,tg>                               (default: )\n");
+    fprintf(out, "  -d, --n-depth <n>                         (default: 0)\n");
+    fprintf(out, "  -b, --batch-size <n>                      (default: 2048)\n");
+    fprintf(out, "  -ub, --ubatch-size <n>                    (default: 512)\n");
+    fprintf(out, "  -ctk, --cache-type-k <t>                  (default: f16; f16 or f32)\n");
+    fprintf(out, "  -ctv, --cache-type-v <t>                  (default: f16; f16 or f32)\n");
+    fprintf(out, "  -t, --threads <n>                         (default: %d)\n", d->n_threads);
+    fprintf(out, "  -ngl, --n-gpu-layers <n>                  (default: -1; recorded, no effect on cpu)\n");
+    fprintf(out, "  -fa, --flash-attn <on|off|auto>           (default: auto)\n");
+    fprintf(out, "  -dev, --device <cpu|npu>                  (default: auto = cpu)\n");
+    fprintf(out, "  -g, --acl-graph <on|off>                  ACL graph mode of the npu (default: %s,\n"
+                 "                                            from GGML_CANN_ACL_GRAPH, else on)\n",
+            d->acl_graph ? "on" : "off");
+    fprintf(out, "\nMultiple values can be given for each parameter by separating them with ','\n"
+                 "or by specifying the parameter multiple times. Ranges can be given as\n"
+                 "'first-last' or 'first-last+step' or 'first-last*mult'.\n");
+}

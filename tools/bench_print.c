@@ -1,0 +1,384 @@
+/* llm-bench printers: llama-bench's md, csv, json, jsonl and sql layouts (field names, order,
+ * quoting, number formats), with our graph fields appended after llama-bench's. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+enum ftype { T_STRING, T_INT, T_BOOL, T_FLOAT };
+
+enum field {
+    F_BUILD_COMMIT, F_BUILD_NUMBER, F_CPU_INFO, F_GPU_INFO, F_BACKENDS, F_MODEL_FILENAME, F_MODEL_TYPE,
+    F_MODEL_SIZE, F_MODEL_N_PARAMS, F_N_BATCH, F_N_UBATCH, F_N_THREADS, F_CPU_MASK, F_CPU_STRICT, F_POLL,
+    F_TYPE_K, F_TYPE_V, F_N_GPU_LAYERS, F_N_CPU_MOE, F_SPLIT_MODE, F_MAIN_GPU, F_NO_KV_OFFLOAD,
+    F_FLASH_ATTN, F_DEVICES, F_TENSOR_SPLIT, F_TENSOR_BUFT_OVERRIDES, F_LOAD_MODE, F_EMBEDDINGS,
+    F_NO_OP_OFFLOAD, F_NO_HOST, F_FIT_TARGET, F_FIT_MIN_CTX, F_N_PROMPT, F_N_GEN, F_N_DEPTH,
+    F_TEST_TIME, F_AVG_NS, F_STDDEV_NS, F_AVG_TS, F_STDDEV_TS,
+    /* ours: the A/B dimension and the ACL graph statistics */
+    F_ACL_GRAPH, F_GRAPH_CAPTURES, F_GRAPH_REPLAYS, F_GRAPH_HITS, F_GRAPH_MISSES, F_GRAPH_EVICTIONS,
+    F_EAGER_LAUNCHES, N_FIELDS
+};
+
+static const struct {
+    const char *name;
+    enum ftype type;
+} fields[N_FIELDS] = {
+    [F_BUILD_COMMIT] = { "build_commit", T_STRING }, [F_BUILD_NUMBER] = { "build_number", T_INT },
+    [F_CPU_INFO] = { "cpu_info", T_STRING }, [F_GPU_INFO] = { "gpu_info", T_STRING },
+    [F_BACKENDS] = { "backends", T_STRING }, [F_MODEL_FILENAME] = { "model_filename", T_STRING },
+    [F_MODEL_TYPE] = { "model_type", T_STRING }, [F_MODEL_SIZE] = { "model_size", T_INT },
+    [F_MODEL_N_PARAMS] = { "model_n_params", T_INT }, [F_N_BATCH] = { "n_batch", T_INT },
+    [F_N_UBATCH] = { "n_ubatch", T_INT }, [F_N_THREADS] = { "n_threads", T_INT },
+    [F_CPU_MASK] = { "cpu_mask", T_STRING }, [F_CPU_STRICT] = { "cpu_strict", T_BOOL },
+    [F_POLL] = { "poll", T_INT }, [F_TYPE_K] = { "type_k", T_STRING }, [F_TYPE_V] = { "type_v", T_STRING },
+    [F_N_GPU_LAYERS] = { "n_gpu_layers", T_INT }, [F_N_CPU_MOE] = { "n_cpu_moe", T_INT },
+    [F_SPLIT_MODE] = { "split_mode", T_STRING }, [F_MAIN_GPU] = { "main_gpu", T_INT },
+    [F_NO_KV_OFFLOAD] = { "no_kv_offload", T_BOOL }, [F_FLASH_ATTN] = { "flash_attn", T_INT },
+    [F_DEVICES] = { "devices", T_STRING }, [F_TENSOR_SPLIT] = { "tensor_split", T_STRING },
+    [F_TENSOR_BUFT_OVERRIDES] = { "tensor_buft_overrides", T_STRING },
+    [F_LOAD_MODE] = { "load_mode", T_STRING }, [F_EMBEDDINGS] = { "embeddings", T_BOOL },
+    [F_NO_OP_OFFLOAD] = { "no_op_offload", T_INT }, [F_NO_HOST] = { "no_host", T_BOOL },
+    [F_FIT_TARGET] = { "fit_target", T_INT }, [F_FIT_MIN_CTX] = { "fit_min_ctx", T_INT },
+    [F_N_PROMPT] = { "n_prompt", T_INT }, [F_N_GEN] = { "n_gen", T_INT }, [F_N_DEPTH] = { "n_depth", T_INT },
+    [F_TEST_TIME] = { "test_time", T_STRING }, [F_AVG_NS] = { "avg_ns", T_INT },
+    [F_STDDEV_NS] = { "stddev_ns", T_INT }, [F_AVG_TS] = { "avg_ts", T_FLOAT },
+    [F_STDDEV_TS] = { "stddev_ts", T_FLOAT }, [F_ACL_GRAPH] = { "acl_graph", T_BOOL },
+    [F_GRAPH_CAPTURES] = { "graph_captures", T_INT }, [F_GRAPH_REPLAYS] = { "graph_replays", T_INT },
+    [F_GRAPH_HITS] = { "graph_hits", T_INT }, [F_GRAPH_MISSES] = { "graph_misses", T_INT },
+    [F_GRAPH_EVICTIONS] = { "graph_evictions", T_INT }, [F_EAGER_LAUNCHES] = { "eager_launches", T_INT },
+};
+
+/* A result with its summary statistics. */
+struct record {
+    const struct bench_env *env;
+    const struct bench_result *r;
+    double *ts; /* per-sample t/s */
+    uint64_t avg_ns, stddev_ns;
+    double avg_ts, stddev_ts;
+};
+
+static int record_init(struct record *rec, const struct bench_env *env, const struct bench_result *r)
+{
+    rec->env = env;
+    rec->r = r;
+    rec->ts = malloc((r->n_samples ? r->n_samples : 1) * sizeof *rec->ts);
+    if (!rec->ts)
+        return -1;
+    bench_samples_ts(r, rec->ts);
+    rec->avg_ns = bench_avg_ns(r->samples_ns, r->n_samples);
+    rec->stddev_ns = bench_stdev_ns(r->samples_ns, r->n_samples);
+    rec->avg_ts = bench_avg_ts(rec->ts, r->n_samples);
+    rec->stddev_ts = bench_stdev_ts(rec->ts, r->n_samples);
+    return 0;
+}
+
+/* The value of field f as llama-bench's get_values() renders it (bools "0"/"1", floats "%f").
+ * Returns a pointer to buf (64 bytes) or to a string of env/r. */
+static const char *value(const struct record *rec, enum field f, char *buf)
+{
+    const struct bench_result *r = rec->r;
+    const struct bench_instance *t = &r->inst;
+    const size_t cap = 64;
+    switch (f) {
+    case F_BUILD_COMMIT: return rec->env->build_commit;
+    case F_BUILD_NUMBER: snprintf(buf, cap, "%d", rec->env->build_number); return buf;
+    case F_CPU_INFO: return rec->env->cpu_info;
+    case F_GPU_INFO: return rec->env->gpu_info;
+    case F_BACKENDS: return rec->env->backends;
+    case F_MODEL_FILENAME: return t->model;
+    case F_MODEL_TYPE: return r->model_type;
+    case F_MODEL_SIZE: snprintf(buf, cap, "%" PRIu64, r->model_size); return buf;
+    case F_MODEL_N_PARAMS: snprintf(buf, cap, "%" PRIu64, r->model_n_params); return buf;
+    case F_N_BATCH: snprintf(buf, cap, "%d", t->n_batch); return buf;
+    case F_N_UBATCH: snprintf(buf, cap, "%d", t->n_ubatch); return buf;
+    case F_N_THREADS: snprintf(buf, cap, "%d", t->n_threads); return buf;
+    case F_CPU_MASK: return "0x0";
+    case F_POLL: return "50";
+    case F_TYPE_K: return bench_kv_name(t->type_k);
+    case F_TYPE_V: return bench_kv_name(t->type_v);
+    case F_N_GPU_LAYERS: snprintf(buf, cap, "%d", t->n_gpu_layers); return buf;
+    case F_SPLIT_MODE: return "layer";
+    case F_FLASH_ATTN: snprintf(buf, cap, "%d", t->flash_attn); return buf;
+    case F_DEVICES: return bench_dev_name(t->device);
+    case F_TENSOR_SPLIT: return "0.00";
+    case F_TENSOR_BUFT_OVERRIDES: return "none";
+    case F_LOAD_MODE: return "auto";
+    case F_CPU_STRICT: case F_N_CPU_MOE: case F_MAIN_GPU: case F_NO_KV_OFFLOAD: case F_EMBEDDINGS:
+    case F_NO_OP_OFFLOAD: case F_NO_HOST: case F_FIT_TARGET: case F_FIT_MIN_CTX:
+        return "0"; /* llama-bench parameters we do not have, at their defaults */
+    case F_N_PROMPT: snprintf(buf, cap, "%d", t->n_prompt); return buf;
+    case F_N_GEN: snprintf(buf, cap, "%d", t->n_gen); return buf;
+    case F_N_DEPTH: snprintf(buf, cap, "%d", t->n_depth); return buf;
+    case F_TEST_TIME: return r->test_time;
+    case F_AVG_NS: snprintf(buf, cap, "%" PRIu64, rec->avg_ns); return buf;
+    case F_STDDEV_NS: snprintf(buf, cap, "%" PRIu64, rec->stddev_ns); return buf;
+    case F_AVG_TS: snprintf(buf, cap, "%f", rec->avg_ts); return buf;
+    case F_STDDEV_TS: snprintf(buf, cap, "%f", rec->stddev_ts); return buf;
+    case F_ACL_GRAPH: return t->acl_graph ? "1" : "0";
+    case F_GRAPH_CAPTURES: snprintf(buf, cap, "%" PRIu64, r->graph.captures); return buf;
+    case F_GRAPH_REPLAYS: snprintf(buf, cap, "%" PRIu64, r->graph.replays); return buf;
+    case F_GRAPH_HITS: snprintf(buf, cap, "%" PRIu64, r->graph.hits); return buf;
+    case F_GRAPH_MISSES: snprintf(buf, cap, "%" PRIu64, r->graph.misses); return buf;
+    case F_GRAPH_EVICTIONS: snprintf(buf, cap, "%" PRIu64, r->graph.evictions); return buf;
+    case F_EAGER_LAUNCHES: snprintf(buf, cap, "%" PRIu64, r->graph.eager_launches); return buf;
+    case N_FIELDS: break;
+    }
+    return "";
+}
+
+/* ---- md ---- */
+
+enum col_kind { C_FIELD, C_MODEL, C_SIZE, C_PARAMS, C_BACKEND, C_TEST, C_TS };
+
+struct col {
+    enum col_kind kind;
+    enum field f;       /* C_FIELD */
+    const char *title;
+    int width;          /* printf width; negative = left-aligned */
+};
+
+/* llama-bench's conditional columns between backend and test, in its order (ours after dev). */
+static const struct { enum field f; const char *title; int width; } md_optional[] = {
+    { F_N_THREADS, "threads", 7 }, { F_N_BATCH, "n_batch", 7 }, { F_N_UBATCH, "n_ubatch", 8 },
+    { F_TYPE_K, "type_k", 6 }, { F_TYPE_V, "type_v", 6 }, { F_FLASH_ATTN, "fa", 3 },
+    { F_DEVICES, "dev", -12 }, { F_ACL_GRAPH, "acl_graph", 10 },
+};
+
+static int md_columns(const struct bench_printer *pr, struct col *cols)
+{
+    int n = 0;
+    cols[n++] = (struct col){ C_MODEL, 0, "model", -30 };
+    cols[n++] = (struct col){ C_SIZE, 0, "size", 10 };
+    cols[n++] = (struct col){ C_PARAMS, 0, "params", 10 };
+    cols[n++] = (struct col){ C_BACKEND, 0, "backend", -10 };
+    /* our backend string is CPU-like, so threads is always shown and ngl never */
+    for (size_t i = 0; i < sizeof md_optional / sizeof md_optional[0]; i++) {
+        enum field f = md_optional[i].f;
+        if (f == F_N_THREADS || bench_param_differs(pr->params, pr->defaults, fields[f].name))
+            cols[n++] = (struct col){ C_FIELD, f, md_optional[i].title, md_optional[i].width };
+    }
+    cols[n++] = (struct col){ C_TEST, 0, "test", 15 };
+    cols[n++] = (struct col){ C_TS, 0, "t/s", 20 };
+    return n;
+}
+
+#define MD_MAX_COLS 16
+
+static void md_header(const struct bench_printer *pr)
+{
+    struct col cols[MD_MAX_COLS];
+    int n = md_columns(pr, cols);
+    fputc('|', pr->out);
+    for (int i = 0; i < n; i++)
+        fprintf(pr->out, " %*s |", cols[i].width, cols[i].title);
+    fputs("\n|", pr->out);
+    for (int i = 0; i < n; i++) {
+        int w = abs(cols[i].width);
+        fputc(' ', pr->out);
+        for (int k = 0; k < w - 1; k++)
+            fputc('-', pr->out);
+        fputs(cols[i].width > 0 ? ": |" : "- |", pr->out);
+    }
+    fputc('\n', pr->out);
+}
+
+static void md_test(const struct bench_printer *pr, const struct record *rec)
+{
+    struct col cols[MD_MAX_COLS];
+    int n = md_columns(pr, cols);
+    const struct bench_result *r = rec->r;
+    fputc('|', pr->out);
+    for (int i = 0; i < n; i++) {
+        char buf[128];
+        const char *v = buf;
+        int w = cols[i].width;
+        switch (cols[i].kind) {
+        case C_MODEL: v = r->model_type; break;
+        case C_SIZE:
+            if (r->model_size < 1024ull * 1024 * 1024)
+                snprintf(buf, sizeof buf, "%.2f MiB", (double)r->model_size / 1024.0 / 1024.0);
+            else
+                snprintf(buf, sizeof buf, "%.2f GiB", (double)r->model_size / 1024.0 / 1024.0 / 1024.0);
+            break;
+        case C_PARAMS:
+            if (r->model_n_params < 1000000000ull)
+                snprintf(buf, sizeof buf, "%.2f M", (double)r->model_n_params / 1e6);
+            else
+                snprintf(buf, sizeof buf, "%.2f B", (double)r->model_n_params / 1e9);
+            break;
+        case C_BACKEND: v = rec->env->backends; break;
+        case C_TEST: bench_test_name(&r->inst, buf, sizeof buf); break;
+        case C_TS:
+            /* "±" is two bytes of UTF-8: one more byte of width keeps the column aligned */
+            snprintf(buf, sizeof buf, "%.2f \u00b1 %.2f", rec->avg_ts, rec->stddev_ts);
+            w += 1;
+            break;
+        case C_FIELD: v = value(rec, cols[i].f, buf); break;
+        }
+        fprintf(pr->out, " %*s |", w, v);
+    }
+    fputc('\n', pr->out);
+}
+
+/* ---- csv, json, jsonl, sql ---- */
+
+static void put_csv(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (; *s; s++) {
+        if (*s == '"')
+            fputc('"', out);
+        fputc(*s, out);
+    }
+    fputc('"', out);
+}
+
+static void put_json_string(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            fprintf(out, "\\%c", ch);
+        else if (ch < 0x20)
+            fprintf(out, "\\u%04x", ch);
+        else
+            fputc(ch, out);
+    }
+    fputc('"', out);
+}
+
+static void put_sql(FILE *out, const char *s)
+{
+    fputc('\'', out);
+    for (; *s; s++) {
+        if (*s == '\'')
+            fputc('\'', out);
+        fputc(*s, out);
+    }
+    fputc('\'', out);
+}
+
+static void put_json_value(FILE *out, enum field f, const char *v)
+{
+    switch (fields[f].type) {
+    case T_STRING: put_json_string(out, v); break;
+    case T_BOOL: fputs(strcmp(v, "0") ? "true" : "false", out); break;
+    case T_INT: case T_FLOAT: fputs(v, out); break;
+    }
+}
+
+static void put_samples(FILE *out, const struct record *rec, const char *between)
+{
+    fputs("\"samples_ns\": [ ", out);
+    for (size_t i = 0; i < rec->r->n_samples; i++)
+        fprintf(out, "%s%" PRIu64, i ? ", " : "", rec->r->samples_ns[i]);
+    fprintf(out, " ],%s\"samples_ts\": [ ", between);
+    /* C++ ostream's default: 6 significant digits, like %g */
+    for (size_t i = 0; i < rec->r->n_samples; i++)
+        fprintf(out, "%s%g", i ? ", " : "", rec->ts[i]);
+    fputs(" ]", out);
+}
+
+static void print_fields(const struct bench_printer *pr, const struct record *rec)
+{
+    FILE *out = pr->out;
+    char buf[64];
+    switch (pr->fmt) {
+    case BENCH_OUT_CSV:
+        for (int f = 0; f < N_FIELDS; f++) {
+            if (f)
+                fputc(',', out);
+            put_csv(out, value(rec, (enum field)f, buf));
+        }
+        fputc('\n', out);
+        break;
+    case BENCH_OUT_JSON:
+        fputs(pr->first ? "  {\n" : ",\n  {\n", out);
+        for (int f = 0; f < N_FIELDS; f++) {
+            fprintf(out, "    \"%s\": ", fields[f].name);
+            put_json_value(out, (enum field)f, value(rec, (enum field)f, buf));
+            fputs(",\n", out);
+        }
+        fputs("    ", out);
+        put_samples(out, rec, "\n    ");
+        fputs("\n  }", out);
+        break;
+    case BENCH_OUT_JSONL:
+        fputc('{', out);
+        for (int f = 0; f < N_FIELDS; f++) {
+            fprintf(out, "\"%s\": ", fields[f].name);
+            put_json_value(out, (enum field)f, value(rec, (enum field)f, buf));
+            fputs(", ", out);
+        }
+        put_samples(out, rec, "");
+        fputs("}\n", out);
+        break;
+    case BENCH_OUT_SQL:
+        fputs("INSERT INTO llama_bench (", out);
+        for (int f = 0; f < N_FIELDS; f++)
+            fprintf(out, "%s%s", f ? ", " : "", fields[f].name);
+        fputs(") VALUES (", out);
+        for (int f = 0; f < N_FIELDS; f++) {
+            if (f)
+                fputs(", ", out);
+            put_sql(out, value(rec, (enum field)f, buf));
+        }
+        fputs(");\n", out);
+        break;
+    case BENCH_OUT_MD: case BENCH_OUT_NONE:
+        break;
+    }
+}
+
+void bench_print_header(struct bench_printer *pr, const struct bench_env *env)
+{
+    static const char *const sql_types[] = { [T_STRING] = "TEXT", [T_INT] = "INTEGER", [T_BOOL] = "INTEGER",
+                                             [T_FLOAT] = "REAL" };
+    (void)env;
+    pr->first = true;
+    switch (pr->fmt) {
+    case BENCH_OUT_MD: md_header(pr); break;
+    case BENCH_OUT_CSV:
+        for (int f = 0; f < N_FIELDS; f++)
+            fprintf(pr->out, "%s%s", f ? "," : "", fields[f].name);
+        fputc('\n', pr->out);
+        break;
+    case BENCH_OUT_JSON: fputs("[\n", pr->out); break;
+    case BENCH_OUT_SQL:
+        fputs("CREATE TABLE IF NOT EXISTS llama_bench (\n", pr->out);
+        for (int f = 0; f < N_FIELDS; f++)
+            fprintf(pr->out, "  %s %s%s\n", fields[f].name, sql_types[fields[f].type], f + 1 < N_FIELDS ? "," : "");
+        fputs(");\n\n", pr->out);
+        break;
+    case BENCH_OUT_JSONL: case BENCH_OUT_NONE: break;
+    }
+    fflush(pr->out);
+}
+
+int bench_print_test(struct bench_printer *pr, const struct bench_env *env, const struct bench_result *r)
+{
+    if (pr->fmt == BENCH_OUT_NONE)
+        return 0;
+    struct record rec;
+    if (record_init(&rec, env, r) != 0)
+        return -1;
+    if (pr->fmt == BENCH_OUT_MD)
+        md_test(pr, &rec);
+    else
+        print_fields(pr, &rec);
+    pr->first = false;
+    fflush(pr->out);
+    free(rec.ts);
+    return 0;
+}
+
+void bench_print_footer(struct bench_printer *pr, const struct bench_env *env)
+{
+    if (pr->fmt == BENCH_OUT_MD)
+        fprintf(pr->out, "\nbuild: %s (%d)\n", env->build_commit, env->build_number);
+    else if (pr->fmt == BENCH_OUT_JSON)
+        fputs("\n]\n", pr->out);
+    fflush(pr->out);
+}
