@@ -7,7 +7,7 @@
 #include "cpu_ref.h"
 #include "cpu_features.h"
 #include "kernels.h"
-#include "simd_math.h"
+#include "simd.h"
 #include "types.h"
 
 static float load_kv(enum llm_type t, const char *p)
@@ -17,7 +17,7 @@ static float load_kv(enum llm_type t, const char *p)
 
 /* ---- row primitives: dot(q, k row) and acc += w·(v row), q and acc F32 contiguous -------------- */
 
-SIMD_TARGET static float dot_avx2(int64_t n, const float *q, enum llm_type t, const void *k)
+AVX2 static float dot_avx2(int64_t n, const float *q, enum llm_type t, const void *k)
 {
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
     int64_t i = 0;
@@ -28,7 +28,7 @@ SIMD_TARGET static float dot_avx2(int64_t n, const float *q, enum llm_type t, co
             a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load_f16x8(kh + i), a0);
             a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), load_f16x8(kh + i + 8), a1);
         }
-        s = hsum8(_mm256_add_ps(a0, a1));
+        s = hsum_ps(_mm256_add_ps(a0, a1));
         for (; i < n; i++)
             s += q[i] * llm_fp16_to_fp32(kh[i]);
     } else {
@@ -37,7 +37,7 @@ SIMD_TARGET static float dot_avx2(int64_t n, const float *q, enum llm_type t, co
             a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(kf + i), a0);
             a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), _mm256_loadu_ps(kf + i + 8), a1);
         }
-        s = hsum8(_mm256_add_ps(a0, a1));
+        s = hsum_ps(_mm256_add_ps(a0, a1));
         for (; i < n; i++)
             s += q[i] * kf[i];
     }
@@ -45,7 +45,7 @@ SIMD_TARGET static float dot_avx2(int64_t n, const float *q, enum llm_type t, co
 }
 
 /* acc = acc·c + w·v */
-SIMD_TARGET static void axpby_avx2(int64_t n, float *acc, float c, float w, enum llm_type t, const void *v)
+AVX2 static void axpby_avx2(int64_t n, float *acc, float c, float w, enum llm_type t, const void *v)
 {
     __m256 vc = _mm256_set1_ps(c), vw = _mm256_set1_ps(w);
     int64_t i = 0;

@@ -29,8 +29,6 @@ static inline void pool_barrier(const struct llm_cpu_params *p)
         p->barrier(p->pool);
 }
 
-/* True when the CPU has AVX2, FMA and F16C (checked once; cheap afterwards). */
-
 /* Unpack a flat row index into (i1, i2, i3) of t. */
 static inline void row_index(const struct llm_tensor *t, int64_t r, int64_t *i1, int64_t *i2, int64_t *i3)
 {

@@ -5,10 +5,10 @@
 #include "cpu_ref.h"
 #include "cpu_features.h"
 #include "kernels.h"
-#include "simd_math.h"
+#include "simd.h"
 
 /* z = exp(z - max) over n floats, returns the sum. */
-SIMD_TARGET static float exp_sub_sum_avx2(int64_t n, float *z, float max)
+static AVX2 float exp_sub_sum_avx2(int64_t n, float *z, float max)
 {
     __m256 vm = _mm256_set1_ps(max), acc = _mm256_setzero_ps();
     int64_t i = 0;
@@ -17,7 +17,7 @@ SIMD_TARGET static float exp_sub_sum_avx2(int64_t n, float *z, float max)
         _mm256_storeu_ps(z + i, e);
         acc = _mm256_add_ps(acc, e);
     }
-    float s = hsum8(acc);
+    float s = hsum_ps(acc);
     for (; i < n; i++) {
         z[i] = expf(z[i] - max);
         s += z[i];
