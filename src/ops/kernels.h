@@ -37,6 +37,10 @@ static inline void row_index(const struct llm_tensor *t, int64_t r, int64_t *i1,
     *i3 = r / (t->ne[1] * t->ne[2]);
 }
 
+/* z[i] = e^(z[i] - max) for i < n (AVX2 when the CPU has it); returns their sum. max is finite;
+ * -inf entries give 0. Shared by SOFT_MAX and FLASH_ATTN. */
+float cpu_exp_sub_sum(int64_t n, float *z, float max);
+
 void cpu_get_rows(const struct llm_cpu_params *p, struct llm_tensor *dst);
 void cpu_set_rows(const struct llm_cpu_params *p, struct llm_tensor *dst);
 void cpu_cpy(const struct llm_cpu_params *p, struct llm_tensor *dst); /* CPY and CONT */
