@@ -33,8 +33,9 @@ struct attn_unit {
     float *mx;       /* nh × 8: lanes of each head's running max score */
     float *inv;      /* nh: 1 / Σ weights (0 when the head may attend to nothing) */
     float *acc;      /* nh rows of hd_v: Σ w·v */
-    float *kb;       /* 8 rows of hd8: a block of K rows as zero-padded F32 */
+    float *kb;       /* 8 rows of hd8: K rows zero-padded to hd8 as F32 (when hd is not) */
     float *zero;     /* hd8 zeros: stands in for rows past n_kv */
+    int32_t *live;   /* n_kv8: the cells pass 3 reads (AVX2 path) */
     int64_t lo, hi;  /* cells [lo, hi) hold every cell some head may attend to */
 };
 
@@ -43,7 +44,7 @@ static int64_t scratch_floats(const struct llm_tensor *dst)
 {
     const struct llm_tensor *q = dst->src[0], *k = dst->src[1], *v = dst->src[2];
     int64_t group = q->ne[2] / k->ne[2], hd8 = round8(q->ne[0]);
-    int64_t n = group * (hd8 + round8(k->ne[1]) + 8 + 1 + v->ne[0]) + 9 * hd8;
+    int64_t n = group * (hd8 + round8(k->ne[1]) + 8 + 1 + v->ne[0]) + 9 * hd8 + round8(k->ne[1]);
     return (n + 15) & ~(int64_t)15;
 }
 
@@ -97,8 +98,10 @@ static inline AVX2 __m256 hsum8x8(const __m256 a[8])
     return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
-/* dot(q, r[c]) for 8 rows of hd8 floats (a multiple of 8). */
-static inline AVX2 __m256 dot8(const float *q, const float *const r[8], int64_t hd8)
+/* dot(q, r[c]) for 8 rows of hd8 (a multiple of 8) values, F16 when f16 (a constant after
+ * inlining) else F32. */
+static inline __attribute__((always_inline)) AVX2 __m256 dot8(const float *q, const void *const r[8],
+                                                              int64_t hd8, bool f16)
 {
     __m256 a[8];
 #pragma GCC unroll 8
@@ -108,43 +111,34 @@ static inline AVX2 __m256 dot8(const float *q, const float *const r[8], int64_t 
         __m256 x = _mm256_loadu_ps(q + i);
 #pragma GCC unroll 8
         for (int c = 0; c < 8; c++)
-            a[c] = _mm256_fmadd_ps(x, _mm256_loadu_ps(r[c] + i), a[c]);
+            a[c] = _mm256_fmadd_ps(x, f16 ? load_f16x8((const uint16_t *)r[c] + i) : _mm256_loadu_ps((const float *)r[c] + i),
+                                   a[c]);
     }
     return hsum8x8(a);
 }
 
-/* Points r[c] at the K rows of cells j0..j0+7 as hd8 floats: the rows themselves when F32 and hd
- * is a multiple of 8, else copies in u->kb (converted, zero-padded); past n_kv, zeros. */
-static AVX2 void k_block(const struct attn_unit *u, int64_t j0, const float *r[8])
+/* Points r[c] at the K rows of cells j0..j0+7, hd8 values each: the rows themselves when hd is a
+ * multiple of 8, else zero-padded F32 copies in u->kb; past n_kv, zeros. True when r is F16. */
+static AVX2 bool k_block(const struct attn_unit *u, int64_t j0, const void *r[8])
 {
     const struct llm_tensor *k = u->k;
-    bool direct = k->type == LLM_TYPE_F32 && u->hd == u->hd8;
+    bool f16 = k->type == LLM_TYPE_F16, direct = u->hd == u->hd8;
     for (int c = 0; c < 8; c++) {
         if (j0 + c >= u->n_kv) {
-            r[c] = u->zero;
+            r[c] = u->zero; /* zero bits: 0 as F32 and as F16 */
             continue;
         }
         const char *kr = tensor_at(k, 0, j0 + c, u->hk, 0);
         if (direct) {
-            r[c] = (const float *)kr;
+            r[c] = kr;
             continue;
         }
         float *d = u->kb + c * u->hd8;
-        int64_t i = 0;
-        if (k->type == LLM_TYPE_F16) {
-            const uint16_t *h = (const uint16_t *)kr;
-            for (; i + 8 <= u->hd; i += 8)
-                _mm256_storeu_ps(d + i, load_f16x8(h + i));
-            for (; i < u->hd; i++)
-                d[i] = fp16_avx2(h[i]);
-        } else {
-            memcpy(d, kr, (size_t)u->hd * sizeof(float));
-            i = u->hd;
-        }
-        for (; i < u->hd8; i++)
-            d[i] = 0.0f;
+        for (int64_t i = 0; i < u->hd8; i++)
+            d[i] = i >= u->hd ? 0.0f : f16 ? fp16_avx2(((const uint16_t *)kr)[i]) : ((const float *)kr)[i];
         r[c] = d;
     }
+    return f16 && direct;
 }
 
 /* Pass 1: scores (-inf where masked) and running maxima, 8 cells at a time. */
@@ -157,9 +151,10 @@ static AVX2 void scores_avx2(struct attn_unit *u)
     int64_t nm = n_masks(u);
     const char *mr0 = mask_row(u, 0);
     for (int64_t j0 = 0; j0 < u->n_kv; j0 += 8) {
-        bool skip = true;
-        for (int64_t g = 0; g < nm && skip; g++)
-            skip = _mm256_movemask_ps(is_ninf(mask8(u->m, g ? mask_row(u, g) : mr0, j0, u->n_kv))) == 0xff;
+        __m256 mv0 = mask8(u->m, mr0, j0, u->n_kv);
+        bool skip = _mm256_movemask_ps(is_ninf(mv0)) == 0xff;
+        for (int64_t g = 1; g < nm && skip; g++)
+            skip = _mm256_movemask_ps(is_ninf(mask8(u->m, mask_row(u, g), j0, u->n_kv))) == 0xff;
         if (skip) {
             for (int64_t g = 0; g < u->nh; g++)
                 _mm256_storeu_ps(u->s + g * u->n_kv8 + j0, ninf);
@@ -167,86 +162,121 @@ static AVX2 void scores_avx2(struct attn_unit *u)
         }
         u->lo = u->lo < j0 ? u->lo : j0;
         u->hi = j0 + 8 < u->n_kv ? j0 + 8 : u->n_kv;
-        const float *r[8];
-        k_block(u, j0, r);
+        const void *r[8];
+        bool f16 = k_block(u, j0, r);
         for (int64_t g = 0; g < u->nh; g++) {
-            __m256 mv = mask8(u->m, nm == 1 ? mr0 : mask_row(u, g), j0, u->n_kv);
+            __m256 mv = nm == 1 || g == 0 ? mv0 : mask8(u->m, mask_row(u, g), j0, u->n_kv);
             /* blend, not add: a masked cell may hold anything, NaN included */
-            __m256 sc = _mm256_blendv_ps(_mm256_add_ps(dot8(u->qs + g * u->hd8, r, u->hd8), mv), ninf, is_ninf(mv));
+            const float *qs = u->qs + g * u->hd8;
+            __m256 d = f16 ? dot8(qs, r, u->hd8, true) : dot8(qs, r, u->hd8, false);
+            __m256 sc = _mm256_blendv_ps(_mm256_add_ps(d, mv), ninf, is_ninf(mv));
             _mm256_storeu_ps(u->s + g * u->n_kv8 + j0, sc);
             _mm256_storeu_ps(u->mx + 8 * g, _mm256_max_ps(_mm256_loadu_ps(u->mx + 8 * g), sc));
         }
     }
 }
 
-/* Pass 3 for V elements [i, i + 8), cells [j0, j1), heads g0..g0+n-1: acc += Σ w·v. n (<= 4) and
- * f16 are constants after inlining, so the accumulators live in registers. */
+/* The cells some head gives a non-zero weight into u->live, in order; returns their count. Pass 3
+ * reads only these rows: the others are masked (or underflowed) and may hold anything, even NaN,
+ * which a zero weight would not cancel. */
+static AVX2 int64_t live_cells(const struct attn_unit *u)
+{
+    int64_t n = 0;
+    for (int64_t j0 = u->lo; j0 < u->hi; j0 += 8) { /* lo is a multiple of 8 on this path */
+        __m256 nz = _mm256_setzero_ps();
+        for (int64_t g = 0; g < u->nh; g++)
+            nz = _mm256_or_ps(nz, _mm256_cmp_ps(_mm256_loadu_ps(u->s + g * u->n_kv8 + j0), _mm256_setzero_ps(),
+                                                _CMP_NEQ_UQ));
+        unsigned bits = (unsigned)_mm256_movemask_ps(nz);
+        if (bits == 0xff && j0 + 8 <= u->hi) { /* the common case: all 8 */
+            _mm256_storeu_si256((__m256i *)(u->live + n),
+                                _mm256_add_epi32(_mm256_set1_epi32((int)j0), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+            n += 8;
+            continue;
+        }
+        for (; bits; bits &= bits - 1) {
+            int64_t j = j0 + __builtin_ctz(bits);
+            if (j < u->hi) /* past hi the scores were not turned into weights */
+                u->live[n++] = (int32_t)j;
+        }
+    }
+    return n;
+}
+
+/* a[g] += w[g][j]·(elements [i, i + 8) of V row j) for g < n. */
+static inline __attribute__((always_inline)) AVX2 void accum_row(const struct attn_unit *u, const char *base,
+                                                                 const float *const w[4], __m256 a[4],
+                                                                 int64_t j, int64_t i, int n, bool f16)
+{
+    const char *vr = base + j * (int64_t)u->v->nb[1];
+    __m256 x = f16 ? load_f16x8((const uint16_t *)vr + i) : _mm256_loadu_ps((const float *)vr + i);
+#pragma GCC unroll 4
+    for (int g = 0; g < n; g++)
+        a[g] = _mm256_fmadd_ps(_mm256_set1_ps(w[g][j]), x, a[g]);
+}
+
+/* Pass 3 for V elements [i, i + 8), live cells [t0, t1), heads g0..g0+n-1: acc += Σ w·v. n (<= 4)
+ * and f16 are constants after inlining, so the accumulators live in registers: two sets, for
+ * even and odd cells, to overlap the FMA latency. */
 static inline __attribute__((always_inline)) AVX2 void accum_chunk(const struct attn_unit *u, int64_t i,
-                                                                   int64_t j0, int64_t j1, int64_t g0, int n,
+                                                                   int64_t t0, int64_t t1, int64_t g0, int n,
                                                                    bool f16)
 {
     const float *w[4];
-    __m256 a[4];
+    __m256 a[4], b[4];
 #pragma GCC unroll 4
     for (int g = 0; g < n; g++) {
         w[g] = u->s + (g0 + g) * u->n_kv8;
         a[g] = _mm256_loadu_ps(u->acc + (g0 + g) * u->hd_v + i);
+        b[g] = _mm256_setzero_ps();
     }
     const char *base = tensor_at(u->v, 0, 0, u->hk, 0);
-    for (int64_t j = j0; j < j1; j++) {
-        bool any = false;
-#pragma GCC unroll 4
-        for (int g = 0; g < n; g++)
-            any |= w[g][j] != 0.0f;
-        if (!any) /* masked (or underflowed) for every head: skip the row, whatever it holds */
-            continue;
-        const char *vr = base + j * (int64_t)u->v->nb[1];
-        __m256 x = f16 ? load_f16x8((const uint16_t *)vr + i) : _mm256_loadu_ps((const float *)vr + i);
-#pragma GCC unroll 4
-        for (int g = 0; g < n; g++)
-            a[g] = _mm256_fmadd_ps(_mm256_set1_ps(w[g][j]), x, a[g]);
+    int64_t t = t0;
+    for (; t + 2 <= t1; t += 2) {
+        accum_row(u, base, w, a, u->live[t], i, n, f16);
+        accum_row(u, base, w, b, u->live[t + 1], i, n, f16);
     }
+    if (t < t1)
+        accum_row(u, base, w, a, u->live[t], i, n, f16);
 #pragma GCC unroll 4
     for (int g = 0; g < n; g++)
-        _mm256_storeu_ps(u->acc + (g0 + g) * u->hd_v + i, a[g]);
+        _mm256_storeu_ps(u->acc + (g0 + g) * u->hd_v + i, _mm256_add_ps(a[g], b[g]));
 }
 
-static AVX2 void accum_chunk_any(const struct attn_unit *u, int64_t i, int64_t j0, int64_t j1, int64_t g0,
+static AVX2 void accum_chunk_any(const struct attn_unit *u, int64_t i, int64_t t0, int64_t t1, int64_t g0,
                                  int n, bool f16)
 {
     switch (n * 2 + f16) {
-    case 2: accum_chunk(u, i, j0, j1, g0, 1, false); break;
-    case 3: accum_chunk(u, i, j0, j1, g0, 1, true); break;
-    case 4: accum_chunk(u, i, j0, j1, g0, 2, false); break;
-    case 5: accum_chunk(u, i, j0, j1, g0, 2, true); break;
-    case 6: accum_chunk(u, i, j0, j1, g0, 3, false); break;
-    case 7: accum_chunk(u, i, j0, j1, g0, 3, true); break;
-    case 8: accum_chunk(u, i, j0, j1, g0, 4, false); break;
-    default: accum_chunk(u, i, j0, j1, g0, 4, true); break;
+    case 2: accum_chunk(u, i, t0, t1, g0, 1, false); break;
+    case 3: accum_chunk(u, i, t0, t1, g0, 1, true); break;
+    case 4: accum_chunk(u, i, t0, t1, g0, 2, false); break;
+    case 5: accum_chunk(u, i, t0, t1, g0, 2, true); break;
+    case 6: accum_chunk(u, i, t0, t1, g0, 3, false); break;
+    case 7: accum_chunk(u, i, t0, t1, g0, 3, true); break;
+    case 8: accum_chunk(u, i, t0, t1, g0, 4, false); break;
+    default: accum_chunk(u, i, t0, t1, g0, 4, true); break;
     }
 }
 
-/* Pass 3: cells in tiles of 64, so the tile's V rows stay in L1 while every 8-wide chunk of
+/* Pass 3: live cells in tiles of 64, so the tile's V rows stay in L1 while every 8-wide chunk of
  * them is read; up to 4 heads per sweep. Elements past the last full chunk one by one. */
 static AVX2 void accum_avx2(struct attn_unit *u)
 {
     bool f16 = u->v->type == LLM_TYPE_F16;
-    int64_t n8 = u->hd_v & ~(int64_t)7;
-    for (int64_t j0 = u->lo; j0 < u->hi; j0 += 64) {
-        int64_t j1 = j0 + 64 < u->hi ? j0 + 64 : u->hi;
+    int64_t n8 = u->hd_v & ~(int64_t)7, n_live = live_cells(u);
+    for (int64_t t0 = 0; t0 < n_live; t0 += 64) {
+        int64_t t1 = t0 + 64 < n_live ? t0 + 64 : n_live;
         for (int64_t i = 0; i < n8; i += 8)
             for (int64_t g0 = 0; g0 < u->nh; g0 += 4)
-                accum_chunk_any(u, i, j0, j1, g0, u->nh - g0 < 4 ? (int)(u->nh - g0) : 4, f16);
+                accum_chunk_any(u, i, t0, t1, g0, u->nh - g0 < 4 ? (int)(u->nh - g0) : 4, f16);
     }
-    for (int64_t g = 0; g < u->nh; g++) {
+    for (int64_t g = 0; g < u->nh && n8 < u->hd_v; g++) {
         const float *w = u->s + g * u->n_kv8;
-        for (int64_t j = u->lo; j < u->hi; j++) {
-            if (w[j] == 0.0f)
-                continue;
-            const char *vr = tensor_at(u->v, 0, j, u->hk, 0);
+        for (int64_t t = 0; t < n_live; t++) {
+            const char *vr = tensor_at(u->v, 0, u->live[t], u->hk, 0);
             for (int64_t i = n8; i < u->hd_v; i++)
                 u->acc[g * u->hd_v + i] +=
-                    w[j] * (f16 ? fp16_avx2(((const uint16_t *)vr)[i]) : ((const float *)vr)[i]);
+                    w[u->live[t]] * (f16 ? fp16_avx2(((const uint16_t *)vr)[i]) : ((const float *)vr)[i]);
         }
     }
 }
@@ -380,6 +410,7 @@ void cpu_flash_attn(const struct llm_cpu_params *p, struct llm_tensor *dst)
     u.acc = u.inv + group;
     u.kb = u.acc + group * hd_v;
     u.zero = u.kb + 8 * hd8;
+    u.live = (int32_t *)(u.zero + hd8);
     memset(u.zero, 0, (size_t)hd8 * sizeof(float));
     bool fast = llm_cpu_has_avx2() && unit_rows(k) && unit_rows(v);
 
