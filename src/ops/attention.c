@@ -1,8 +1,9 @@
 /* FLASH_ATTN: softmax(scale·q·kᵀ + mask)·v without a score matrix in the graph. A unit of work is
- * one query row and the query heads sharing one KV head (a GQA group), so each K/V row is read,
- * and converted from f16, once for the group. Three passes over this thread's scratch: the scores
- * and their max; e^(score - max) and the sum (the exp SOFT_MAX uses); then Σ w·v over the V rows.
- * Blocks of 8 cells that every head masks with -inf are skipped: most of a padded KV window. */
+ * one query row and the query heads sharing one KV head (a GQA group), so the group's K and V rows
+ * come from memory once, not once per head. Three passes over this thread's scratch: the scores
+ * (8 cells at a time) and their max; e^(score - max) and the sum (the exp SOFT_MAX uses); then
+ * Σ w·v over the V rows of the cells with a non-zero weight. Blocks of 8 cells that every head
+ * masks with -inf are skipped: most of a padded KV window. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
