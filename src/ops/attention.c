@@ -111,9 +111,10 @@ static inline __attribute__((always_inline)) AVX2 __m256 dot8(const float *q, co
     for (int64_t i = 0; i < hd8; i += 8) {
         __m256 x = _mm256_loadu_ps(q + i);
 #pragma GCC unroll 8
-        for (int c = 0; c < 8; c++)
-            a[c] = _mm256_fmadd_ps(x, f16 ? load_f16x8((const uint16_t *)r[c] + i) : _mm256_loadu_ps((const float *)r[c] + i),
-                                   a[c]);
+        for (int c = 0; c < 8; c++) {
+            __m256 k = f16 ? load_f16x8((const uint16_t *)r[c] + i) : _mm256_loadu_ps((const float *)r[c] + i);
+            a[c] = _mm256_fmadd_ps(x, k, a[c]);
+        }
     }
     return hsum8x8(a);
 }
@@ -185,13 +186,14 @@ static AVX2 int64_t live_cells(const struct attn_unit *u)
     int64_t n = 0;
     for (int64_t j0 = u->lo; j0 < u->hi; j0 += 8) { /* lo is a multiple of 8 on this path */
         __m256 nz = _mm256_setzero_ps();
-        for (int64_t g = 0; g < u->nh; g++)
-            nz = _mm256_or_ps(nz, _mm256_cmp_ps(_mm256_loadu_ps(u->s + g * u->n_kv8 + j0), _mm256_setzero_ps(),
-                                                _CMP_NEQ_UQ));
+        for (int64_t g = 0; g < u->nh; g++) {
+            __m256 w = _mm256_loadu_ps(u->s + g * u->n_kv8 + j0);
+            nz = _mm256_or_ps(nz, _mm256_cmp_ps(w, _mm256_setzero_ps(), _CMP_NEQ_UQ));
+        }
         unsigned bits = (unsigned)_mm256_movemask_ps(nz);
         if (bits == 0xff && j0 + 8 <= u->hi) { /* the common case: all 8 */
-            _mm256_storeu_si256((__m256i *)(u->live + n),
-                                _mm256_add_epi32(_mm256_set1_epi32((int)j0), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+            __m256i idx = _mm256_add_epi32(_mm256_set1_epi32((int)j0), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+            _mm256_storeu_si256((__m256i *)(u->live + n), idx);
             n += 8;
             continue;
         }
