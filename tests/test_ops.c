@@ -164,6 +164,16 @@ static void set_f32(struct llm_tensor *t, int64_t i0, int64_t i1, int64_t i2, in
     *(float *)((char *)t->data + i0 * t->nb[0] + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3]) = v;
 }
 
+/* Element (i0, i1, i2) of an F32 or F16 tensor set to NaN. */
+static void set_nan(struct llm_tensor *t, int64_t i0, int64_t i1, int64_t i2)
+{
+    char *p = (char *)t->data + i0 * t->nb[0] + i1 * t->nb[1] + i2 * t->nb[2];
+    if (t->type == LLM_TYPE_F16)
+        *(uint16_t *)p = 0x7e00;
+    else
+        *(float *)p = NAN;
+}
+
 static float get_elem(const struct llm_tensor *t, int64_t i0, int64_t i1, int64_t i2, int64_t i3)
 {
     const char *p = (const char *)t->data + i0 * t->nb[0] + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
@@ -662,6 +672,80 @@ static void test_flash_attn(void)
     }
 }
 
+/* Row q of a KV window of n_kv cells, n_used of them filled: it sees cells [start, n_used - n_q + q]
+ * (head h of a per-head mask starts 8·h cells later); the rest, the padded tail included, is -inf. */
+static struct llm_tensor *window_mask(int64_t n_kv, int64_t n_used, int64_t n_q, int64_t start, int64_t heads)
+{
+    struct llm_tensor *m = new_tensor(LLM_TYPE_F32, n_kv, n_q, heads, 1);
+    for (int64_t h = 0; h < heads; h++)
+        for (int64_t q = 0; q < n_q; q++)
+            for (int64_t j = 0; j < n_kv; j++)
+                set_f32(m, j, q, h, 0, j >= start + 8 * h && j <= n_used - n_q + q ? 0.0f : -INFINITY);
+    return m;
+}
+
+/* Shapes of the fast kernel's paths: head dims that are multiples of 8 or not (with hd_v != hd),
+ * GQA groups of 1..7 heads (split between threads when there are fewer groups than threads),
+ * padded KV windows whose masked cells hold NaN (they must be skipped, not multiplied by 0),
+ * masks that differ per head, and K/V with non-unit element stride (the scalar path). */
+static void test_flash_attn_shapes(void)
+{
+    static const struct {
+        int kvt_f16, hd, hd_v, heads, heads_kv, n_q, n_kv, n_used, start, mask_heads, strided;
+    } cases[] = {
+        { 1, 8, 8, 8, 4, 1, 256, 37, 0, 1, 0 },       /* stories260K decode */
+        { 1, 8, 8, 8, 4, 5, 256, 5, 0, 1, 0 },        /* stories260K prompt */
+        { 1, 64, 64, 14, 2, 1, 512, 401, 0, 1, 0 },   /* qwen2-0.5B decode */
+        { 0, 64, 64, 14, 2, 3, 512, 300, 40, 1, 0 },  /* F32, window start past the first blocks */
+        { 0, 20, 12, 6, 2, 4, 70, 61, 3, 1, 0 },      /* hd and hd_v not multiples of 8 */
+        { 1, 24, 40, 6, 3, 2, 100, 90, 0, 6, 0 },     /* a mask per head */
+        { 1, 16, 16, 4, 1, 3, 64, 50, 10, 1, 1 },     /* strided K/V: scalar path */
+        { 0, 13, 9, 3, 3, 2, 40, 33, 0, 3, 1 },
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        enum llm_type kvt = cases[c].kvt_f16 ? LLM_TYPE_F16 : LLM_TYPE_F32;
+        int64_t hd = cases[c].hd, hd_v = cases[c].hd_v, heads = cases[c].heads, heads_kv = cases[c].heads_kv;
+        int64_t n_q = cases[c].n_q, n_kv = cases[c].n_kv, n_used = cases[c].n_used;
+        struct llm_tensor *q = new_permuted(LLM_TYPE_F32, (int64_t[4]){ hd, n_q, heads, 1 }, 1, 2);
+        struct llm_tensor *k, *v;
+        if (cases[c].strided) {
+            k = new_permuted(kvt, (int64_t[4]){ hd, n_kv, heads_kv, 1 }, 0, 1);
+            v = new_permuted(kvt, (int64_t[4]){ hd_v, n_kv, heads_kv, 1 }, 0, 1);
+        } else {
+            k = new_tensor(kvt, hd, n_kv, heads_kv, 1);
+            v = new_tensor(kvt, hd_v, n_kv, heads_kv, 1);
+        }
+        fill(q, 1.0f);
+        fill(k, 1.0f);
+        fill(v, 1.0f);
+        struct llm_tensor *m = window_mask(n_kv, n_used, n_q, cases[c].start, cases[c].mask_heads);
+        struct llm_tensor *fa = node(LLM_OP_FLASH_ATTN, new_tensor(LLM_TYPE_F32, hd_v, heads, n_q, 1), q, k, v, m);
+        llm_set_op_f32(fa, 0, 1.0f / sqrtf((float)hd));
+        char what[160];
+        snprintf(what, sizeof what, "FLASH_ATTN %s hd %lld/%lld heads %lld/%lld n_q %lld n_kv %lld/%lld%s",
+                 llm_type_name(kvt), (long long)hd, (long long)hd_v, (long long)heads, (long long)heads_kv,
+                 (long long)n_q, (long long)n_used, (long long)n_kv, cases[c].strided ? " strided" : "");
+        check_node(what, fa, 1e-10, NULL);
+
+        /* the reference on clean data, then NaN in every cell no query may attend to */
+        struct llm_tensor *ref = clone_dst(fa);
+        llm_ref_compute(ref);
+        for (int64_t h = 0; h < heads_kv; h++)
+            for (int64_t j = n_used; j < n_kv; j++) {
+                for (int64_t i = 0; i < hd; i++)
+                    set_nan(k, i, j, h);
+                for (int64_t i = 0; i < hd_v; i++)
+                    set_nan(v, i, j, h);
+            }
+        for (int nth = 1; nth <= 3; nth++) {
+            compute(fa, nth, NULL);
+            bool finite;
+            double e = nmse(fa, ref, &finite);
+            CHECK(finite && e <= 1e-10, "%s, NaN in the padding, nth=%d: NMSE %.3g (finite %d)", what, nth, e, finite);
+        }
+    }
+}
+
 /* Nodes the kernels cannot run are reported, not attempted. */
 static void test_supports(void)
 {
@@ -687,6 +771,7 @@ int main(void)
     test_cpy();
     test_mul_mat();
     test_flash_attn();
+    test_flash_attn_shapes();
     free_bufs();
     return test_done("test_ops");
 }

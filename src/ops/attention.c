@@ -1,13 +1,17 @@
-/* FLASH_ATTN: softmax(scale·q·kᵀ + mask)·v per query row and head in one pass (online softmax: a
- * running max and sum, the accumulator rescaled when the max grows), so the n_q × n_kv score
- * matrix is never stored. Cells masked with -inf are skipped, which is most of a padded KV window. */
+/* FLASH_ATTN: softmax(scale·q·kᵀ + mask)·v without a score matrix in the graph. A unit of work is
+ * one query row and the query heads sharing one KV head (a GQA group), so the group's K and V rows
+ * come from memory once, not once per head. Three passes over this thread's scratch: the scores
+ * (8 cells at a time) and their max; e^(score - max) and the sum (the exp SOFT_MAX uses); then
+ * Σ w·v over the V rows of the cells with a non-zero weight. Blocks of 8 cells that every head
+ * masks with -inf are skipped: most of a padded KV window. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cpu_ref.h"
 #include "cpu_features.h"
 #include "kernels.h"
-#include "simd_math.h"
+#include "simd.h"
 #include "types.h"
 
 static float load_kv(enum llm_type t, const char *p)
@@ -15,69 +19,369 @@ static float load_kv(enum llm_type t, const char *p)
     return t == LLM_TYPE_F16 ? llm_fp16_to_fp32(*(const uint16_t *)p) : *(const float *)p;
 }
 
-/* ---- row primitives: dot(q, k row) and acc += w·(v row), q and acc F32 contiguous -------------- */
-
-SIMD_TARGET static float dot_avx2(int64_t n, const float *q, enum llm_type t, const void *k)
+static int64_t round8(int64_t n)
 {
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    float s;
-    if (t == LLM_TYPE_F16) {
-        const uint16_t *kh = k;
-        for (; i + 16 <= n; i += 16) {
-            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load_f16x8(kh + i), a0);
-            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), load_f16x8(kh + i + 8), a1);
-        }
-        s = hsum8(_mm256_add_ps(a0, a1));
-        for (; i < n; i++)
-            s += q[i] * llm_fp16_to_fp32(kh[i]);
-    } else {
-        const float *kf = k;
-        for (; i + 16 <= n; i += 16) {
-            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(kf + i), a0);
-            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), _mm256_loadu_ps(kf + i + 8), a1);
-        }
-        s = hsum8(_mm256_add_ps(a0, a1));
-        for (; i < n; i++)
-            s += q[i] * kf[i];
+    return (n + 7) & ~(int64_t)7;
+}
+
+/* Query row iq, heads [h0, h0 + nh) of KV head hk, with this thread's scratch. */
+struct attn_unit {
+    const struct llm_tensor *dst, *q, *k, *v, *m;
+    int64_t iq, hk, h0, nh;
+    int64_t hd, hd8, hd_v, n_kv, n_kv8;
+    float *qs;       /* nh rows of hd8: q·scale, zero-padded */
+    float *s;        /* nh rows of n_kv8: scores, then weights */
+    float *mx;       /* nh × 8: lanes of each head's running max score */
+    float *inv;      /* nh: 1 / Σ weights (0 when the head may attend to nothing) */
+    float *acc;      /* nh rows of hd_v: Σ w·v */
+    float *kb;       /* 8 rows of hd8: K rows zero-padded to hd8 as F32 (when hd is not) */
+    float *zero;     /* hd8 zeros: stands in for rows past n_kv */
+    int32_t *live;   /* n_kv8: the cells pass 3 reads (AVX2 path) */
+    int64_t lo, hi;  /* cells [lo, hi) hold every cell some head may attend to */
+};
+
+/* Floats of scratch one thread needs (a multiple of 16, so each thread's part stays 64-byte apart). */
+static int64_t scratch_floats(const struct llm_tensor *dst)
+{
+    const struct llm_tensor *q = dst->src[0], *k = dst->src[1], *v = dst->src[2];
+    int64_t group = q->ne[2] / k->ne[2], hd8 = round8(q->ne[0]);
+    int64_t n = group * (hd8 + round8(k->ne[1]) + 8 + 1 + v->ne[0]) + 9 * hd8 + round8(k->ne[1]);
+    return (n + 15) & ~(int64_t)15;
+}
+
+static const char *mask_row(const struct attn_unit *u, int64_t g)
+{
+    return u->m ? tensor_at(u->m, 0, u->iq, (u->h0 + g) % u->m->ne[2], 0) : NULL;
+}
+
+/* Heads of the unit with their own mask row (1 when the mask is shared). */
+static int64_t n_masks(const struct attn_unit *u)
+{
+    return u->m && u->m->ne[2] > 1 ? u->nh : 1;
+}
+
+static float max8(const float *x)
+{
+    float m = x[0];
+    for (int c = 1; c < 8; c++)
+        m = x[c] > m ? x[c] : m;
+    return m;
+}
+
+/* ---- AVX2 path: K and V rows with unit stride ------------------------------------------------ */
+
+/* Mask of cells j0..j0+7 (-inf past n_kv). */
+static inline AVX2 __m256 mask8(const struct llm_tensor *m, const char *mr, int64_t j0, int64_t n_kv)
+{
+    if (j0 + 8 <= n_kv) {
+        if (!mr)
+            return _mm256_setzero_ps();
+        if (m->nb[0] == sizeof(float))
+            return _mm256_loadu_ps((const float *)mr + j0);
     }
-    return s;
+    float t[8];
+    for (int c = 0; c < 8; c++)
+        t[c] = j0 + c >= n_kv ? -INFINITY : mr ? *(const float *)(mr + (j0 + c) * (int64_t)m->nb[0]) : 0.0f;
+    return _mm256_loadu_ps(t);
 }
 
-/* acc = acc·c + w·v */
-SIMD_TARGET static void axpby_avx2(int64_t n, float *acc, float c, float w, enum llm_type t, const void *v)
+static inline AVX2 __m256 is_ninf(__m256 x)
 {
-    __m256 vc = _mm256_set1_ps(c), vw = _mm256_set1_ps(w);
-    int64_t i = 0;
-    if (t == LLM_TYPE_F16) {
-        const uint16_t *vh = v;
-        for (; i + 8 <= n; i += 8)
-            _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(vw, load_f16x8(vh + i),
-                                                      _mm256_mul_ps(vc, _mm256_loadu_ps(acc + i))));
-        for (; i < n; i++)
-            acc[i] = acc[i] * c + w * llm_fp16_to_fp32(vh[i]);
-    } else {
-        const float *vf = v;
-        for (; i + 8 <= n; i += 8)
-            _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(vw, _mm256_loadu_ps(vf + i),
-                                                      _mm256_mul_ps(vc, _mm256_loadu_ps(acc + i))));
-        for (; i < n; i++)
-            acc[i] = acc[i] * c + w * vf[i];
+    return _mm256_cmp_ps(x, _mm256_set1_ps(-INFINITY), _CMP_EQ_OQ);
+}
+
+/* The lane sums of a[0..7], in that order. */
+static inline AVX2 __m256 hsum8x8(const __m256 a[8])
+{
+    __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
+    __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
+    __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3); /* a0..a3 | a4..a7, per 128 */
+    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+/* dot(q, r[c]) for 8 rows of hd8 (a multiple of 8) values, F16 when f16 (a constant after
+ * inlining) else F32. */
+static inline __attribute__((always_inline)) AVX2 __m256 dot8(const float *q, const void *const r[8],
+                                                              int64_t hd8, bool f16)
+{
+    __m256 a[8];
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; c++)
+        a[c] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < hd8; i += 8) {
+        __m256 x = _mm256_loadu_ps(q + i);
+#pragma GCC unroll 8
+        for (int c = 0; c < 8; c++) {
+            __m256 k = f16 ? load_f16x8((const uint16_t *)r[c] + i) : _mm256_loadu_ps((const float *)r[c] + i);
+            a[c] = _mm256_fmadd_ps(x, k, a[c]);
+        }
+    }
+    return hsum8x8(a);
+}
+
+/* Points r[c] at the K rows of cells j0..j0+7, hd8 values each: the rows themselves when hd is a
+ * multiple of 8, else zero-padded F32 copies in u->kb; past n_kv, zeros. True when r is F16. */
+static AVX2 bool k_block(const struct attn_unit *u, int64_t j0, const void *r[8])
+{
+    const struct llm_tensor *k = u->k;
+    bool f16 = k->type == LLM_TYPE_F16, direct = u->hd == u->hd8;
+    for (int c = 0; c < 8; c++) {
+        if (j0 + c >= u->n_kv) {
+            r[c] = u->zero; /* zero bits: 0 as F32 and as F16 */
+            continue;
+        }
+        const char *kr = tensor_at(k, 0, j0 + c, u->hk, 0);
+        if (direct) {
+            r[c] = kr;
+            continue;
+        }
+        float *d = u->kb + c * u->hd8;
+        for (int64_t i = 0; i < u->hd8; i++)
+            d[i] = i >= u->hd ? 0.0f : f16 ? fp16_avx2(((const uint16_t *)kr)[i]) : ((const float *)kr)[i];
+        r[c] = d;
+    }
+    return f16 && direct;
+}
+
+/* Pass 1: scores (-inf where masked) and running maxima, 8 cells at a time. */
+static AVX2 void scores_avx2(struct attn_unit *u)
+{
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    for (int64_t g = 0; g < u->nh; g++)
+        _mm256_storeu_ps(u->mx + 8 * g, ninf);
+    u->lo = u->n_kv, u->hi = 0;
+    int64_t nm = n_masks(u);
+    const char *mr0 = mask_row(u, 0);
+    for (int64_t j0 = 0; j0 < u->n_kv; j0 += 8) {
+        __m256 mv0 = mask8(u->m, mr0, j0, u->n_kv);
+        bool skip = _mm256_movemask_ps(is_ninf(mv0)) == 0xff;
+        for (int64_t g = 1; g < nm && skip; g++)
+            skip = _mm256_movemask_ps(is_ninf(mask8(u->m, mask_row(u, g), j0, u->n_kv))) == 0xff;
+        if (skip) {
+            for (int64_t g = 0; g < u->nh; g++)
+                _mm256_storeu_ps(u->s + g * u->n_kv8 + j0, ninf);
+            continue;
+        }
+        u->lo = u->lo < j0 ? u->lo : j0;
+        u->hi = j0 + 8 < u->n_kv ? j0 + 8 : u->n_kv;
+        const void *r[8];
+        bool f16 = k_block(u, j0, r);
+        for (int64_t g = 0; g < u->nh; g++) {
+            __m256 mv = nm == 1 || g == 0 ? mv0 : mask8(u->m, mask_row(u, g), j0, u->n_kv);
+            /* blend, not add: a masked cell may hold anything, NaN included */
+            const float *qs = u->qs + g * u->hd8;
+            __m256 d = f16 ? dot8(qs, r, u->hd8, true) : dot8(qs, r, u->hd8, false);
+            __m256 sc = _mm256_blendv_ps(_mm256_add_ps(d, mv), ninf, is_ninf(mv));
+            _mm256_storeu_ps(u->s + g * u->n_kv8 + j0, sc);
+            _mm256_storeu_ps(u->mx + 8 * g, _mm256_max_ps(_mm256_loadu_ps(u->mx + 8 * g), sc));
+        }
     }
 }
 
-static float dot_strided(int64_t n, const float *q, const struct llm_tensor *k, const char *kr)
+/* The cells some head gives a non-zero weight into u->live, in order; returns their count. Pass 3
+ * reads only these rows: the others are masked (or underflowed) and may hold anything, even NaN,
+ * which a zero weight would not cancel. */
+static AVX2 int64_t live_cells(const struct attn_unit *u)
 {
-    float s = 0.0f;
-    for (int64_t i = 0; i < n; i++)
-        s += q[i] * load_kv(k->type, kr + i * k->nb[0]);
-    return s;
+    int64_t n = 0;
+    for (int64_t j0 = u->lo; j0 < u->hi; j0 += 8) { /* lo is a multiple of 8 on this path */
+        __m256 nz = _mm256_setzero_ps();
+        for (int64_t g = 0; g < u->nh; g++) {
+            __m256 w = _mm256_loadu_ps(u->s + g * u->n_kv8 + j0);
+            nz = _mm256_or_ps(nz, _mm256_cmp_ps(w, _mm256_setzero_ps(), _CMP_NEQ_UQ));
+        }
+        unsigned bits = (unsigned)_mm256_movemask_ps(nz);
+        if (bits == 0xff && j0 + 8 <= u->hi) { /* the common case: all 8 */
+            __m256i idx = _mm256_add_epi32(_mm256_set1_epi32((int)j0), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+            _mm256_storeu_si256((__m256i *)(u->live + n), idx);
+            n += 8;
+            continue;
+        }
+        for (; bits; bits &= bits - 1) {
+            int64_t j = j0 + __builtin_ctz(bits);
+            if (j < u->hi) /* past hi the scores were not turned into weights */
+                u->live[n++] = (int32_t)j;
+        }
+    }
+    return n;
 }
 
-static void axpby_strided(int64_t n, float *acc, float c, float w, const struct llm_tensor *v, const char *vr)
+/* a[g] += w[g][j]·(elements [i, i + 8) of V row j) for g < n. */
+static inline __attribute__((always_inline)) AVX2 void accum_row(const struct attn_unit *u, const char *base,
+                                                                 const float *const w[4], __m256 a[4],
+                                                                 int64_t j, int64_t i, int n, bool f16)
 {
-    for (int64_t i = 0; i < n; i++)
-        acc[i] = acc[i] * c + w * load_kv(v->type, vr + i * v->nb[0]);
+    const char *vr = base + j * (int64_t)u->v->nb[1];
+    __m256 x = f16 ? load_f16x8((const uint16_t *)vr + i) : _mm256_loadu_ps((const float *)vr + i);
+#pragma GCC unroll 4
+    for (int g = 0; g < n; g++)
+        a[g] = _mm256_fmadd_ps(_mm256_set1_ps(w[g][j]), x, a[g]);
+}
+
+/* Pass 3 for V elements [i, i + 8), live cells [t0, t1), heads g0..g0+n-1: acc += Σ w·v. n (<= 4)
+ * and f16 are constants after inlining, so the accumulators live in registers: two sets, for
+ * even and odd cells, to overlap the FMA latency. */
+static inline __attribute__((always_inline)) AVX2 void accum_chunk(const struct attn_unit *u, int64_t i,
+                                                                   int64_t t0, int64_t t1, int64_t g0, int n,
+                                                                   bool f16)
+{
+    const float *w[4];
+    __m256 a[4], b[4];
+#pragma GCC unroll 4
+    for (int g = 0; g < n; g++) {
+        w[g] = u->s + (g0 + g) * u->n_kv8;
+        a[g] = _mm256_loadu_ps(u->acc + (g0 + g) * u->hd_v + i);
+        b[g] = _mm256_setzero_ps();
+    }
+    const char *base = tensor_at(u->v, 0, 0, u->hk, 0);
+    int64_t t = t0;
+    for (; t + 2 <= t1; t += 2) {
+        accum_row(u, base, w, a, u->live[t], i, n, f16);
+        accum_row(u, base, w, b, u->live[t + 1], i, n, f16);
+    }
+    if (t < t1)
+        accum_row(u, base, w, a, u->live[t], i, n, f16);
+#pragma GCC unroll 4
+    for (int g = 0; g < n; g++)
+        _mm256_storeu_ps(u->acc + (g0 + g) * u->hd_v + i, _mm256_add_ps(a[g], b[g]));
+}
+
+static AVX2 void accum_chunk_any(const struct attn_unit *u, int64_t i, int64_t t0, int64_t t1, int64_t g0,
+                                 int n, bool f16)
+{
+    switch (n * 2 + f16) {
+    case 2: accum_chunk(u, i, t0, t1, g0, 1, false); break;
+    case 3: accum_chunk(u, i, t0, t1, g0, 1, true); break;
+    case 4: accum_chunk(u, i, t0, t1, g0, 2, false); break;
+    case 5: accum_chunk(u, i, t0, t1, g0, 2, true); break;
+    case 6: accum_chunk(u, i, t0, t1, g0, 3, false); break;
+    case 7: accum_chunk(u, i, t0, t1, g0, 3, true); break;
+    case 8: accum_chunk(u, i, t0, t1, g0, 4, false); break;
+    default: accum_chunk(u, i, t0, t1, g0, 4, true); break;
+    }
+}
+
+/* Pass 3: live cells in tiles of 64, so the tile's V rows stay in L1 while every 8-wide chunk of
+ * them is read; up to 4 heads per sweep. Elements past the last full chunk one by one. */
+static AVX2 void accum_avx2(struct attn_unit *u)
+{
+    bool f16 = u->v->type == LLM_TYPE_F16;
+    int64_t n8 = u->hd_v & ~(int64_t)7, n_live = live_cells(u);
+    for (int64_t t0 = 0; t0 < n_live; t0 += 64) {
+        int64_t t1 = t0 + 64 < n_live ? t0 + 64 : n_live;
+        for (int64_t i = 0; i < n8; i += 8)
+            for (int64_t g0 = 0; g0 < u->nh; g0 += 4)
+                accum_chunk_any(u, i, t0, t1, g0, u->nh - g0 < 4 ? (int)(u->nh - g0) : 4, f16);
+    }
+    for (int64_t g = 0; g < u->nh && n8 < u->hd_v; g++) {
+        const float *w = u->s + g * u->n_kv8;
+        for (int64_t t = 0; t < n_live; t++) {
+            const char *vr = tensor_at(u->v, 0, u->live[t], u->hk, 0);
+            for (int64_t i = n8; i < u->hd_v; i++)
+                u->acc[g * u->hd_v + i] +=
+                    w[u->live[t]] * (f16 ? fp16_avx2(((const uint16_t *)vr)[i]) : ((const float *)vr)[i]);
+        }
+    }
+}
+
+/* ---- scalar path: any strides, any CPU ------------------------------------------------------- */
+
+static void scores_scalar(struct attn_unit *u)
+{
+    const struct llm_tensor *k = u->k, *m = u->m;
+    for (int64_t i = 0; i < 8 * u->nh; i++)
+        u->mx[i] = -INFINITY;
+    u->lo = u->n_kv, u->hi = 0;
+    int64_t nm = n_masks(u);
+    const char *mr0 = mask_row(u, 0);
+    for (int64_t j = 0; j < u->n_kv; j++) {
+        const char *kr = tensor_at(k, 0, j, u->hk, 0);
+        for (int64_t g = 0; g < u->nh; g++) {
+            const char *mr = nm == 1 ? mr0 : mask_row(u, g);
+            float mv = mr ? *(const float *)(mr + j * (int64_t)m->nb[0]) : 0.0f, sc = -INFINITY;
+            if (mv != -INFINITY) {
+                const float *qs = u->qs + g * u->hd8;
+                sc = mv;
+                for (int64_t i = 0; i < u->hd; i++)
+                    sc += qs[i] * load_kv(k->type, kr + i * (int64_t)k->nb[0]);
+                u->lo = u->lo < j ? u->lo : j;
+                u->hi = j + 1;
+            }
+            u->s[g * u->n_kv8 + j] = sc;
+            u->mx[8 * g] = sc > u->mx[8 * g] ? sc : u->mx[8 * g];
+        }
+    }
+}
+
+static void accum_scalar(struct attn_unit *u)
+{
+    const struct llm_tensor *v = u->v;
+    for (int64_t g = 0; g < u->nh; g++) {
+        const float *w = u->s + g * u->n_kv8;
+        float *acc = u->acc + g * u->hd_v;
+        for (int64_t j = u->lo; j < u->hi; j++) {
+            if (w[j] == 0.0f)
+                continue;
+            const char *vr = tensor_at(v, 0, j, u->hk, 0);
+            for (int64_t i = 0; i < u->hd_v; i++)
+                acc[i] += w[j] * load_kv(v->type, vr + i * (int64_t)v->nb[0]);
+        }
+    }
+}
+
+/* ---- the kernel --------------------------------------------------------------------------- */
+
+size_t cpu_flash_attn_work_size(const struct llm_tensor *dst, int nth)
+{
+    return (size_t)nth * (size_t)scratch_floats(dst) * sizeof(float);
+}
+
+/* Pass 2: scores to weights e^(s - max) over [lo, hi) and 1/Σ per head. */
+static void weights(struct attn_unit *u)
+{
+    if (u->lo >= u->hi)
+        u->lo = u->hi = 0;
+    for (int64_t g = 0; g < u->nh; g++) {
+        float *w = u->s + g * u->n_kv8, max = max8(u->mx + 8 * g);
+        if (max == -INFINITY) { /* this head may attend to nothing: zeros */
+            for (int64_t j = u->lo; j < u->hi; j++)
+                w[j] = 0.0f;
+            u->inv[g] = 0.0f;
+        } else {
+            u->inv[g] = 1.0f / cpu_exp_sub_sum(u->hi - u->lo, w + u->lo, max);
+        }
+    }
+}
+
+static void attend(struct attn_unit *u, bool fast)
+{
+    const struct llm_tensor *q = u->q, *dst = u->dst;
+    float scale = llm_get_op_f32(dst, 0);
+    for (int64_t g = 0; g < u->nh; g++) {
+        const char *qr = tensor_at(q, 0, u->iq, u->h0 + g, 0);
+        float *qs = u->qs + g * u->hd8;
+        for (int64_t i = 0; i < u->hd; i++)
+            qs[i] = *(const float *)(qr + i * (int64_t)q->nb[0]) * scale;
+        for (int64_t i = u->hd; i < u->hd8; i++)
+            qs[i] = 0.0f;
+    }
+    memset(u->acc, 0, (size_t)(u->nh * u->hd_v) * sizeof(float));
+
+    if (fast)
+        scores_avx2(u);
+    else
+        scores_scalar(u);
+    weights(u);
+    if (fast)
+        accum_avx2(u);
+    else
+        accum_scalar(u);
+
+    for (int64_t g = 0; g < u->nh; g++) {
+        char *z = tensor_at(dst, 0, u->h0 + g, u->iq, 0);
+        for (int64_t i = 0; i < u->hd_v; i++)
+            *(float *)(z + i * (int64_t)dst->nb[0]) = u->acc[g * u->hd_v + i] * u->inv[g];
+    }
 }
 
 static bool unit_rows(const struct llm_tensor *t)
@@ -85,69 +389,44 @@ static bool unit_rows(const struct llm_tensor *t)
     return t->nb[0] == llm_type_traits(t->type)->type_size;
 }
 
-/* ---- the kernel --------------------------------------------------------------------------- */
-
-size_t cpu_flash_attn_work_size(const struct llm_tensor *dst, int nth)
+/* Parts each GQA group is cut into: 1 unless whole groups would leave threads idle or unevenly
+ * loaded (e.g. one token, fewer KV heads than threads), then enough for about 4 units per thread. */
+static int64_t group_parts(int64_t groups, int64_t group, int nth)
 {
-    const struct llm_tensor *q = dst->src[0], *v = dst->src[2];
-    return (size_t)nth * (size_t)(q->ne[0] + v->ne[0] + 16) * sizeof(float);
-}
-
-/* One output row: query iq of head h. qs and acc are this thread's scratch (hd and hd_v floats). */
-static void attend(const struct llm_tensor *dst, int64_t iq, int64_t h, float *qs, float *acc, bool avx2)
-{
-    const struct llm_tensor *q = dst->src[0], *k = dst->src[1], *v = dst->src[2], *m = dst->src[3];
-    int64_t hd = q->ne[0], hd_v = v->ne[0], n_kv = k->ne[1];
-    int64_t hk = h / (q->ne[2] / k->ne[2]);
-    float scale = llm_get_op_f32(dst, 0);
-    bool fast = avx2 && unit_rows(k) && unit_rows(v);
-
-    const char *qr = tensor_at(q, 0, iq, h, 0);
-    for (int64_t i = 0; i < hd; i++)
-        qs[i] = *(const float *)(qr + i * q->nb[0]) * scale;
-    for (int64_t i = 0; i < hd_v; i++)
-        acc[i] = 0.0f;
-    const char *mr = m ? tensor_at(m, 0, iq, h % m->ne[2], 0) : NULL;
-
-    float max = -INFINITY, sum = 0.0f;
-    for (int64_t j = 0; j < n_kv; j++) {
-        float mv = mr ? *(const float *)(mr + j * m->nb[0]) : 0.0f;
-        if (mv == -INFINITY)
-            continue;
-        const char *kr = tensor_at(k, 0, j, hk, 0), *vr = tensor_at(v, 0, j, hk, 0);
-        float s = (fast ? dot_avx2(hd, qs, k->type, kr) : dot_strided(hd, qs, k, kr)) + mv;
-        float c = 1.0f, w;
-        if (s > max) {
-            c = expf(max - s); /* 0 on the first cell */
-            max = s;
-            w = 1.0f;
-        } else {
-            w = expf(s - max);
-        }
-        sum = sum * c + w;
-        if (fast)
-            axpby_avx2(hd_v, acc, c, w, v->type, vr);
-        else
-            axpby_strided(hd_v, acc, c, w, v, vr);
-    }
-
-    float inv = sum > 0.0f ? 1.0f / sum : 0.0f; /* every cell masked: zeros */
-    char *z = tensor_at(dst, 0, h, iq, 0);
-    for (int64_t i = 0; i < hd_v; i++)
-        *(float *)(z + i * dst->nb[0]) = acc[i] * inv;
+    if (groups % nth == 0)
+        return 1;
+    int64_t want = (4 * nth + groups - 1) / groups;
+    return want < group ? want : group;
 }
 
 void cpu_flash_attn(const struct llm_cpu_params *p, struct llm_tensor *dst)
 {
-    const struct llm_tensor *q = dst->src[0], *v = dst->src[2];
-    int64_t heads = q->ne[2], n_q = q->ne[1], r0, r1;
-    float *qs = (float *)p->wdata + (size_t)p->ith * (size_t)(q->ne[0] + v->ne[0] + 16);
-    float *acc = qs + q->ne[0];
-    bool avx2 = llm_cpu_has_avx2();
-    /* rows ordered head-fastest so heads sharing a KV head run back to back on one thread */
-    thread_rows(heads * n_q, p->ith, p->nth, &r0, &r1);
-    for (int64_t r = r0; r < r1; r++)
-        attend(dst, r / heads, r % heads, qs, acc, avx2);
+    const struct llm_tensor *q = dst->src[0], *k = dst->src[1], *v = dst->src[2];
+    int64_t heads_kv = k->ne[2], group = q->ne[2] / heads_kv, n_q = q->ne[1];
+    int64_t hd = q->ne[0], hd8 = round8(hd), hd_v = v->ne[0], n_kv = k->ne[1], n_kv8 = round8(n_kv);
+    struct attn_unit u = { .dst = dst, .q = q, .k = k, .v = v, .m = dst->src[3], .hd = hd, .hd8 = hd8,
+                           .hd_v = hd_v, .n_kv = n_kv, .n_kv8 = n_kv8 };
+    u.qs = (float *)p->wdata + (size_t)p->ith * (size_t)scratch_floats(dst);
+    u.s = u.qs + group * hd8;
+    u.mx = u.s + group * n_kv8;
+    u.inv = u.mx + group * 8;
+    u.acc = u.inv + group;
+    u.kb = u.acc + group * hd_v;
+    u.zero = u.kb + 8 * hd8;
+    u.live = (int32_t *)(u.zero + hd8);
+    memset(u.zero, 0, (size_t)hd8 * sizeof(float));
+    bool fast = llm_cpu_has_avx2() && unit_rows(k) && unit_rows(v);
+
+    int64_t parts = group_parts(n_q * heads_kv, group, p->nth), r0, r1;
+    thread_rows(n_q * heads_kv * parts, p->ith, p->nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t part = r % parts, hk = r / parts % heads_kv;
+        u.iq = r / (parts * heads_kv);
+        u.hk = hk;
+        u.h0 = hk * group + group * part / parts;
+        u.nh = hk * group + group * (part + 1) / parts - u.h0;
+        attend(&u, fast);
+    }
 }
 
 void llm_ref_flash_attn(struct llm_tensor *dst)

@@ -5,7 +5,7 @@
 #include "cpu_ref.h"
 #include "cpu_features.h"
 #include "kernels.h"
-#include "simd_math.h"
+#include "simd.h"
 
 static inline const float *row_f32(const struct llm_tensor *t, int64_t i1, int64_t i2, int64_t i3)
 {
@@ -145,7 +145,7 @@ static inline float silu_f32(float x)
 }
 
 /* z = silu(x) (y == NULL) or silu(x)·y over n contiguous floats. */
-SIMD_TARGET static void silu_row_avx2(int64_t n, float *z, const float *x, const float *y)
+static AVX2 void silu_row_avx2(int64_t n, float *z, const float *x, const float *y)
 {
     int64_t i = 0;
     const __m256 one = _mm256_set1_ps(1.0f);

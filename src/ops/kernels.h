@@ -29,8 +29,6 @@ static inline void pool_barrier(const struct llm_cpu_params *p)
         p->barrier(p->pool);
 }
 
-/* True when the CPU has AVX2, FMA and F16C (checked once; cheap afterwards). */
-
 /* Unpack a flat row index into (i1, i2, i3) of t. */
 static inline void row_index(const struct llm_tensor *t, int64_t r, int64_t *i1, int64_t *i2, int64_t *i3)
 {
@@ -38,6 +36,10 @@ static inline void row_index(const struct llm_tensor *t, int64_t r, int64_t *i1,
     *i2 = r / t->ne[1] % t->ne[2];
     *i3 = r / (t->ne[1] * t->ne[2]);
 }
+
+/* z[i] = e^(z[i] - max) for i < n (AVX2 when the CPU has it); returns their sum. max is finite;
+ * -inf entries give 0. Shared by SOFT_MAX and FLASH_ATTN. */
+float cpu_exp_sub_sum(int64_t n, float *z, float max);
 
 void cpu_get_rows(const struct llm_cpu_params *p, struct llm_tensor *dst);
 void cpu_set_rows(const struct llm_cpu_params *p, struct llm_tensor *dst);

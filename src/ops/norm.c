@@ -4,9 +4,9 @@
 #include "cpu_ref.h"
 #include "cpu_features.h"
 #include "kernels.h"
-#include "simd_math.h"
+#include "simd.h"
 
-SIMD_TARGET static float sum_sq_avx2(int64_t n, const float *x)
+static AVX2 float sum_sq_avx2(int64_t n, const float *x)
 {
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
     int64_t i = 0;
@@ -15,7 +15,7 @@ SIMD_TARGET static float sum_sq_avx2(int64_t n, const float *x)
         a0 = _mm256_fmadd_ps(v0, v0, a0);
         a1 = _mm256_fmadd_ps(v1, v1, a1);
     }
-    float s = hsum8(_mm256_add_ps(a0, a1));
+    float s = hsum_ps(_mm256_add_ps(a0, a1));
     for (; i < n; i++)
         s += x[i] * x[i];
     return s;

@@ -1,10 +1,13 @@
-/* Small AVX2 helpers shared by the *_avx2 kernels. Only include from files whose functions are
- * all marked AVX2; callers must check the CPU first (types.c does). */
-#ifndef LLM_SIMD_H
-#define LLM_SIMD_H
+/* Internal to src/ops: AVX2/FMA/F16C helpers for the fast kernels (sums, exp, f16 loads). Only call
+ * them from functions marked AVX2, after llm_cpu_has_avx2() said yes. */
+#ifndef LLM_OPS_SIMD_H
+#define LLM_OPS_SIMD_H
 
 #include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
 
+/* The one target of every SIMD kernel: the three features come together on every x86 we target. */
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 
 static inline AVX2 float hsum_ps(__m256 v)
@@ -39,6 +42,45 @@ static inline AVX2 __m256 abs_ps(__m256 v)
 static inline AVX2 float fp16_avx2(uint16_t h)
 {
     return _cvtsh_ss(h);
+}
+
+/* 8 halfs (unaligned) to floats. */
+static inline AVX2 __m256 load_f16x8(const uint16_t *p)
+{
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+
+/* e^x for 8 floats, relative error ~2e-7: x = n·ln2 + r with |r| <= ln2/2, e^r by its Taylor
+ * polynomial to degree 7, 2^n put into the exponent bits. Inputs below -87.3 (including -inf)
+ * give 0, above 88.7 give +inf. */
+static inline AVX2 __m256 exp8(__m256 x)
+{
+    const __m256 lo = _mm256_set1_ps(-87.3f), hi = _mm256_set1_ps(88.7f);
+    __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+    __m256 over = _mm256_cmp_ps(x, hi, _CMP_GT_OQ);
+    __m256 xc = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    /* ln2 split in a part exact in float and a correction, so r keeps its low bits */
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), xc);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.4286068203094172e-06f), r);
+    __m256 q = _mm256_set1_ps(1.0f / 5040);
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(1.0f / 720));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(1.0f / 120));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(1.0f / 24));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(1.0f / 6));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(0.5f));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(1.0f));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(1.0f));
+    /* 2^n as two factors so n = 128 (x near 88.7) does not overflow the exponent field */
+    __m256i ni = _mm256_cvtps_epi32(n);
+    __m256i h = _mm256_srai_epi32(ni, 1);
+    __m256 p1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h, _mm256_set1_epi32(127)), 23));
+    __m256 p2 = _mm256_castsi256_ps(
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ni, h), _mm256_set1_epi32(127)), 23));
+    __m256 y = _mm256_mul_ps(_mm256_mul_ps(q, p1), p2);
+    y = _mm256_blendv_ps(y, _mm256_setzero_ps(), under);
+    return _mm256_blendv_ps(y, _mm256_set1_ps(INFINITY), over);
 }
 
 #endif

@@ -5,10 +5,9 @@
 #include "cpu_ref.h"
 #include "cpu_features.h"
 #include "kernels.h"
-#include "simd_math.h"
+#include "simd.h"
 
-/* z = exp(z - max) over n floats, returns the sum. */
-SIMD_TARGET static float exp_sub_sum_avx2(int64_t n, float *z, float max)
+static AVX2 float exp_sub_sum_avx2(int64_t n, float *z, float max)
 {
     __m256 vm = _mm256_set1_ps(max), acc = _mm256_setzero_ps();
     int64_t i = 0;
@@ -17,7 +16,7 @@ SIMD_TARGET static float exp_sub_sum_avx2(int64_t n, float *z, float max)
         _mm256_storeu_ps(z + i, e);
         acc = _mm256_add_ps(acc, e);
     }
-    float s = hsum8(acc);
+    float s = hsum_ps(acc);
     for (; i < n; i++) {
         z[i] = expf(z[i] - max);
         s += z[i];
@@ -25,8 +24,20 @@ SIMD_TARGET static float exp_sub_sum_avx2(int64_t n, float *z, float max)
     return s;
 }
 
+float cpu_exp_sub_sum(int64_t n, float *z, float max)
+{
+    if (llm_cpu_has_avx2())
+        return exp_sub_sum_avx2(n, z, max);
+    float s = 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        z[i] = expf(z[i] - max);
+        s += z[i];
+    }
+    return s;
+}
+
 static void softmax_row(int64_t n, float *z, const struct llm_tensor *a, const char *x,
-                        const struct llm_tensor *m, const char *mrow, float scale, bool avx2)
+                        const struct llm_tensor *m, const char *mrow, float scale)
 {
     float max = -INFINITY;
     for (int64_t i = 0; i < n; i++) {
@@ -41,17 +52,7 @@ static void softmax_row(int64_t n, float *z, const struct llm_tensor *a, const c
             z[i] = 0.0f;
         return;
     }
-    float sum;
-    if (avx2) {
-        sum = exp_sub_sum_avx2(n, z, max);
-    } else {
-        sum = 0.0f;
-        for (int64_t i = 0; i < n; i++) {
-            z[i] = expf(z[i] - max);
-            sum += z[i];
-        }
-    }
-    float inv = 1.0f / sum;
+    float inv = 1.0f / cpu_exp_sub_sum(n, z, max);
     for (int64_t i = 0; i < n; i++)
         z[i] *= inv;
 }
@@ -65,7 +66,6 @@ void cpu_soft_max(const struct llm_cpu_params *p, struct llm_tensor *dst)
 {
     const struct llm_tensor *a = dst->src[0], *m = dst->src[1];
     float scale = llm_get_op_f32(dst, 0);
-    bool avx2 = llm_cpu_has_avx2();
     int64_t r0, r1, n = dst->ne[0];
     thread_rows(llm_nrows(dst), p->ith, p->nth, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
@@ -73,7 +73,7 @@ void cpu_soft_max(const struct llm_cpu_params *p, struct llm_tensor *dst)
         row_index(dst, r, &i1, &i2, &i3);
         /* the kernel works in the dst row, so it needs unit stride there (checked in supports) */
         softmax_row(n, tensor_at(dst, 0, i1, i2, i3), a, tensor_at(a, 0, i1, i2, i3), m,
-                    mask_row(m, i1, i2, i3), scale, avx2);
+                    mask_row(m, i1, i2, i3), scale);
     }
 }
 

@@ -28,11 +28,6 @@ void AVX2 llm_vec_dot_f32_avx2(int64_t n, float *s, const void *x, const void *y
     *s = sum;
 }
 
-static inline AVX2 __m256 load_f16(const uint16_t *p)
-{
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
-}
-
 void AVX2 llm_vec_dot_f16_avx2(int64_t n, float *s, const void *x, const void *y)
 {
     const uint16_t *a = x, *b = y;
@@ -41,9 +36,9 @@ void AVX2 llm_vec_dot_f16_avx2(int64_t n, float *s, const void *x, const void *y
     int64_t i = 0;
     for (; i + 32 <= n; i += 32)
         for (int k = 0; k < 4; k++)
-            acc[k] = _mm256_fmadd_ps(load_f16(a + i + 8 * k), load_f16(b + i + 8 * k), acc[k]);
+            acc[k] = _mm256_fmadd_ps(load_f16x8(a + i + 8 * k), load_f16x8(b + i + 8 * k), acc[k]);
     for (; i + 8 <= n; i += 8)
-        acc[0] = _mm256_fmadd_ps(load_f16(a + i), load_f16(b + i), acc[0]);
+        acc[0] = _mm256_fmadd_ps(load_f16x8(a + i), load_f16x8(b + i), acc[0]);
     __m256 all = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
     float sum = hsum_ps(all);
     for (; i < n; i++)
