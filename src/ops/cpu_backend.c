@@ -1,4 +1,6 @@
-/* The cpu backend: runs a graph node by node on the thread pool, one barrier between nodes. */
+/* The cpu backend: runs a graph node by node on the thread pool. Nodes too small to repay a
+ * barrier round trip (most of a tiny model's decode graph) run on thread 0 alone; the other threads
+ * skip them and meet it again at the next node worth splitting. */
 #include <stdlib.h>
 
 #include "../backend.h"
@@ -11,6 +13,8 @@ struct cpu_backend {
     struct llm_rope_cache *rope;
     void *work;          /* scratch shared by the threads, grown on demand */
     size_t work_size;
+    bool *split;         /* per node of the current graph: run on all threads? */
+    int split_cap;
 };
 
 struct run {
@@ -18,21 +22,54 @@ struct run {
     struct llm_graph *g;
 };
 
+/* Below this many multiply-adds (or elements for other ops) a node runs on one thread: a barrier
+ * costs about a microsecond, as much as ~10k FMAs. */
+#define SPLIT_MIN_WORK 32768
+
+static bool worth_splitting(const struct llm_tensor *node)
+{
+    int64_t work = llm_nelements(node);
+    if (node->op == LLM_OP_MUL_MAT)
+        work *= node->src[0]->ne[0];
+    else if (node->op == LLM_OP_FLASH_ATTN)
+        work *= node->src[1]->ne[1]; /* × KV cells */
+    return work >= SPLIT_MIN_WORK;
+}
+
+static void no_barrier(void *pool)
+{
+    (void)pool;
+}
+
 static void compute_nodes(int ith, int nth, void *arg)
 {
     struct run *r = arg;
-    struct llm_cpu_params p = {
+    struct llm_cpu_params split = {
         .ith = ith, .nth = nth,
         .wdata = r->cb->work, .wsize = r->cb->work_size,
         .barrier = llm_threadpool_barrier, .pool = r->cb->pool,
         .rope = r->cb->rope,
     };
+    struct llm_cpu_params alone = split;
+    alone.ith = 0;
+    alone.nth = 1;
+    alone.barrier = no_barrier;
+    bool behind = false; /* thread 0 ran nodes alone since the last barrier */
     for (int i = 0; i < r->g->n_nodes; i++) {
         struct llm_tensor *node = r->g->nodes[i];
         if (llm_op_is_noop(node->op))
             continue;
-        llm_cpu_compute(&p, node);
+        if (!r->cb->split[i]) {
+            if (ith == 0)
+                llm_cpu_compute(&alone, node);
+            behind = true;
+            continue;
+        }
+        if (behind) /* the others must see what thread 0 wrote */
+            llm_threadpool_barrier(r->cb->pool);
+        llm_cpu_compute(&split, node);
         llm_threadpool_barrier(r->cb->pool);
+        behind = false;
     }
 }
 
@@ -73,6 +110,15 @@ static int cpu_graph_compute(struct llm_backend *b, struct llm_graph *g, struct 
         if (!cb->work)
             return llm_fail(err, LLM_ERR_NOMEM, "cpu backend: cannot allocate %zu bytes of scratch", need);
     }
+    if (g->n_nodes > cb->split_cap) {
+        bool *ns = realloc(cb->split, (size_t)g->n_nodes * sizeof *ns);
+        if (!ns)
+            return llm_fail(err, LLM_ERR_NOMEM, "cpu backend: out of memory");
+        cb->split = ns;
+        cb->split_cap = g->n_nodes;
+    }
+    for (int i = 0; i < g->n_nodes; i++)
+        cb->split[i] = nth > 1 && worth_splitting(g->nodes[i]);
     llm_rope_cache_reset(cb->rope);
     struct run r = { cb, g };
     llm_threadpool_run(cb->pool, compute_nodes, &r);
@@ -102,6 +148,7 @@ static void cpu_free(struct llm_backend *b)
     llm_threadpool_free(cb->pool);
     llm_rope_cache_free(cb->rope);
     free(cb->work);
+    free(cb->split);
     free(cb);
     free(b);
 }
