@@ -203,7 +203,7 @@ static void mul_mat_blas(const struct llm_cpu_params *p, struct llm_tensor *dst,
                 }
                 float *mine = work + r0 * g->K;
                 for (int64_t r = r0; r < r1; r++)
-                    g->wt->to_float(tensor_at(w, 0, m0 + r, j2, j3), work + r * g->K, g->K);
+                    g->wt->to_float_fast(tensor_at(w, 0, m0 + r, j2, j3), work + r * g->K, g->K);
                 sgemm_tile(dst, g, j2, j3, m0 + r0, r1 - r0, mine, g->K);
             }
 }
