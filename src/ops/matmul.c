@@ -53,14 +53,15 @@ static bool blas_path_ok(const struct mm_geom *g, const struct llm_tensor *dst)
 }
 
 /* The path choice. Dequantize + sgemm costs one dequantization of the weights per call (the
- * to_float kernels run at 2-5 ns per element), which pays off only when enough src1 rows share it;
- * the dot path streams each weight row once and is the only sensible choice for decode (N = 1,
- * memory-bound). Crossovers measured on the 2-core target (K 896-1024, M 4864, 2 threads): F32
- * weights need no dequantization and sgemm wins from N = 8 (N 8: 9.6 vs 18.7 ms); F16, BF16, Q8_0,
- * Q4_0, Q4_K and Q6_K break even near N = 32 and sgemm is 1.5-2.5x faster from N = 64. */
+ * to_float_fast kernels run at 0.2-0.3 ns per element in cache, ~0.8 ns into the 16 MiB tile),
+ * which pays off only when enough src1 rows share it; the dot path streams each weight row once
+ * and is the only sensible choice for decode (N = 1, memory-bound). Crossovers measured on the
+ * 2-core target (K 1024/4864, M 4864/896, 2 threads, best of 15): F32, F16 and BF16 weights take
+ * sgemm from N = 8 (F16 N 8: 3.5-3.7 vs 4.5-5.2 ms; their dot path is float FMAs anyway); Q8_0,
+ * Q4_0, Q4_K and Q6_K break even near N = 20 and sgemm is 1.1-1.5x faster at N = 24. */
 static int64_t blas_min_batch(enum llm_type t)
 {
-    return t == LLM_TYPE_F32 ? 8 : 32;
+    return t == LLM_TYPE_F32 || t == LLM_TYPE_F16 || t == LLM_TYPE_BF16 ? 8 : 24;
 }
 
 static bool use_blas(const struct mm_geom *g, const struct llm_tensor *dst)
