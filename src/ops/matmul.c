@@ -53,14 +53,15 @@ static bool blas_path_ok(const struct mm_geom *g, const struct llm_tensor *dst)
 }
 
 /* The path choice. Dequantize + sgemm costs one dequantization of the weights per call (the
- * to_float kernels run at 2-5 ns per element), which pays off only when enough src1 rows share it;
- * the dot path streams each weight row once and is the only sensible choice for decode (N = 1,
- * memory-bound). Crossovers measured on the 2-core target (K 896-1024, M 4864, 2 threads): F32
- * weights need no dequantization and sgemm wins from N = 8 (N 8: 9.6 vs 18.7 ms); F16, BF16, Q8_0,
- * Q4_0, Q4_K and Q6_K break even near N = 32 and sgemm is 1.5-2.5x faster from N = 64. */
+ * to_float_fast kernels run at 0.2-0.3 ns per element in cache, ~0.8 ns into the 16 MiB tile),
+ * which pays off only when enough src1 rows share it; the dot path streams each weight row once
+ * and is the only sensible choice for decode (N = 1, memory-bound). Crossovers measured on the
+ * 2-core target (K 1024/4864, M 4864/896, 2 threads, best of 15): F32, F16 and BF16 weights take
+ * sgemm from N = 8 (F16 N 8: 3.5-3.7 vs 4.5-5.2 ms; their dot path is float FMAs anyway); Q8_0,
+ * Q4_0, Q4_K and Q6_K break even near N = 20 and sgemm is 1.1-1.5x faster at N = 24. */
 static int64_t blas_min_batch(enum llm_type t)
 {
-    return t == LLM_TYPE_F32 ? 8 : 32;
+    return t == LLM_TYPE_F32 || t == LLM_TYPE_F16 || t == LLM_TYPE_BF16 ? 8 : 24;
 }
 
 static bool use_blas(const struct mm_geom *g, const struct llm_tensor *dst)
@@ -100,6 +101,12 @@ static int64_t blas_tile_rows(const struct mm_geom *g)
     return rows < g->M ? rows : g->M;
 }
 
+/* Rows of dequantized weights each thread's own scratch region holds: its share of any tile. */
+static int64_t blas_thread_rows(const struct mm_geom *g, int nth)
+{
+    return (blas_tile_rows(g) + nth - 1) / nth;
+}
+
 /* The dot path reads src1 in place when it already is contiguous F32 rows of the right type. */
 static bool needs_convert(const struct mm_geom *g)
 {
@@ -109,12 +116,11 @@ static bool needs_convert(const struct mm_geom *g)
 
 size_t cpu_mul_mat_work_size(const struct llm_tensor *dst, int nth)
 {
-    (void)nth;
     struct mm_geom g = geom(dst);
     size_t size = 2 * WDATA_HEADER; /* header + room to align wdata to a cache line */
     if (use_blas(&g, dst)) {
         if (g.w->type != LLM_TYPE_F32)
-            size += (size_t)blas_tile_rows(&g) * (size_t)g.K * sizeof(float);
+            size += (size_t)nth * (size_t)blas_thread_rows(&g, nth) * (size_t)g.K * sizeof(float);
     } else if (needs_convert(&g)) {
         size += (size_t)llm_nrows(g.x) * llm_row_size(g.wt->vec_dot_type, g.K);
     }
@@ -187,8 +193,11 @@ static void mul_mat_blas(const struct llm_cpu_params *p, struct llm_tensor *dst,
 {
     const struct llm_tensor *w = g->w;
     /* Each thread owns a slice of weight rows: it dequantizes the slice (when not F32) and runs a
-     * single-threaded sgemm on it, so no thread waits and no extra threads compete for cores. */
+     * single-threaded sgemm on it, so no thread waits and no extra threads compete for cores. The
+     * dequantized rows go to the thread's own scratch region: slices move when the last tile of a
+     * matrix is shorter, and a thread may start the next tile while another still runs sgemm. */
     int64_t tile = blas_tile_rows(g);
+    float *mine = work + (size_t)p->ith * (size_t)blas_thread_rows(g, p->nth) * (size_t)g->K;
     for (int64_t j3 = 0; j3 < w->ne[3]; j3++)
         for (int64_t j2 = 0; j2 < w->ne[2]; j2++)
             for (int64_t m0 = 0; m0 < g->M; m0 += tile) {
@@ -201,9 +210,8 @@ static void mul_mat_blas(const struct llm_cpu_params *p, struct llm_tensor *dst,
                                (int64_t)(w->nb[1] / sizeof(float)));
                     continue;
                 }
-                float *mine = work + r0 * g->K;
                 for (int64_t r = r0; r < r1; r++)
-                    g->wt->to_float(tensor_at(w, 0, m0 + r, j2, j3), work + r * g->K, g->K);
+                    g->wt->to_float_fast(tensor_at(w, 0, m0 + r, j2, j3), mine + (r - r0) * g->K, g->K);
                 sgemm_tile(dst, g, j2, j3, m0 + r0, r1 - r0, mine, g->K);
             }
 }

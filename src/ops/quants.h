@@ -6,7 +6,8 @@
  * Contracts: n is a multiple of the type's block size; src/dst rows do not overlap.
  * vec_dot(n, s, x, y): *s = sum_i x[i] * y[i], x a row of the weight type, y a row of its
  * vec_dot_type. Quantizers are deterministic; the *_avx2 quantizers produce the same bytes as
- * the reference ones. */
+ * the reference ones, and the *_avx2 dequantizers the same float bits as the reference ones (for
+ * the quantized types, a NaN output may differ in its payload only: NaN/Inf block scales). */
 #ifndef LLM_QUANTS_H
 #define LLM_QUANTS_H
 
@@ -65,7 +66,7 @@ void llm_vec_dot_q4_K_ref(int64_t n, float *s, const void *x, const void *y);
 void llm_vec_dot_q5_K_ref(int64_t n, float *s, const void *x, const void *y);
 void llm_vec_dot_q6_K_ref(int64_t n, float *s, const void *x, const void *y);
 
-/* AVX2/FMA/F16C twins (vec_dot_avx2.c, quants_avx2.c) */
+/* AVX2/FMA/F16C twins (vec_dot_avx2.c, dequant_avx2.c, quants_avx2.c) */
 void llm_vec_dot_f32_avx2(int64_t n, float *s, const void *x, const void *y);
 void llm_vec_dot_f16_avx2(int64_t n, float *s, const void *x, const void *y);
 void llm_vec_dot_bf16_avx2(int64_t n, float *s, const void *x, const void *y);
@@ -79,6 +80,18 @@ void llm_vec_dot_q3_K_avx2(int64_t n, float *s, const void *x, const void *y);
 void llm_vec_dot_q4_K_avx2(int64_t n, float *s, const void *x, const void *y);
 void llm_vec_dot_q5_K_avx2(int64_t n, float *s, const void *x, const void *y);
 void llm_vec_dot_q6_K_avx2(int64_t n, float *s, const void *x, const void *y);
+void llm_to_float_f16_avx2(const void *src, float *dst, int64_t n);
+void llm_to_float_bf16_avx2(const void *src, float *dst, int64_t n);
+void llm_to_float_q4_0_avx2(const void *src, float *dst, int64_t n);
+void llm_to_float_q4_1_avx2(const void *src, float *dst, int64_t n);
+void llm_to_float_q5_0_avx2(const void *src, float *dst, int64_t n);
+void llm_to_float_q5_1_avx2(const void *src, float *dst, int64_t n);
+void llm_to_float_q8_0_avx2(const void *src, float *dst, int64_t n);
+void llm_to_float_q2_K_avx2(const void *src, float *dst, int64_t n);
+void llm_to_float_q3_K_avx2(const void *src, float *dst, int64_t n);
+void llm_to_float_q4_K_avx2(const void *src, float *dst, int64_t n);
+void llm_to_float_q5_K_avx2(const void *src, float *dst, int64_t n);
+void llm_to_float_q6_K_avx2(const void *src, float *dst, int64_t n);
 void llm_from_float_f16_avx2(const float *src, void *dst, int64_t n);
 void llm_from_float_bf16_avx2(const float *src, void *dst, int64_t n);
 void llm_from_float_q8_0_avx2(const float *src, void *dst, int64_t n);

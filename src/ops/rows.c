@@ -48,7 +48,7 @@ static void convert_span(enum llm_type ts, const char *x, size_t sx, enum llm_ty
         for (int64_t i = 0; i < n; i++)
             memcpy(z + i * sz, x + i * sx, tts->type_size);
     } else if (unit && td == LLM_TYPE_F32) {
-        tts->to_float(x, (float *)z, n);
+        tts->to_float_fast(x, (float *)z, n);
     } else if (unit && ts == LLM_TYPE_F32) {
         ttd->from_float_fast((const float *)x, z, n);
     } else {

@@ -9,9 +9,10 @@
 #include "quants.h"
 
 /* One row per type: the public traits (with reference kernels) plus the AVX2/FMA/F16C twins that
- * init_traits() installs as from_float_fast / vec_dot when the CPU has those features. */
+ * init_traits() installs as to_float_fast / from_float_fast / vec_dot when the CPU has those features. */
 struct row {
     struct llm_type_traits t;
+    llm_to_float_fn to_float_avx2;
     llm_from_float_fn from_float_avx2;
     llm_vec_dot_fn vec_dot_avx2;
 };
@@ -30,32 +31,38 @@ static struct row rows[LLM_TYPE_COUNT] = {
         .t = { .name = "F16", .blck_size = 1, .type_size = 2,
                .to_float = llm_to_float_f16, .from_float = llm_from_float_f16,
                .vec_dot_ref = llm_vec_dot_f16_ref, .vec_dot_type = LLM_TYPE_F16 },
+        .to_float_avx2 = llm_to_float_f16_avx2,
         .from_float_avx2 = llm_from_float_f16_avx2,
         .vec_dot_avx2 = llm_vec_dot_f16_avx2 },
     [LLM_TYPE_Q4_0] = {
         .t = { .name = "Q4_0", .blck_size = 32, .type_size = 18, .is_quantized = true,
                .to_float = llm_to_float_q4_0, .from_float = llm_from_float_q4_0,
                .vec_dot_ref = llm_vec_dot_q4_0_ref, .vec_dot_type = LLM_TYPE_Q8_0 },
+        .to_float_avx2 = llm_to_float_q4_0_avx2,
         .vec_dot_avx2 = llm_vec_dot_q4_0_avx2 },
     [LLM_TYPE_Q4_1] = {
         .t = { .name = "Q4_1", .blck_size = 32, .type_size = 20, .is_quantized = true,
                .to_float = llm_to_float_q4_1, .from_float = llm_from_float_q4_1,
                .vec_dot_ref = llm_vec_dot_q4_1_ref, .vec_dot_type = LLM_TYPE_Q8_1 },
+        .to_float_avx2 = llm_to_float_q4_1_avx2,
         .vec_dot_avx2 = llm_vec_dot_q4_1_avx2 },
     [LLM_TYPE_Q5_0] = {
         .t = { .name = "Q5_0", .blck_size = 32, .type_size = 22, .is_quantized = true,
                .to_float = llm_to_float_q5_0, .from_float = llm_from_float_q5_0,
                .vec_dot_ref = llm_vec_dot_q5_0_ref, .vec_dot_type = LLM_TYPE_Q8_0 },
+        .to_float_avx2 = llm_to_float_q5_0_avx2,
         .vec_dot_avx2 = llm_vec_dot_q5_0_avx2 },
     [LLM_TYPE_Q5_1] = {
         .t = { .name = "Q5_1", .blck_size = 32, .type_size = 24, .is_quantized = true,
                .to_float = llm_to_float_q5_1, .from_float = llm_from_float_q5_1,
                .vec_dot_ref = llm_vec_dot_q5_1_ref, .vec_dot_type = LLM_TYPE_Q8_1 },
+        .to_float_avx2 = llm_to_float_q5_1_avx2,
         .vec_dot_avx2 = llm_vec_dot_q5_1_avx2 },
     [LLM_TYPE_Q8_0] = {
         .t = { .name = "Q8_0", .blck_size = 32, .type_size = 34, .is_quantized = true,
                .to_float = llm_to_float_q8_0, .from_float = llm_from_float_q8_0,
                .vec_dot_ref = llm_vec_dot_q8_0_ref, .vec_dot_type = LLM_TYPE_Q8_0 },
+        .to_float_avx2 = llm_to_float_q8_0_avx2,
         .from_float_avx2 = llm_from_float_q8_0_avx2,
         .vec_dot_avx2 = llm_vec_dot_q8_0_avx2 },
     [LLM_TYPE_Q8_1] = {
@@ -66,26 +73,31 @@ static struct row rows[LLM_TYPE_COUNT] = {
         .t = { .name = "Q2_K", .blck_size = 256, .type_size = 84, .is_quantized = true,
                .to_float = llm_to_float_q2_K, .vec_dot_ref = llm_vec_dot_q2_K_ref,
                .vec_dot_type = LLM_TYPE_Q8_K },
+        .to_float_avx2 = llm_to_float_q2_K_avx2,
         .vec_dot_avx2 = llm_vec_dot_q2_K_avx2 },
     [LLM_TYPE_Q3_K] = {
         .t = { .name = "Q3_K", .blck_size = 256, .type_size = 110, .is_quantized = true,
                .to_float = llm_to_float_q3_K, .vec_dot_ref = llm_vec_dot_q3_K_ref,
                .vec_dot_type = LLM_TYPE_Q8_K },
+        .to_float_avx2 = llm_to_float_q3_K_avx2,
         .vec_dot_avx2 = llm_vec_dot_q3_K_avx2 },
     [LLM_TYPE_Q4_K] = {
         .t = { .name = "Q4_K", .blck_size = 256, .type_size = 144, .is_quantized = true,
                .to_float = llm_to_float_q4_K, .from_float = llm_from_float_q4_K,
                .vec_dot_ref = llm_vec_dot_q4_K_ref, .vec_dot_type = LLM_TYPE_Q8_K },
+        .to_float_avx2 = llm_to_float_q4_K_avx2,
         .vec_dot_avx2 = llm_vec_dot_q4_K_avx2 },
     [LLM_TYPE_Q5_K] = {
         .t = { .name = "Q5_K", .blck_size = 256, .type_size = 176, .is_quantized = true,
                .to_float = llm_to_float_q5_K, .vec_dot_ref = llm_vec_dot_q5_K_ref,
                .vec_dot_type = LLM_TYPE_Q8_K },
+        .to_float_avx2 = llm_to_float_q5_K_avx2,
         .vec_dot_avx2 = llm_vec_dot_q5_K_avx2 },
     [LLM_TYPE_Q6_K] = {
         .t = { .name = "Q6_K", .blck_size = 256, .type_size = 210, .is_quantized = true,
                .to_float = llm_to_float_q6_K, .from_float = llm_from_float_q6_K,
                .vec_dot_ref = llm_vec_dot_q6_K_ref, .vec_dot_type = LLM_TYPE_Q8_K },
+        .to_float_avx2 = llm_to_float_q6_K_avx2,
         .vec_dot_avx2 = llm_vec_dot_q6_K_avx2 },
     [LLM_TYPE_Q8_K] = {
         .t = { .name = "Q8_K", .blck_size = 256, .type_size = 292, .is_quantized = true,
@@ -109,6 +121,7 @@ static struct row rows[LLM_TYPE_COUNT] = {
         .t = { .name = "BF16", .blck_size = 1, .type_size = 2,
                .to_float = llm_to_float_bf16, .from_float = llm_from_float_bf16,
                .vec_dot_ref = llm_vec_dot_bf16_ref, .vec_dot_type = LLM_TYPE_BF16 },
+        .to_float_avx2 = llm_to_float_bf16_avx2,
         .from_float_avx2 = llm_from_float_bf16_avx2,
         .vec_dot_avx2 = llm_vec_dot_bf16_avx2 },
     [LLM_TYPE_TQ1_0] = GEOMETRY("TQ1_0", 256, 54, true),
@@ -124,6 +137,7 @@ static void init_traits(void)
     bool avx2 = llm_cpu_has_avx2();
     for (int t = 0; t < LLM_TYPE_COUNT; t++) {
         struct row *r = &rows[t];
+        r->t.to_float_fast = avx2 && r->to_float_avx2 ? r->to_float_avx2 : r->t.to_float;
         r->t.from_float_fast = avx2 && r->from_float_avx2 ? r->from_float_avx2 : r->t.from_float;
         r->t.vec_dot = avx2 && r->vec_dot_avx2 ? r->vec_dot_avx2 : r->t.vec_dot_ref;
     }

@@ -19,6 +19,8 @@ struct llm_type_traits {
     llm_from_float_fn from_float; /* reference quantize n elements (n % blck == 0), or NULL   */
     /* Fast paths, chosen once at start-up from the CPU's features (AVX2/FMA/F16C or scalar).
      * Each has a *_ref twin in src/ops that serves as its test oracle. */
+    llm_to_float_fn to_float_fast;     /* dequantize (BLAS path, GET_ROWS): same floats as
+                                        * to_float, or NULL when to_float is NULL              */
     llm_from_float_fn from_float_fast; /* used to convert activations to vec_dot_type     */
     llm_vec_dot_fn vec_dot;            /* weight row · activation row, or NULL            */
     llm_vec_dot_fn vec_dot_ref;        /* scalar oracle of vec_dot (tests), or NULL       */

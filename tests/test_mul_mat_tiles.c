@@ -1,0 +1,111 @@
+/* MUL_MAT on the BLAS path when the weights span several sgemm tiles (4 Mi floats each) and the
+ * last tile is shorter: threads' slices of the dequantized tile then move between tiles, and a
+ * thread that runs ahead must not overwrite rows another thread's sgemm is still reading. Each
+ * case runs a few times on 2 and 3 pool threads (the overlap is timing-dependent) and is compared
+ * with a double-precision product of the reference dequantization. */
+#include <stdint.h>
+
+#include "harness.h"
+#include "ops/cpu.h"
+#include "ops/types.h"
+#include "threadpool.h"
+
+static uint32_t rng_state = 99;
+
+static float frand(void)
+{
+    rng_state = rng_state * 1664525u + 1013904223u;
+    return (float)(rng_state >> 8) / (float)(1u << 24) - 0.5f;
+}
+
+static void init_tensor(struct llm_tensor *t, enum llm_type type, int64_t ne0, int64_t ne1)
+{
+    memset(t, 0, sizeof *t);
+    t->type = type;
+    t->ne[0] = ne0, t->ne[1] = ne1, t->ne[2] = t->ne[3] = 1;
+    t->nb[0] = llm_type_traits(type)->type_size;
+    t->nb[1] = llm_row_size(type, ne0);
+    t->nb[2] = t->nb[3] = t->nb[1] * (size_t)ne1;
+    t->data = malloc(t->nb[2]);
+}
+
+struct job {
+    struct llm_tensor *node;
+    void *wdata;
+    size_t wsize;
+    struct llm_threadpool *pool;
+};
+
+static void run_job(int ith, int nth, void *arg)
+{
+    struct job *j = arg;
+    struct llm_cpu_params p = { .ith = ith, .nth = nth, .wdata = j->wdata, .wsize = j->wsize,
+                                .barrier = llm_threadpool_barrier, .pool = j->pool };
+    llm_cpu_compute(&p, j->node);
+}
+
+/* W (type, K x M) times X (F32, K x N); every product checked against the reference. */
+static void test_case(enum llm_type type, int64_t K, int64_t M, int64_t N)
+{
+    const struct llm_type_traits *tt = llm_type_traits(type);
+    struct llm_tensor w, x, d;
+    init_tensor(&w, type, K, M);
+    init_tensor(&x, LLM_TYPE_F32, K, N);
+    init_tensor(&d, LLM_TYPE_F32, M, N);
+    float *row = malloc((size_t)K * sizeof(float));
+    for (int64_t m = 0; m < M; m++) {
+        for (int64_t k = 0; k < K; k++)
+            row[k] = frand();
+        tt->from_float(row, (char *)w.data + m * w.nb[1], K);
+    }
+    float *xs = x.data;
+    for (int64_t i = 0; i < K * N; i++)
+        xs[i] = frand();
+    d.op = LLM_OP_MUL_MAT;
+    d.src[0] = &w, d.src[1] = &x;
+    CHECK(llm_cpu_supports(&d) && llm_cpu_mul_mat_uses_blas(&d), "%s K%lld M%lld N%lld: not on the BLAS path",
+          tt->name, (long long)K, (long long)M, (long long)N);
+
+    /* reference, in double */
+    double *want = malloc((size_t)(M * N) * sizeof(double));
+    for (int64_t m = 0; m < M; m++) {
+        tt->to_float((const char *)w.data + m * w.nb[1], row, K);
+        for (int64_t n = 0; n < N; n++) {
+            double s = 0;
+            for (int64_t k = 0; k < K; k++)
+                s += (double)row[k] * xs[n * K + k];
+            want[n * M + m] = s;
+        }
+    }
+    for (int nth = 2; nth <= 3; nth++) {
+        struct llm_threadpool *pool = llm_threadpool_new(nth);
+        size_t wsize = llm_cpu_work_size(&d, nth);
+        struct job j = { .node = &d, .wdata = malloc(wsize), .wsize = wsize, .pool = pool };
+        for (int rep = 0; rep < 5; rep++) {
+            memset(d.data, 0xff, d.nb[2]); /* NaN: rows nobody wrote show up */
+            llm_threadpool_run(pool, run_job, &j);
+            const float *got = d.data;
+            int64_t bad = 0;
+            for (int64_t i = 0; i < M * N; i++)
+                bad += !(fabs(got[i] - want[i]) <= 1e-4 * (1.0 + fabs(want[i])));
+            CHECK(bad == 0, "%s K%lld M%lld N%lld nth %d run %d: %lld of %lld products wrong", tt->name,
+                  (long long)K, (long long)M, (long long)N, nth, rep, (long long)bad, (long long)(M * N));
+        }
+        free(j.wdata);
+        llm_threadpool_free(pool);
+    }
+    free(want);
+    free(row);
+    free(w.data);
+    free(x.data);
+    free(d.data);
+}
+
+int main(void)
+{
+    /* 4 Mi floats per tile: K 256 gives 16384-row tiles, so M 2.3 tiles; K 64 as the F16 output
+     * matrix of a 64-wide model (65536-row tiles) */
+    test_case(LLM_TYPE_Q8_0, 256, 16384 * 2 + 5000, 32);
+    test_case(LLM_TYPE_F16, 64, 65536 + 9000, 32);
+    return test_done("test_mul_mat_tiles");
+}
