@@ -310,21 +310,6 @@ struct llm_tensor *llm_cont(struct llm_ctx *ctx, struct llm_tensor *a)
     return new_op(ctx, LLM_OP_CONT, a->type, a->ne, a, NULL, NULL, NULL);
 }
 
-bool llm_is_contiguous(const struct llm_tensor *t)
-{
-    const struct llm_type_traits *tt = llm_type_traits(t->type);
-    size_t expect = tt->type_size;
-    if (t->nb[0] != expect)
-        return false;
-    expect *= (size_t)(t->ne[0] / tt->blck_size);
-    for (int i = 1; i < LLM_MAX_DIMS; i++) {
-        if (t->ne[i] != 1 && t->nb[i] != expect)
-            return false;
-        expect *= (size_t)t->ne[i];
-    }
-    return true;
-}
-
 bool llm_op_is_noop(enum llm_op op)
 {
     return op == LLM_OP_NONE || op == LLM_OP_VIEW || op == LLM_OP_RESHAPE ||

@@ -60,7 +60,6 @@ struct llm_tensor *llm_silu(struct llm_ctx *ctx, struct llm_tensor *a);
 struct llm_tensor *llm_cpy(struct llm_ctx *ctx, struct llm_tensor *a, struct llm_tensor *dst);
 struct llm_tensor *llm_cont(struct llm_ctx *ctx, struct llm_tensor *a);
 
-bool llm_is_contiguous(const struct llm_tensor *t);
 /* True for ops that compute nothing (NONE, VIEW, RESHAPE, PERMUTE, TRANSPOSE). */
 bool llm_op_is_noop(enum llm_op op);
 /* The tensor that owns the memory t lives in (follows view_src to the root). */

@@ -17,7 +17,7 @@
 #include "kernels.h"
 #include "types.h"
 
-#define DOT_CHUNK 16            /* weight rows per task on the dot path */
+#define DOT_CHUNK 16            /* fewest weight rows per task on the dot path */
 #define BLAS_TILE_FLOATS (4u << 20) /* dequantized weights per sgemm tile: 16 MiB */
 #define WDATA_HEADER 64         /* task counter, on its own cache line */
 
@@ -129,6 +129,20 @@ size_t cpu_mul_mat_work_size(const struct llm_tensor *dst, int nth)
 
 /* ---- dot path ----------------------------------------------------------------------------- */
 
+/* Decode reads every weight once and is limited by how many cache misses one core keeps in flight:
+ * asking for the bytes a few rows ahead (they follow in memory) raised a Q8_0 matrix-vector
+ * product from 5.2 to ~7 GB/s on one core of the target. Pointless once a row is reused by many
+ * src1 rows. */
+#define PREFETCH_AHEAD 4096
+#define PREFETCH_MAX_N 4
+
+static void prefetch_ahead(const void *row, size_t bytes)
+{
+    const char *p = (const char *)row + PREFETCH_AHEAD;
+    for (size_t o = 0; o < bytes; o += 64)
+        __builtin_prefetch(p + o);
+}
+
 static void mul_mat_dot(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct mm_geom *g,
                         char *work, int64_t *counter)
 {
@@ -156,18 +170,25 @@ static void mul_mat_dot(const struct llm_cpu_params *p, struct llm_tensor *dst, 
         __atomic_store_n(counter, 0, __ATOMIC_RELAXED);
     pool_barrier(p);
 
-    int64_t chunks = (g->M + DOT_CHUNK - 1) / DOT_CHUNK, batches = dst->ne[2] * dst->ne[3];
+    /* about 8 tasks per thread: enough to balance, few enough that each thread streams long runs
+     * of consecutive rows (short interleaved runs defeat the hardware prefetcher) */
+    int64_t chunk = g->M / (8 * p->nth);
+    chunk = chunk < DOT_CHUNK ? DOT_CHUNK : chunk;
+    int64_t chunks = (g->M + chunk - 1) / chunk, batches = dst->ne[2] * dst->ne[3];
     llm_vec_dot_fn dot = g->wt->vec_dot;
+    const size_t row_bytes = llm_row_size(g->w->type, g->K);
     for (;;) {
         int64_t t = __atomic_fetch_add(counter, 1, __ATOMIC_RELAXED);
         if (t >= chunks * batches)
             break;
-        int64_t b = t / chunks, m0 = t % chunks * DOT_CHUNK;
-        int64_t m1 = m0 + DOT_CHUNK < g->M ? m0 + DOT_CHUNK : g->M;
+        int64_t b = t / chunks, m0 = t % chunks * chunk;
+        int64_t m1 = m0 + chunk < g->M ? m0 + chunk : g->M;
         int64_t i2 = b % dst->ne[2], i3 = b / dst->ne[2];
         const char *xb = xs + (size_t)(b * g->N) * xrow;
         for (int64_t m = m0; m < m1; m++) {
             const void *wr = tensor_at(g->w, 0, m, i2 / g->r2, i3 / g->r3);
+            if (g->N <= PREFETCH_MAX_N)
+                prefetch_ahead(wr, row_bytes);
             for (int64_t n = 0; n < g->N; n++)
                 dot(g->K, tensor_at(dst, m, n, i2, i3), wr, xb + (size_t)n * xrow);
         }
