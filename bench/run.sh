@@ -72,8 +72,10 @@ default, blas = perf_table('2 threads, default CPU build'), perf_table('2 thread
 print('# llm-bench vs llama.cpp (2 threads)\n')
 print('`make bench`: `llm-bench -p 512 -n 128 -r 3 -t 2 --roofline` on synthetic models with the exact shapes')
 print('of Qwen2.5-0.5B and TinyLlama-1.1B (`llm synth --seed 1`, cached in models/) and on stories260K.')
-print('llama.cpp: ../shared/ref/perf.md, the better of its default and OpenBLAS builds (2 threads, same')
-print('machine kind, measured on another day: compare ratios, expect a few % of noise).\n')
+print('llama.cpp: ../shared/ref/perf.md, the better of its default and OpenBLAS builds, 2 threads, measured')
+print('on another day on a 2-core AMD EPYC (Zen 3, AVX2, no AVX-512). When this run\'s CPU differs, the ratio')
+print('compares machines as well as programs; the roofline column (a fraction of this machine\'s own limits,')
+print('measured in the same run) is the fair figure.\n')
 if tests:
     t0 = tests[0]
     print('- build: %s (%s), cpu: %s, run time %s s, load average before the run: %s'
