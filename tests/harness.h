@@ -41,6 +41,29 @@ static inline const char *test_path(const char *rel)
     return buf;
 }
 
+/* The whole file in a malloc'd buffer with a NUL after it; its length in *len (when len is not
+ * NULL). NULL when it cannot be read. */
+static inline char *test_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = NULL;
+    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1)) &&
+        fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) {
+        buf[n] = '\0';
+        if (len)
+            *len = (size_t)n;
+    }
+    return buf;
+}
+
 static inline int test_done(const char *name)
 {
     printf("%s: %d passed, %d failed\n", name, t_passed, t_failed);

@@ -232,22 +232,6 @@ static void test_stats(void)
 
 /* ---- printers against the references ---- */
 
-static char *read_all(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *m = open_memstream(&buf, &len);
-    int ch;
-    while ((ch = fgetc(f)) != EOF)
-        fputc(ch, m);
-    fclose(m);
-    fclose(f);
-    return buf;
-}
-
 /* Remove every occurrence of needle from s; returns how many. */
 static int strip_all(char *s, const char *needle)
 {
@@ -323,7 +307,7 @@ static const char *const extra_names[] = { "acl_graph", "graph_captures", "graph
 
 static void test_json_exact(void)
 {
-    char *ref = read_all(test_path("ref/llama-bench/stories260K.p16.n8.r2.t1.json"));
+    char *ref = test_read_file(test_path("ref/llama-bench/stories260K.p16.n8.r2.t1.json"), NULL);
     CHECK(ref != NULL, "missing reference json");
     if (!ref)
         return;
@@ -350,7 +334,7 @@ static void test_json_exact(void)
 
 static void test_jsonl_exact(void)
 {
-    char *ref = read_all(test_path("ref/llama-bench/stories260K.p16.n8.r2.t1.jsonl"));
+    char *ref = test_read_file(test_path("ref/llama-bench/stories260K.p16.n8.r2.t1.jsonl"), NULL);
     CHECK(ref != NULL, "missing reference jsonl");
     if (!ref)
         return;
@@ -434,7 +418,7 @@ static bool is_timing(const char *name)
 
 static void test_csv(void)
 {
-    char *ref = read_all(test_path("ref/llama-bench/stories260K.p16.n8.r2.t1.csv"));
+    char *ref = test_read_file(test_path("ref/llama-bench/stories260K.p16.n8.r2.t1.csv"), NULL);
     CHECK(ref != NULL, "missing reference csv");
     struct fixture fx;
     if (!ref || !fixture_init(&fx, "-m stories260K.gguf -p 16 -n 8 -r 2 -t 1 -o csv", NULL)) {
@@ -524,7 +508,7 @@ static void sql_mask_timing(char *s)
 
 static void test_sql(void)
 {
-    char *ref = read_all(test_path("ref/llama-bench/stories260K.p16.n8.r2.t1.sql"));
+    char *ref = test_read_file(test_path("ref/llama-bench/stories260K.p16.n8.r2.t1.sql"), NULL);
     CHECK(ref != NULL, "missing reference sql");
     struct fixture fx;
     if (!ref || !fixture_init(&fx, "-m stories260K.gguf -p 16 -n 8 -r 2 -t 1 -o sql", NULL)) {
@@ -577,7 +561,7 @@ static void check_md(const char *ref_name, const char *line)
 {
     char path[256];
     snprintf(path, sizeof path, "ref/llama-bench/%s", ref_name);
-    char *ref = read_all(test_path(path));
+    char *ref = test_read_file(test_path(path), NULL);
     CHECK(ref != NULL, "missing %s", ref_name);
     struct fixture fx;
     if (!ref || !fixture_init(&fx, line, NULL)) {

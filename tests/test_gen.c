@@ -27,28 +27,6 @@ struct ref {
     float range;
 };
 
-static char *read_all(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf) {
-        buf[n] = 0;
-        if (len)
-            *len = (size_t)n;
-    }
-    return buf;
-}
-
 static int32_t *int_array(cJSON *arr, int *n)
 {
     *n = cJSON_GetArraySize(arr);
@@ -62,7 +40,7 @@ static bool load_ref(const char *file, struct ref *r)
 {
     char path[1024];
     snprintf(path, sizeof path, "%s/ref/gen/%s", test_shared(), file);
-    char *text = read_all(path, NULL);
+    char *text = test_read_file(path, NULL);
     if (!text)
         return false;
     r->json = cJSON_Parse(text);
@@ -77,7 +55,7 @@ static bool load_ref(const char *file, struct ref *r)
     r->rows = strcmp(cJSON_GetObjectItem(r->json, "logits_rows")->valuestring, "all") == 0 ? r->n_prompt : 1;
     snprintf(path, sizeof path, "%s/ref/gen/%s", test_shared(), cJSON_GetObjectItem(r->json, "logits")->valuestring);
     size_t len = 0;
-    r->logits = (float *)read_all(path, &len);
+    r->logits = (float *)test_read_file(path, &len);
     if (!r->logits || len != (size_t)r->rows * (size_t)r->n_vocab * sizeof(float))
         return false;
     float lo = INFINITY, hi = -INFINITY;
@@ -264,7 +242,7 @@ static void greedy200(struct llm_model *m)
     size_t len;
     char path[1024];
     snprintf(path, sizeof path, "%s/ref/gen/stories260K.once.greedy200.json", test_shared());
-    char *text = read_all(path, &len);
+    char *text = test_read_file(path, &len);
     CHECK(text != NULL, "missing %s", path);
     if (!text)
         return;

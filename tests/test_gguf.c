@@ -20,23 +20,6 @@ static const char *tmp_file(const char *name)
     return buf;
 }
 
-static uint8_t *slurp(const char *path, size_t *n)
-{
-    FILE *fp = fopen(path, "rb");
-    if (!fp)
-        return NULL;
-    fseek(fp, 0, SEEK_END);
-    *n = (size_t)ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    uint8_t *b = malloc(*n ? *n : 1);
-    if (b && fread(b, 1, *n, fp) != *n) {
-        free(b);
-        b = NULL;
-    }
-    fclose(fp);
-    return b;
-}
-
 static uint64_t align_up(uint64_t x, uint64_t a)
 {
     return x + (a - x % a) % a;
@@ -585,7 +568,7 @@ static void make_base(void)
     struct llm_error err = { 0 };
     CHECK(gguf_writer_write(w, tmp_file("base.gguf"), &err) == 0, "%s", err.msg);
     gguf_writer_free(w);
-    base_buf = slurp(tmp_file("base.gguf"), &base_n);
+    base_buf = (uint8_t *)test_read_file(tmp_file("base.gguf"), &base_n);
     CHECK(base_buf != NULL, "in %s", __func__);
     CHECK(base_buf && gguf_parse(base_buf, base_n, "base.gguf", &base, &err) == 0, "%s", err.msg);
 }

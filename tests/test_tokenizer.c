@@ -17,27 +17,6 @@
 
 #define SEP "\n__ggml_vocab_test__\n"
 
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf) {
-        buf[n] = '\0';
-        *len = (size_t)n;
-    }
-    return buf;
-}
-
 struct loaded {
     struct gguf_file *f;
     struct vocab *v;
@@ -111,9 +90,9 @@ static void run_vectors(const char *name, const char *model)
     char rel[256];
     size_t inp_len, out_len;
     snprintf(rel, sizeof rel, "ref/tokenizer/%s.inp", name);
-    char *inp = read_file(test_path(rel), &inp_len);
+    char *inp = test_read_file(test_path(rel), &inp_len);
     snprintf(rel, sizeof rel, "ref/tokenizer/%s.out", name);
-    char *out = read_file(test_path(rel), &out_len);
+    char *out = test_read_file(test_path(rel), &out_len);
     struct loaded l = load(model);
     CHECK(inp && out && l.v, "%s: fixtures missing", name);
     if (!inp || !out || !l.v)
@@ -200,7 +179,7 @@ static void run_extra(void)
         l[i] = load(rel);
     }
     size_t len;
-    char *all = read_file(test_path("ref/tokenizer/extra.jsonl"), &len);
+    char *all = test_read_file(test_path("ref/tokenizer/extra.jsonl"), &len);
     CHECK(all != NULL, "extra.jsonl missing");
     int lines = 0;
     for (char *p = all, *eol; p && *p; p = eol ? eol + 1 : NULL) {
@@ -411,7 +390,7 @@ static void check_gen(const char *name, struct loaded *cache, char (*cache_names
     char rel[512];
     size_t len;
     snprintf(rel, sizeof rel, "ref/gen/%s", name);
-    char *raw = read_file(test_path(rel), &len);
+    char *raw = test_read_file(test_path(rel), &len);
     cJSON *j = raw ? cJSON_Parse(raw) : NULL;
     free(raw);
     const cJSON *model = cJSON_GetObjectItem(j, "model"), *prompt = cJSON_GetObjectItem(j, "prompt");

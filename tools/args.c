@@ -31,6 +31,10 @@ char **tool_expand_aliases(int argc, char **argv, const struct tool_alias *alias
 
 int tool_parse_args(void **table, int argc, char **argv, const char *purpose)
 {
+    if (arg_nullcheck(table) != 0) {
+        tool_error("out of memory");
+        return -1;
+    }
     int n_err = arg_parse(argc, argv, table);
     struct arg_lit *help = table[0];
     if (help->count > 0) {

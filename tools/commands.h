@@ -14,8 +14,8 @@ int cmd_tokenize(int argc, char **argv);
 void tool_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Parse argv with an argtable2 table whose first entry is the -h/--help arg_lit and whose last is
- * the arg_end. Returns 0 when parsed, 1 when help was printed (exit 0), -1 after printing a
- * one-line error (exit 1). purpose: one line shown under the usage. */
+ * the arg_end (an allocation failure of any entry is reported). Returns 0 when parsed, 1 when
+ * help was printed (exit 0), -1 after printing a one-line error (exit 1). purpose: one line shown under the usage. */
 int tool_parse_args(void **table, int argc, char **argv, const char *purpose);
 
 #endif

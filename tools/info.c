@@ -359,10 +359,6 @@ int cmd_info(int argc, char **argv)
     int rc = 1;
     struct gguf_file *f = NULL;
     struct llm_model *m = NULL;
-    if (arg_nullcheck(table) != 0) {
-        tool_error("out of memory");
-        goto done;
-    }
     int pr = tool_parse_args(table, argc, argv, "Show a GGUF file: header, metadata, tensors, model.");
     if (pr != 0) {
         rc = pr > 0 ? 0 : 1;

@@ -32,10 +32,6 @@ int cmd_synth(int argc, char **argv)
     struct arg_end *end = arg_end(10);
     void *table[] = { help, arch, preset, type, pure, seed, vocab, threads, out, end };
     int rc = 1;
-    if (arg_nullcheck(table) != 0) {
-        tool_error("out of memory");
-        goto done;
-    }
     int pr = tool_parse_args(table, argc, argv, "Write a synthetic model with random weights.");
     if (pr != 0) {
         rc = pr > 0 ? 0 : 1;

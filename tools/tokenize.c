@@ -49,10 +49,6 @@ int cmd_tokenize(int argc, char **argv)
     struct llm_error err = { 0 };
     int32_t *ids = NULL;
 
-    if (arg_nullcheck(table) != 0) {
-        tool_error("out of memory");
-        goto done;
-    }
     int pr = tool_parse_args(table, argc, argv, "Tokenize text with a model's vocabulary.");
     if (pr != 0) {
         status = pr > 0 ? 0 : 1;
