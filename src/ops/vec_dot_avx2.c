@@ -193,8 +193,8 @@ void AVX2 llm_vec_dot_q4_0_avx2(int64_t n, float *s, const void *x, const void *
     }
     for (; i < nb; i++) {
         float d = fp16_avx2(xb[i].d) * fp16_avx2(yb[i].d);
-        acc[0] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(dot_q4_0_block(xb + i, yb + i)),
-                                 acc[0]);
+        __m256 p = _mm256_cvtepi32_ps(dot_q4_0_block(xb + i, yb + i));
+        acc[0] = _mm256_fmadd_ps(_mm256_set1_ps(d), p, acc[0]);
     }
     *s = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
 }
@@ -269,10 +269,11 @@ static inline AVX2 __m256i half_scales(__m256i s16, int h)
              : _mm256_permute2x128_si256(s16, s16, 0x00);
 }
 
-/* Sum over the 16 sub-blocks of mins[k] * bsums[k] (16 int16 lanes each). */
-static inline AVX2 int min_term(const void *bsums, __m256i mins)
+/* mins[k] * bsums[k] over the 16 sub-blocks (16 int16 lanes each), as 8 float partial sums: kept
+ * in a vector accumulator, with no horizontal sum per super-block. */
+static inline AVX2 __m256 min_terms(const void *bsums, __m256i mins)
 {
-    return hsum_epi32(_mm256_madd_epi16(loadu256(bsums), mins));
+    return _mm256_cvtepi32_ps(_mm256_madd_epi16(loadu256(bsums), mins));
 }
 
 void AVX2 llm_vec_dot_q2_K_avx2(int64_t n, float *s, const void *x, const void *y)
@@ -282,7 +283,7 @@ void AVX2 llm_vec_dot_q2_K_avx2(int64_t n, float *s, const void *x, const void *
     const __m256i three = _mm256_set1_epi8(3);
     const __m128i low = _mm_set1_epi8(0x0f);
     __m256 acc = _mm256_setzero_ps();
-    float mins = 0;
+    __m256 accm = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         /* scale byte k: low nibble scale, high nibble min of sub-block k */
         __m128i sm = _mm_loadu_si128((const __m128i *)xb[i].scales);
@@ -290,8 +291,10 @@ void AVX2 llm_vec_dot_q2_K_avx2(int64_t n, float *s, const void *x, const void *
         __m256i mn = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sm, 4), low));
         const int8_t *q8 = yb[i].qs;
         __m256i sumi = _mm256_setzero_si256();
+#pragma GCC unroll 4
         for (int half = 0; half < 2; half++) {
             __m256i q = loadu256(xb[i].qs + 32 * half), s8 = half_scales(sc, half);
+#pragma GCC unroll 4
             for (int g = 0; g < 4; g++, q8 += 32) {
                 __m256i v = _mm256_and_si256(_mm256_srli_epi16(q, 2 * g), three);
                 __m256i p = _mm256_maddubs_epi16(v, loadu256(q8));
@@ -301,9 +304,10 @@ void AVX2 llm_vec_dot_q2_K_avx2(int64_t n, float *s, const void *x, const void *
         float dy = yb[i].d;
         acc = _mm256_fmadd_ps(_mm256_set1_ps(dy * fp16_avx2(xb[i].d)), _mm256_cvtepi32_ps(sumi),
                               acc);
-        mins += dy * fp16_avx2(xb[i].dmin) * (float)min_term(yb[i].bsums, mn);
+        accm = _mm256_fmadd_ps(_mm256_set1_ps(dy * fp16_avx2(xb[i].dmin)),
+                               min_terms(yb[i].bsums, mn), accm);
     }
-    *s = hsum_ps(acc) - mins;
+    *s = hsum_ps(_mm256_sub_ps(acc, accm));
 }
 
 /* The 16 Q3_K scales (see q3_K_scales) as int16, four at a time: low nibbles of s[0..7] then their
@@ -331,8 +335,10 @@ void AVX2 llm_vec_dot_q3_K_avx2(int64_t n, float *s, const void *x, const void *
         __m256i hm = loadu256(xb[i].hmask);
         const int8_t *q8 = yb[i].qs;
         __m256i sumi = _mm256_setzero_si256();
+#pragma GCC unroll 4
         for (int half = 0; half < 2; half++) {
             __m256i q = loadu256(xb[i].qs + 32 * half), s8 = half_scales(sc, half);
+#pragma GCC unroll 4
             for (int g = 0; g < 4; g++, q8 += 32) {
                 __m256i v = _mm256_and_si256(_mm256_srli_epi16(q, 2 * g), three);
                 /* values whose hmask bit is clear are offset by -4 */
@@ -373,12 +379,13 @@ void AVX2 llm_vec_dot_q4_K_avx2(int64_t n, float *s, const void *x, const void *
     const struct block_q8_K *yb = y;
     const __m256i low = _mm256_set1_epi8(0x0f);
     __m256 acc = _mm256_setzero_ps();
-    float mins = 0;
+    __m256 accm = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         __m256i sc, mn;
         k4_scales(xb[i].scales, &sc, &mn);
         const int8_t *q8 = yb[i].qs;
         __m256i sumi = _mm256_setzero_si256();
+#pragma GCC unroll 4
         for (int c = 0; c < 4; c++, q8 += 64) {
             __m256i q = loadu256(xb[i].qs + 32 * c);
             __m256i lo = _mm256_and_si256(q, low);
@@ -392,9 +399,10 @@ void AVX2 llm_vec_dot_q4_K_avx2(int64_t n, float *s, const void *x, const void *
         float dy = yb[i].d;
         acc = _mm256_fmadd_ps(_mm256_set1_ps(dy * fp16_avx2(xb[i].d)), _mm256_cvtepi32_ps(sumi),
                               acc);
-        mins += dy * fp16_avx2(xb[i].dmin) * (float)min_term(yb[i].bsums, mn);
+        accm = _mm256_fmadd_ps(_mm256_set1_ps(dy * fp16_avx2(xb[i].dmin)),
+                               min_terms(yb[i].bsums, mn), accm);
     }
-    *s = hsum_ps(acc) - mins;
+    *s = hsum_ps(_mm256_sub_ps(acc, accm));
 }
 
 void AVX2 llm_vec_dot_q5_K_avx2(int64_t n, float *s, const void *x, const void *y)
@@ -403,13 +411,14 @@ void AVX2 llm_vec_dot_q5_K_avx2(int64_t n, float *s, const void *x, const void *
     const struct block_q8_K *yb = y;
     const __m256i low = _mm256_set1_epi8(0x0f), b4 = _mm256_set1_epi8(0x10);
     __m256 acc = _mm256_setzero_ps();
-    float mins = 0;
+    __m256 accm = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         __m256i sc, mn;
         k4_scales(xb[i].scales, &sc, &mn);
         const int8_t *q8 = yb[i].qs;
         __m256i hb = loadu256(xb[i].qh); /* bits 2c, 2c+1 of each byte belong to chunk c */
         __m256i sumi = _mm256_setzero_si256();
+#pragma GCC unroll 4
         for (int c = 0; c < 4; c++, q8 += 64, hb = _mm256_srli_epi16(hb, 2)) {
             __m256i q = loadu256(xb[i].qs + 32 * c);
             __m256i lo = _mm256_or_si256(_mm256_and_si256(q, low),
@@ -425,9 +434,10 @@ void AVX2 llm_vec_dot_q5_K_avx2(int64_t n, float *s, const void *x, const void *
         float dy = yb[i].d;
         acc = _mm256_fmadd_ps(_mm256_set1_ps(dy * fp16_avx2(xb[i].d)), _mm256_cvtepi32_ps(sumi),
                               acc);
-        mins += dy * fp16_avx2(xb[i].dmin) * (float)min_term(yb[i].bsums, mn);
+        accm = _mm256_fmadd_ps(_mm256_set1_ps(dy * fp16_avx2(xb[i].dmin)),
+                               min_terms(yb[i].bsums, mn), accm);
     }
-    *s = hsum_ps(acc) - mins;
+    *s = hsum_ps(_mm256_sub_ps(acc, accm));
 }
 
 void AVX2 llm_vec_dot_q6_K_avx2(int64_t n, float *s, const void *x, const void *y)
@@ -441,6 +451,7 @@ void AVX2 llm_vec_dot_q6_K_avx2(int64_t n, float *s, const void *x, const void *
         const int8_t *q8 = yb[i].qs;
         /* quants are stored +32: subtract 32 * sum_k sc[k] * bsums[k] at the end */
         __m256i sumi = _mm256_setzero_si256();
+#pragma GCC unroll 4
         for (int half = 0; half < 2; half++, q8 += 128) {
             __m256i l0 = loadu256(xb[i].ql + 64 * half), l1 = loadu256(xb[i].ql + 64 * half + 32);
             __m256i h = loadu256(xb[i].qh + 32 * half);
@@ -455,13 +466,14 @@ void AVX2 llm_vec_dot_q6_K_avx2(int64_t n, float *s, const void *x, const void *
                                 _mm256_and_si256(_mm256_srli_epi16(h, 2), top)),
             };
             __m256i s8 = half_scales(sc, half);
+#pragma GCC unroll 4
             for (int g = 0; g < 4; g++) {
                 __m256i p = _mm256_maddubs_epi16(q[g], loadu256(q8 + 32 * g));
                 sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, pick_pair(s8, g)));
             }
         }
-        sumi = _mm256_add_epi32(sumi, _mm256_setr_epi32(-32 * min_term(yb[i].bsums, sc),
-                                                        0, 0, 0, 0, 0, 0, 0));
+        __m256i bias = _mm256_madd_epi16(loadu256(yb[i].bsums), sc);
+        sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(bias, 5));
         acc = _mm256_fmadd_ps(_mm256_set1_ps(yb[i].d * fp16_avx2(xb[i].d)),
                               _mm256_cvtepi32_ps(sumi), acc);
     }
