@@ -112,29 +112,6 @@ static inline AVX2 __m256i fifth_bits(const uint8_t *qh)
     return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
 }
 
-/* ---- legacy blocks --------------------------------------------------------------------------- */
-
-void AVX2 llm_vec_dot_q8_0_avx2(int64_t n, float *s, const void *x, const void *y)
-{
-    const struct block_q8_0 *xb = x, *yb = y;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t nb = n / QK, i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        __m256i p0 = dot_i8(loadu256(xb[i].qs), loadu256(yb[i].qs));
-        __m256i p1 = dot_i8(loadu256(xb[i + 1].qs), loadu256(yb[i + 1].qs));
-        float d0 = fp16_avx2(xb[i].d) * fp16_avx2(yb[i].d);
-        float d1 = fp16_avx2(xb[i + 1].d) * fp16_avx2(yb[i + 1].d);
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(d0), _mm256_cvtepi32_ps(p0), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(d1), _mm256_cvtepi32_ps(p1), acc1);
-    }
-    for (; i < nb; i++) {
-        __m256i p = dot_i8(loadu256(xb[i].qs), loadu256(yb[i].qs));
-        float d = fp16_avx2(xb[i].d) * fp16_avx2(yb[i].d);
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(p), acc0);
-    }
-    *s = hsum_ps(_mm256_add_ps(acc0, acc1));
-}
-
 /* The fp16 scales d of 8 consecutive blocks (`stride` bytes apart, d first) as floats: packed
  * four to a 64-bit word with scalar loads and shifts, so the vector unit sees two moves and one
  * conversion instead of eight. */
@@ -155,6 +132,30 @@ static inline AVX2 __m256 scales8(const void *blocks, size_t stride)
 static inline AVX2 __m256 lane(__m256 d8, int k)
 {
     return _mm256_permutevar8x32_ps(d8, _mm256_set1_epi32(k));
+}
+
+/* ---- legacy blocks --------------------------------------------------------------------------- */
+
+void AVX2 llm_vec_dot_q8_0_avx2(int64_t n, float *s, const void *x, const void *y)
+{
+    const struct block_q8_0 *xb = x, *yb = y;
+    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                      _mm256_setzero_ps() };
+    int64_t nb = n / QK, i = 0;
+    for (; i + 8 <= nb; i += 8) {
+        __m256 d = _mm256_mul_ps(scales8(xb + i, sizeof *xb), scales8(yb + i, sizeof *yb));
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; k++) {
+            __m256i p = dot_i8(loadu256(xb[i + k].qs), loadu256(yb[i + k].qs));
+            acc[k % 4] = _mm256_fmadd_ps(lane(d, k), _mm256_cvtepi32_ps(p), acc[k % 4]);
+        }
+    }
+    for (; i < nb; i++) {
+        __m256i p = dot_i8(loadu256(xb[i].qs), loadu256(yb[i].qs));
+        float d = fp16_avx2(xb[i].d) * fp16_avx2(yb[i].d);
+        acc[0] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(p), acc[0]);
+    }
+    *s = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
 }
 
 /* Q4_0 block quants 0..15 (not yet offset by -8), low nibbles first: the 16 bytes go to both
@@ -199,19 +200,37 @@ void AVX2 llm_vec_dot_q4_0_avx2(int64_t n, float *s, const void *x, const void *
     *s = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
 }
 
+/* One Q5_0 x Q8_0 block as 8 int32 partial sums, like dot_q4_0_block with quants 0..31 - 16. */
+static inline AVX2 __m256i dot_q5_0_block(const struct block_q5_0 *x, const struct block_q8_0 *y)
+{
+    __m256i yv = loadu256(y->qs);
+    __m256i q = _mm256_or_si256(nibbles32_u(x->qs), fifth_bits(x->qh));
+    __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, yv),
+                                 _mm256_maddubs_epi16(_mm256_set1_epi8(16), yv));
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+
 void AVX2 llm_vec_dot_q5_0_avx2(int64_t n, float *s, const void *x, const void *y)
 {
     const struct block_q5_0 *xb = x;
     const struct block_q8_0 *yb = y;
-    const __m256i sixteen = _mm256_set1_epi8(16);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK; i++) {
-        __m256i q = _mm256_or_si256(nibbles32(xb[i].qs), fifth_bits(xb[i].qh));
-        __m256i p = dot_i8(_mm256_sub_epi8(q, sixteen), loadu256(yb[i].qs));
-        float d = fp16_avx2(xb[i].d) * fp16_avx2(yb[i].d);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(p), acc);
+    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                      _mm256_setzero_ps() };
+    int64_t nb = n / QK, i = 0;
+    for (; i + 8 <= nb; i += 8) {
+        __m256 d = _mm256_mul_ps(scales8(xb + i, sizeof *xb), scales8(yb + i, sizeof *yb));
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; k++) {
+            __m256 p = _mm256_cvtepi32_ps(dot_q5_0_block(xb + i + k, yb + i + k));
+            acc[k % 4] = _mm256_fmadd_ps(lane(d, k), p, acc[k % 4]);
+        }
     }
-    *s = hsum_ps(acc);
+    for (; i < nb; i++) {
+        float d = fp16_avx2(xb[i].d) * fp16_avx2(yb[i].d);
+        __m256 p = _mm256_cvtepi32_ps(dot_q5_0_block(xb + i, yb + i));
+        acc[0] = _mm256_fmadd_ps(_mm256_set1_ps(d), p, acc[0]);
+    }
+    *s = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
 }
 
 void AVX2 llm_vec_dot_q4_1_avx2(int64_t n, float *s, const void *x, const void *y)
