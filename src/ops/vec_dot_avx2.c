@@ -112,68 +112,125 @@ static inline AVX2 __m256i fifth_bits(const uint8_t *qh)
     return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
 }
 
+/* The fp16 scales d of 8 consecutive blocks (`stride` bytes apart, d first) as floats: packed
+ * four to a 64-bit word with scalar loads and shifts, so the vector unit sees two moves and one
+ * conversion instead of eight. */
+static inline AVX2 __m256 scales8(const void *blocks, size_t stride)
+{
+    const uint8_t *p = blocks;
+    uint64_t w[2] = { 0, 0 };
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++) {
+        uint16_t h;
+        memcpy(&h, p + (size_t)k * stride, sizeof h);
+        w[k / 4] |= (uint64_t)h << (16 * (k % 4));
+    }
+    return _mm256_cvtph_ps(_mm_set_epi64x((long long)w[1], (long long)w[0]));
+}
+
+/* Block k's combined scale of 8, in all lanes (the index vector is loop-invariant). */
+static inline AVX2 __m256 lane(__m256 d8, int k)
+{
+    return _mm256_permutevar8x32_ps(d8, _mm256_set1_epi32(k));
+}
+
 /* ---- legacy blocks --------------------------------------------------------------------------- */
 
 void AVX2 llm_vec_dot_q8_0_avx2(int64_t n, float *s, const void *x, const void *y)
 {
     const struct block_q8_0 *xb = x, *yb = y;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                      _mm256_setzero_ps() };
     int64_t nb = n / QK, i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        __m256i p0 = dot_i8(loadu256(xb[i].qs), loadu256(yb[i].qs));
-        __m256i p1 = dot_i8(loadu256(xb[i + 1].qs), loadu256(yb[i + 1].qs));
-        float d0 = fp16_avx2(xb[i].d) * fp16_avx2(yb[i].d);
-        float d1 = fp16_avx2(xb[i + 1].d) * fp16_avx2(yb[i + 1].d);
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(d0), _mm256_cvtepi32_ps(p0), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(d1), _mm256_cvtepi32_ps(p1), acc1);
+    for (; i + 8 <= nb; i += 8) {
+        __m256 d = _mm256_mul_ps(scales8(xb + i, sizeof *xb), scales8(yb + i, sizeof *yb));
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; k++) {
+            __m256i p = dot_i8(loadu256(xb[i + k].qs), loadu256(yb[i + k].qs));
+            acc[k % 4] = _mm256_fmadd_ps(lane(d, k), _mm256_cvtepi32_ps(p), acc[k % 4]);
+        }
     }
     for (; i < nb; i++) {
         __m256i p = dot_i8(loadu256(xb[i].qs), loadu256(yb[i].qs));
         float d = fp16_avx2(xb[i].d) * fp16_avx2(yb[i].d);
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(p), acc0);
+        acc[0] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(p), acc[0]);
     }
-    *s = hsum_ps(_mm256_add_ps(acc0, acc1));
+    *s = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+}
+
+/* Q4_0 block quants 0..15 (not yet offset by -8), low nibbles first: the 16 bytes go to both
+ * halves by a broadcast load and the upper half is shifted, avoiding a cross-lane insert. */
+static inline AVX2 __m256i nibbles32_u(const uint8_t *qs)
+{
+    __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+    both = _mm256_srlv_epi32(both, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4));
+    return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
+}
+
+/* One Q4_0 x Q8_0 block as 8 int32 partial sums: sum (q - 8) * y = sum q * y - 8 * sum y, both
+ * products in int16 pairs (|.| <= 2 * 15 * 127) so no sign fix-ups are needed. */
+static inline AVX2 __m256i dot_q4_0_block(const struct block_q4_0 *x, const struct block_q8_0 *y)
+{
+    __m256i yv = loadu256(y->qs);
+    __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(nibbles32_u(x->qs), yv),
+                                 _mm256_maddubs_epi16(_mm256_set1_epi8(8), yv));
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 }
 
 void AVX2 llm_vec_dot_q4_0_avx2(int64_t n, float *s, const void *x, const void *y)
 {
     const struct block_q4_0 *xb = x;
     const struct block_q8_0 *yb = y;
-    const __m256i eight = _mm256_set1_epi8(8);
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                      _mm256_setzero_ps() };
     int64_t nb = n / QK, i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        __m256i q0 = _mm256_sub_epi8(nibbles32(xb[i].qs), eight);
-        __m256i q1 = _mm256_sub_epi8(nibbles32(xb[i + 1].qs), eight);
-        __m256i p0 = dot_i8(q0, loadu256(yb[i].qs));
-        __m256i p1 = dot_i8(q1, loadu256(yb[i + 1].qs));
-        float d0 = fp16_avx2(xb[i].d) * fp16_avx2(yb[i].d);
-        float d1 = fp16_avx2(xb[i + 1].d) * fp16_avx2(yb[i + 1].d);
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(d0), _mm256_cvtepi32_ps(p0), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(d1), _mm256_cvtepi32_ps(p1), acc1);
+    for (; i + 8 <= nb; i += 8) {
+        __m256 d = _mm256_mul_ps(scales8(xb + i, sizeof *xb), scales8(yb + i, sizeof *yb));
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; k++)
+            acc[k % 4] = _mm256_fmadd_ps(lane(d, k),
+                                         _mm256_cvtepi32_ps(dot_q4_0_block(xb + i + k, yb + i + k)),
+                                         acc[k % 4]);
     }
     for (; i < nb; i++) {
-        __m256i q = _mm256_sub_epi8(nibbles32(xb[i].qs), eight);
-        __m256i p = dot_i8(q, loadu256(yb[i].qs));
         float d = fp16_avx2(xb[i].d) * fp16_avx2(yb[i].d);
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(p), acc0);
+        __m256 p = _mm256_cvtepi32_ps(dot_q4_0_block(xb + i, yb + i));
+        acc[0] = _mm256_fmadd_ps(_mm256_set1_ps(d), p, acc[0]);
     }
-    *s = hsum_ps(_mm256_add_ps(acc0, acc1));
+    *s = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+}
+
+/* One Q5_0 x Q8_0 block as 8 int32 partial sums, like dot_q4_0_block with quants 0..31 - 16. */
+static inline AVX2 __m256i dot_q5_0_block(const struct block_q5_0 *x, const struct block_q8_0 *y)
+{
+    __m256i yv = loadu256(y->qs);
+    __m256i q = _mm256_or_si256(nibbles32_u(x->qs), fifth_bits(x->qh));
+    __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, yv),
+                                 _mm256_maddubs_epi16(_mm256_set1_epi8(16), yv));
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 }
 
 void AVX2 llm_vec_dot_q5_0_avx2(int64_t n, float *s, const void *x, const void *y)
 {
     const struct block_q5_0 *xb = x;
     const struct block_q8_0 *yb = y;
-    const __m256i sixteen = _mm256_set1_epi8(16);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK; i++) {
-        __m256i q = _mm256_or_si256(nibbles32(xb[i].qs), fifth_bits(xb[i].qh));
-        __m256i p = dot_i8(_mm256_sub_epi8(q, sixteen), loadu256(yb[i].qs));
-        float d = fp16_avx2(xb[i].d) * fp16_avx2(yb[i].d);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(p), acc);
+    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                      _mm256_setzero_ps() };
+    int64_t nb = n / QK, i = 0;
+    for (; i + 8 <= nb; i += 8) {
+        __m256 d = _mm256_mul_ps(scales8(xb + i, sizeof *xb), scales8(yb + i, sizeof *yb));
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; k++) {
+            __m256 p = _mm256_cvtepi32_ps(dot_q5_0_block(xb + i + k, yb + i + k));
+            acc[k % 4] = _mm256_fmadd_ps(lane(d, k), p, acc[k % 4]);
+        }
     }
-    *s = hsum_ps(acc);
+    for (; i < nb; i++) {
+        float d = fp16_avx2(xb[i].d) * fp16_avx2(yb[i].d);
+        __m256 p = _mm256_cvtepi32_ps(dot_q5_0_block(xb + i, yb + i));
+        acc[0] = _mm256_fmadd_ps(_mm256_set1_ps(d), p, acc[0]);
+    }
+    *s = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
 }
 
 void AVX2 llm_vec_dot_q4_1_avx2(int64_t n, float *s, const void *x, const void *y)
@@ -231,10 +288,11 @@ static inline AVX2 __m256i half_scales(__m256i s16, int h)
              : _mm256_permute2x128_si256(s16, s16, 0x00);
 }
 
-/* Sum over the 16 sub-blocks of mins[k] * bsums[k] (16 int16 lanes each). */
-static inline AVX2 int min_term(const void *bsums, __m256i mins)
+/* mins[k] * bsums[k] over the 16 sub-blocks (16 int16 lanes each), as 8 float partial sums: kept
+ * in a vector accumulator, with no horizontal sum per super-block. */
+static inline AVX2 __m256 min_terms(const void *bsums, __m256i mins)
 {
-    return hsum_epi32(_mm256_madd_epi16(loadu256(bsums), mins));
+    return _mm256_cvtepi32_ps(_mm256_madd_epi16(loadu256(bsums), mins));
 }
 
 void AVX2 llm_vec_dot_q2_K_avx2(int64_t n, float *s, const void *x, const void *y)
@@ -244,7 +302,7 @@ void AVX2 llm_vec_dot_q2_K_avx2(int64_t n, float *s, const void *x, const void *
     const __m256i three = _mm256_set1_epi8(3);
     const __m128i low = _mm_set1_epi8(0x0f);
     __m256 acc = _mm256_setzero_ps();
-    float mins = 0;
+    __m256 accm = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         /* scale byte k: low nibble scale, high nibble min of sub-block k */
         __m128i sm = _mm_loadu_si128((const __m128i *)xb[i].scales);
@@ -252,8 +310,10 @@ void AVX2 llm_vec_dot_q2_K_avx2(int64_t n, float *s, const void *x, const void *
         __m256i mn = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sm, 4), low));
         const int8_t *q8 = yb[i].qs;
         __m256i sumi = _mm256_setzero_si256();
+#pragma GCC unroll 4
         for (int half = 0; half < 2; half++) {
             __m256i q = loadu256(xb[i].qs + 32 * half), s8 = half_scales(sc, half);
+#pragma GCC unroll 4
             for (int g = 0; g < 4; g++, q8 += 32) {
                 __m256i v = _mm256_and_si256(_mm256_srli_epi16(q, 2 * g), three);
                 __m256i p = _mm256_maddubs_epi16(v, loadu256(q8));
@@ -263,9 +323,10 @@ void AVX2 llm_vec_dot_q2_K_avx2(int64_t n, float *s, const void *x, const void *
         float dy = yb[i].d;
         acc = _mm256_fmadd_ps(_mm256_set1_ps(dy * fp16_avx2(xb[i].d)), _mm256_cvtepi32_ps(sumi),
                               acc);
-        mins += dy * fp16_avx2(xb[i].dmin) * (float)min_term(yb[i].bsums, mn);
+        accm = _mm256_fmadd_ps(_mm256_set1_ps(dy * fp16_avx2(xb[i].dmin)),
+                               min_terms(yb[i].bsums, mn), accm);
     }
-    *s = hsum_ps(acc) - mins;
+    *s = hsum_ps(_mm256_sub_ps(acc, accm));
 }
 
 /* The 16 Q3_K scales (see q3_K_scales) as int16, four at a time: low nibbles of s[0..7] then their
@@ -293,8 +354,10 @@ void AVX2 llm_vec_dot_q3_K_avx2(int64_t n, float *s, const void *x, const void *
         __m256i hm = loadu256(xb[i].hmask);
         const int8_t *q8 = yb[i].qs;
         __m256i sumi = _mm256_setzero_si256();
+#pragma GCC unroll 4
         for (int half = 0; half < 2; half++) {
             __m256i q = loadu256(xb[i].qs + 32 * half), s8 = half_scales(sc, half);
+#pragma GCC unroll 4
             for (int g = 0; g < 4; g++, q8 += 32) {
                 __m256i v = _mm256_and_si256(_mm256_srli_epi16(q, 2 * g), three);
                 /* values whose hmask bit is clear are offset by -4 */
@@ -335,12 +398,13 @@ void AVX2 llm_vec_dot_q4_K_avx2(int64_t n, float *s, const void *x, const void *
     const struct block_q8_K *yb = y;
     const __m256i low = _mm256_set1_epi8(0x0f);
     __m256 acc = _mm256_setzero_ps();
-    float mins = 0;
+    __m256 accm = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         __m256i sc, mn;
         k4_scales(xb[i].scales, &sc, &mn);
         const int8_t *q8 = yb[i].qs;
         __m256i sumi = _mm256_setzero_si256();
+#pragma GCC unroll 4
         for (int c = 0; c < 4; c++, q8 += 64) {
             __m256i q = loadu256(xb[i].qs + 32 * c);
             __m256i lo = _mm256_and_si256(q, low);
@@ -354,9 +418,10 @@ void AVX2 llm_vec_dot_q4_K_avx2(int64_t n, float *s, const void *x, const void *
         float dy = yb[i].d;
         acc = _mm256_fmadd_ps(_mm256_set1_ps(dy * fp16_avx2(xb[i].d)), _mm256_cvtepi32_ps(sumi),
                               acc);
-        mins += dy * fp16_avx2(xb[i].dmin) * (float)min_term(yb[i].bsums, mn);
+        accm = _mm256_fmadd_ps(_mm256_set1_ps(dy * fp16_avx2(xb[i].dmin)),
+                               min_terms(yb[i].bsums, mn), accm);
     }
-    *s = hsum_ps(acc) - mins;
+    *s = hsum_ps(_mm256_sub_ps(acc, accm));
 }
 
 void AVX2 llm_vec_dot_q5_K_avx2(int64_t n, float *s, const void *x, const void *y)
@@ -365,13 +430,14 @@ void AVX2 llm_vec_dot_q5_K_avx2(int64_t n, float *s, const void *x, const void *
     const struct block_q8_K *yb = y;
     const __m256i low = _mm256_set1_epi8(0x0f), b4 = _mm256_set1_epi8(0x10);
     __m256 acc = _mm256_setzero_ps();
-    float mins = 0;
+    __m256 accm = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         __m256i sc, mn;
         k4_scales(xb[i].scales, &sc, &mn);
         const int8_t *q8 = yb[i].qs;
         __m256i hb = loadu256(xb[i].qh); /* bits 2c, 2c+1 of each byte belong to chunk c */
         __m256i sumi = _mm256_setzero_si256();
+#pragma GCC unroll 4
         for (int c = 0; c < 4; c++, q8 += 64, hb = _mm256_srli_epi16(hb, 2)) {
             __m256i q = loadu256(xb[i].qs + 32 * c);
             __m256i lo = _mm256_or_si256(_mm256_and_si256(q, low),
@@ -387,9 +453,10 @@ void AVX2 llm_vec_dot_q5_K_avx2(int64_t n, float *s, const void *x, const void *
         float dy = yb[i].d;
         acc = _mm256_fmadd_ps(_mm256_set1_ps(dy * fp16_avx2(xb[i].d)), _mm256_cvtepi32_ps(sumi),
                               acc);
-        mins += dy * fp16_avx2(xb[i].dmin) * (float)min_term(yb[i].bsums, mn);
+        accm = _mm256_fmadd_ps(_mm256_set1_ps(dy * fp16_avx2(xb[i].dmin)),
+                               min_terms(yb[i].bsums, mn), accm);
     }
-    *s = hsum_ps(acc) - mins;
+    *s = hsum_ps(_mm256_sub_ps(acc, accm));
 }
 
 void AVX2 llm_vec_dot_q6_K_avx2(int64_t n, float *s, const void *x, const void *y)
@@ -403,6 +470,7 @@ void AVX2 llm_vec_dot_q6_K_avx2(int64_t n, float *s, const void *x, const void *
         const int8_t *q8 = yb[i].qs;
         /* quants are stored +32: subtract 32 * sum_k sc[k] * bsums[k] at the end */
         __m256i sumi = _mm256_setzero_si256();
+#pragma GCC unroll 4
         for (int half = 0; half < 2; half++, q8 += 128) {
             __m256i l0 = loadu256(xb[i].ql + 64 * half), l1 = loadu256(xb[i].ql + 64 * half + 32);
             __m256i h = loadu256(xb[i].qh + 32 * half);
@@ -417,13 +485,14 @@ void AVX2 llm_vec_dot_q6_K_avx2(int64_t n, float *s, const void *x, const void *
                                 _mm256_and_si256(_mm256_srli_epi16(h, 2), top)),
             };
             __m256i s8 = half_scales(sc, half);
+#pragma GCC unroll 4
             for (int g = 0; g < 4; g++) {
                 __m256i p = _mm256_maddubs_epi16(q[g], loadu256(q8 + 32 * g));
                 sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, pick_pair(s8, g)));
             }
         }
-        sumi = _mm256_add_epi32(sumi, _mm256_setr_epi32(-32 * min_term(yb[i].bsums, sc),
-                                                        0, 0, 0, 0, 0, 0, 0));
+        __m256i bias = _mm256_madd_epi16(loadu256(yb[i].bsums), sc);
+        sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(bias, 5));
         acc = _mm256_fmadd_ps(_mm256_set1_ps(yb[i].d * fp16_avx2(xb[i].d)),
                               _mm256_cvtepi32_ps(sumi), acc);
     }
