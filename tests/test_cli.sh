@@ -68,6 +68,10 @@ expect_error "prompt over context"  "$LLM" run -m "$M/stories260K.gguf" -p "$lon
 expect_error "empty prompt (no BOS)" "$LLM" run -m "$M/qwen2-tiny-q8_0.gguf" -p ""
 expect_error "missing prompt file"  "$LLM" run -m "$M/stories260K.gguf" -f "$tmp/none.txt"
 expect_error "unknown device"       "$LLM" run -m "$M/stories260K.gguf" -p hi -dev tpu
+expect_error "NaN --top-p"          "$LLM" run -m "$M/stories260K.gguf" -p hi --top-p nan
+expect_error "negative --min-p"     "$LLM" run -m "$M/stories260K.gguf" -p hi --min-p -1
+expect_error "zero repeat penalty"  "$LLM" run -m "$M/stories260K.gguf" -p hi --repeat-penalty 0
+expect_error "-ub 0"                "$LLM" run -m "$M/stories260K.gguf" -p hi -ub 0
 expect_error "bad -fa"              "$LLM" run -m "$M/stories260K.gguf" -p hi -fa maybe
 expect_error "unknown command"      "$LLM" frobnicate
 expect_error "info missing file"    "$LLM" info "$tmp/nope.gguf"

@@ -1,5 +1,6 @@
 /* llm-run: generate text from a prompt (llama-cli / llama-simple style). */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,6 +211,12 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
     if (o->n_batch < 1 || o->n_ubatch < 1 || o->n_threads < 1 || o->n_ctx < 0 || o->n_predict < -1 ||
         o->sp.top_k < 0 || o->sp.repeat_last_n < 0) {
         tool_error("invalid value: -b, -ub, -t must be >= 1, -c >= 0, -n >= -1, --top-k and --repeat-last-n >= 0");
+        rc = 1;
+    } else if (!isfinite(o->sp.temp) || !isfinite(o->sp.top_p) || !(o->sp.top_p >= 0) ||
+               !isfinite(o->sp.min_p) || !(o->sp.min_p >= 0) || !isfinite(o->sp.repeat_penalty) ||
+               !(o->sp.repeat_penalty > 0)) {
+        tool_error("invalid sampling value: --temp, --top-p, --min-p must be finite numbers, --top-p and "
+                   "--min-p >= 0, --repeat-penalty > 0");
         rc = 1;
     }
 out:
