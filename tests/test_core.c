@@ -50,6 +50,10 @@ static void test_graph_and_alloc(void)
     struct llm_tensor *out = build_chain(ctx, w, x, 4);
     struct llm_graph *g = llm_graph_build(&out, 1);
     CHECK(g != NULL);
+    if (!g) {
+        llm_ctx_free(ctx);
+        return;
+    }
     CHECK_EQ_INT(g->n_leafs, 2);
     CHECK(g->nodes[g->n_nodes - 1] == out, "output must come last");
     /* every source precedes its user */

@@ -275,7 +275,7 @@ int main(void)
     CHECK(d != NULL, "cannot open %s", dir);
     if (!d)
         return test_done("test_gen");
-    char *names[256];
+    char *names[256] = { 0 };
     int n_names = 0;
     struct dirent *de;
     while ((de = readdir(d)) && n_names < 256) {
