@@ -417,9 +417,10 @@ void cpu_flash_attn(const struct llm_cpu_params *p, struct llm_tensor *dst)
     memset(u.zero, 0, (size_t)hd8 * sizeof(float));
     bool fast = llm_cpu_has_avx2() && unit_rows(k) && unit_rows(v);
 
-    int64_t parts = group_parts(n_q * heads_kv, group, p->nth), r0, r1;
-    thread_rows(n_q * heads_kv * parts, p->ith, p->nth, &r0, &r1);
-    for (int64_t r = r0; r < r1; r++) {
+    /* units dealt out round-robin: under a causal mask later queries see more cells, so
+     * contiguous ranges would give the last thread most of the work */
+    int64_t parts = group_parts(n_q * heads_kv, group, p->nth);
+    for (int64_t r = p->ith; r < n_q * heads_kv * parts; r += p->nth) {
         int64_t part = r % parts, hk = r / parts % heads_kv;
         u.iq = r / (parts * heads_kv);
         u.hk = hk;
