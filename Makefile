@@ -23,7 +23,7 @@ LIB     := $(BUILD)/libllm.a
 DEB_PKGS := libopenblas-dev libargtable2-dev libcjson-dev clang unicode-data valgrind python3
 
 .PHONY: all deps run test test-unit test-asan fuzz bench clean
-all: $(BIN)/llm $(BIN)/llm-run $(BIN)/llm-bench
+all: $(BIN)/llm $(BIN)/llm-run $(BIN)/llm-bench $(BIN)/llm-roofline
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -39,6 +39,11 @@ $(BIN)/llm: $(TOOL_OBJ) $(LIB)
 
 $(BIN)/llm-run $(BIN)/llm-bench: $(BIN)/llm
 	ln -sf llm $@
+
+# bench/roofline.c: the machine's bandwidth and FMA peak alone (the measurement is tools/roofline.c).
+$(BIN)/llm-roofline: bench/roofline.c $(BUILD)/tools/roofline.o
+	@mkdir -p $(BIN)
+	$(CC) $(ALL_CFLAGS) -Itools $^ -lm -pthread -o $@
 
 # llm-bench's "build: <commit> (<number>)"; rebuilt when HEAD moves; "unknown (0)" outside git.
 GIT_LOG := $(wildcard $(shell git rev-parse --git-dir 2>/dev/null)/logs/HEAD)

@@ -79,6 +79,10 @@ expect_error "info truncated"       "$LLM" info "$tmp/trunc.gguf"
 expect_error "tokenize no model"    "$LLM" tokenize -p hi
 expect_error "tokenize bad file"    "$LLM" tokenize -m "$tmp/junk.gguf" -p hi
 
+# llm-roofline prints positive bandwidth and FMA figures.
+"$(dirname "$LLM")/llm-roofline" >"$tmp/roof" 2>&1 && grep -Eq 'read bandwidth: [1-9][0-9.]* GB/s' "$tmp/roof" &&
+  grep -Eq 'FMA peak: [1-9][0-9.]* GFLOP/s' "$tmp/roof" && ok || fail "llm-roofline: $(cat "$tmp/roof")"
+
 # Valgrind: no invalid access and no definite leak on the end-to-end paths (generation with a
 # batched prompt through BLAS, info, tokenize, a corrupt file).
 if command -v valgrind >/dev/null; then
