@@ -392,34 +392,50 @@ static inline AVX2 void k4_scales(const uint8_t *s, __m256i *sc, __m256i *mn16)
     *mn16 = _mm256_cvtepu8_epi16(twice);
 }
 
+/* Integer part of one Q4_K (qh NULL) or Q5_K super-block against Q8_K: the two share their layout
+ * but for Q5_K's fifth bit (bits 2c, 2c+1 of each qh byte belong to chunk c). Always inlined, so
+ * the qh test folds away in each kernel. */
+static inline __attribute__((always_inline)) AVX2 __m256i k45_sumi(const uint8_t *qs, const uint8_t *qh,
+                                                                  const int8_t *q8, __m256i sc)
+{
+    const __m256i low = _mm256_set1_epi8(0x0f), b4 = _mm256_set1_epi8(0x10);
+    __m256i hb = qh ? loadu256(qh) : _mm256_setzero_si256();
+    __m256i sumi = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++, q8 += 64) {
+        __m256i q = loadu256(qs + 32 * c);
+        __m256i lo = _mm256_and_si256(q, low);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low);
+        if (qh) {
+            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(hb, 4), b4));
+            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(hb, 3), b4));
+            hb = _mm256_srli_epi16(hb, 2);
+        }
+        __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, loadu256(q8)), pick_one(sc, 2 * c));
+        __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, loadu256(q8 + 32)), pick_one(sc, 2 * c + 1));
+        sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
+    }
+    return sumi;
+}
+
+/* acc += d·dy·sumi and accm += dmin·dy·(mins · bsums) for one super-block. */
+static inline AVX2 void k45_accumulate(__m256 *acc, __m256 *accm, const struct block_q8_K *yb, uint16_t d,
+                                       uint16_t dmin, __m256i sumi, __m256i mn)
+{
+    *acc = _mm256_fmadd_ps(_mm256_set1_ps(yb->d * fp16_avx2(d)), _mm256_cvtepi32_ps(sumi), *acc);
+    *accm = _mm256_fmadd_ps(_mm256_set1_ps(yb->d * fp16_avx2(dmin)), min_terms(yb->bsums, mn), *accm);
+}
+
 void AVX2 llm_vec_dot_q4_K_avx2(int64_t n, float *s, const void *x, const void *y)
 {
     const struct block_q4_K *xb = x;
     const struct block_q8_K *yb = y;
-    const __m256i low = _mm256_set1_epi8(0x0f);
-    __m256 acc = _mm256_setzero_ps();
-    __m256 accm = _mm256_setzero_ps();
+    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         __m256i sc, mn;
         k4_scales(xb[i].scales, &sc, &mn);
-        const int8_t *q8 = yb[i].qs;
-        __m256i sumi = _mm256_setzero_si256();
-#pragma GCC unroll 4
-        for (int c = 0; c < 4; c++, q8 += 64) {
-            __m256i q = loadu256(xb[i].qs + 32 * c);
-            __m256i lo = _mm256_and_si256(q, low);
-            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low);
-            __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, loadu256(q8)),
-                                           pick_one(sc, 2 * c));
-            __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, loadu256(q8 + 32)),
-                                           pick_one(sc, 2 * c + 1));
-            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
-        }
-        float dy = yb[i].d;
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(dy * fp16_avx2(xb[i].d)), _mm256_cvtepi32_ps(sumi),
-                              acc);
-        accm = _mm256_fmadd_ps(_mm256_set1_ps(dy * fp16_avx2(xb[i].dmin)),
-                               min_terms(yb[i].bsums, mn), accm);
+        __m256i sumi = k45_sumi(xb[i].qs, NULL, yb[i].qs, sc);
+        k45_accumulate(&acc, &accm, &yb[i], xb[i].d, xb[i].dmin, sumi, mn);
     }
     *s = hsum_ps(_mm256_sub_ps(acc, accm));
 }
@@ -428,33 +444,12 @@ void AVX2 llm_vec_dot_q5_K_avx2(int64_t n, float *s, const void *x, const void *
 {
     const struct block_q5_K *xb = x;
     const struct block_q8_K *yb = y;
-    const __m256i low = _mm256_set1_epi8(0x0f), b4 = _mm256_set1_epi8(0x10);
-    __m256 acc = _mm256_setzero_ps();
-    __m256 accm = _mm256_setzero_ps();
+    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         __m256i sc, mn;
         k4_scales(xb[i].scales, &sc, &mn);
-        const int8_t *q8 = yb[i].qs;
-        __m256i hb = loadu256(xb[i].qh); /* bits 2c, 2c+1 of each byte belong to chunk c */
-        __m256i sumi = _mm256_setzero_si256();
-#pragma GCC unroll 4
-        for (int c = 0; c < 4; c++, q8 += 64, hb = _mm256_srli_epi16(hb, 2)) {
-            __m256i q = loadu256(xb[i].qs + 32 * c);
-            __m256i lo = _mm256_or_si256(_mm256_and_si256(q, low),
-                                         _mm256_and_si256(_mm256_slli_epi16(hb, 4), b4));
-            __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), low),
-                                         _mm256_and_si256(_mm256_slli_epi16(hb, 3), b4));
-            __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, loadu256(q8)),
-                                           pick_one(sc, 2 * c));
-            __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, loadu256(q8 + 32)),
-                                           pick_one(sc, 2 * c + 1));
-            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
-        }
-        float dy = yb[i].d;
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(dy * fp16_avx2(xb[i].d)), _mm256_cvtepi32_ps(sumi),
-                              acc);
-        accm = _mm256_fmadd_ps(_mm256_set1_ps(dy * fp16_avx2(xb[i].dmin)),
-                               min_terms(yb[i].bsums, mn), accm);
+        __m256i sumi = k45_sumi(xb[i].qs, xb[i].qh, yb[i].qs, sc);
+        k45_accumulate(&acc, &accm, &yb[i], xb[i].d, xb[i].dmin, sumi, mn);
     }
     *s = hsum_ps(_mm256_sub_ps(acc, accm));
 }
