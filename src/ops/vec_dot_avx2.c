@@ -9,65 +9,59 @@
 
 /* ---- plain types ---------------------------------------------------------------------------- */
 
-void AVX2 llm_vec_dot_f32_avx2(int64_t n, float *s, const void *x, const void *y)
-{
-    const float *a = x, *b = y;
-    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                      _mm256_setzero_ps() };
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32)
-        for (int k = 0; k < 4; k++)
-            acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8 * k), _mm256_loadu_ps(b + i + 8 * k),
-                                     acc[k]);
-    for (; i + 8 <= n; i += 8)
-        acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc[0]);
-    __m256 all = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
-    float sum = hsum_ps(all);
-    for (; i < n; i++)
-        sum += a[i] * b[i];
-    *s = sum;
-}
-
-void AVX2 llm_vec_dot_f16_avx2(int64_t n, float *s, const void *x, const void *y)
-{
-    const uint16_t *a = x, *b = y;
-    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                      _mm256_setzero_ps() };
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32)
-        for (int k = 0; k < 4; k++)
-            acc[k] = _mm256_fmadd_ps(load_f16x8(a + i + 8 * k), load_f16x8(b + i + 8 * k), acc[k]);
-    for (; i + 8 <= n; i += 8)
-        acc[0] = _mm256_fmadd_ps(load_f16x8(a + i), load_f16x8(b + i), acc[0]);
-    __m256 all = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
-    float sum = hsum_ps(all);
-    for (; i < n; i++)
-        sum += fp16_avx2(a[i]) * fp16_avx2(b[i]);
-    *s = sum;
-}
-
 static inline AVX2 __m256 load_bf16(const uint16_t *p)
 {
     __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
     return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
 }
 
-void AVX2 llm_vec_dot_bf16_avx2(int64_t n, float *s, const void *x, const void *y)
+/* 8 elements of a row of type t (a constant after inlining) as floats, and one element. */
+static inline __attribute__((always_inline)) AVX2 __m256 load8(enum llm_type t, const void *p, int64_t i)
 {
-    const uint16_t *a = x, *b = y;
+    return t == LLM_TYPE_F16    ? load_f16x8((const uint16_t *)p + i)
+           : t == LLM_TYPE_BF16 ? load_bf16((const uint16_t *)p + i)
+                                : _mm256_loadu_ps((const float *)p + i);
+}
+
+static inline __attribute__((always_inline)) AVX2 float load1(enum llm_type t, const void *p, int64_t i)
+{
+    return t == LLM_TYPE_F16    ? fp16_avx2(((const uint16_t *)p)[i])
+           : t == LLM_TYPE_BF16 ? llm_bf16_to_fp32(((const uint16_t *)p)[i])
+                                : ((const float *)p)[i];
+}
+
+/* dot of two rows of the same plain type: 4 accumulators of 8 lanes, then 8 at a time, then the
+ * tail element by element. */
+static inline __attribute__((always_inline)) AVX2 float dot_plain(enum llm_type t, int64_t n, const void *a,
+                                                                 const void *b)
+{
     __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
                       _mm256_setzero_ps() };
     int64_t i = 0;
     for (; i + 32 <= n; i += 32)
         for (int k = 0; k < 4; k++)
-            acc[k] = _mm256_fmadd_ps(load_bf16(a + i + 8 * k), load_bf16(b + i + 8 * k), acc[k]);
+            acc[k] = _mm256_fmadd_ps(load8(t, a, i + 8 * k), load8(t, b, i + 8 * k), acc[k]);
     for (; i + 8 <= n; i += 8)
-        acc[0] = _mm256_fmadd_ps(load_bf16(a + i), load_bf16(b + i), acc[0]);
-    __m256 all = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
-    float sum = hsum_ps(all);
+        acc[0] = _mm256_fmadd_ps(load8(t, a, i), load8(t, b, i), acc[0]);
+    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
     for (; i < n; i++)
-        sum += llm_bf16_to_fp32(a[i]) * llm_bf16_to_fp32(b[i]);
-    *s = sum;
+        sum += load1(t, a, i) * load1(t, b, i);
+    return sum;
+}
+
+void AVX2 llm_vec_dot_f32_avx2(int64_t n, float *s, const void *x, const void *y)
+{
+    *s = dot_plain(LLM_TYPE_F32, n, x, y);
+}
+
+void AVX2 llm_vec_dot_f16_avx2(int64_t n, float *s, const void *x, const void *y)
+{
+    *s = dot_plain(LLM_TYPE_F16, n, x, y);
+}
+
+void AVX2 llm_vec_dot_bf16_avx2(int64_t n, float *s, const void *x, const void *y)
+{
+    *s = dot_plain(LLM_TYPE_BF16, n, x, y);
 }
 
 /* ---- integer helpers ------------------------------------------------------------------------- */
