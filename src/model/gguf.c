@@ -82,22 +82,23 @@ static bool skip(struct cursor *c, uint64_t n, const char *field)
     return true;
 }
 
+static bool read_raw(struct cursor *c, void *v, size_t n, const char *field)
+{
+    if (!need(c, n, field))
+        return false;
+    memcpy(v, c->base + c->pos, n);
+    c->pos += n;
+    return true;
+}
+
 static bool read_u32(struct cursor *c, uint32_t *v, const char *field)
 {
-    if (!need(c, sizeof *v, field))
-        return false;
-    memcpy(v, c->base + c->pos, sizeof *v);
-    c->pos += sizeof *v;
-    return true;
+    return read_raw(c, v, sizeof *v, field);
 }
 
 static bool read_u64(struct cursor *c, uint64_t *v, const char *field)
 {
-    if (!need(c, sizeof *v, field))
-        return false;
-    memcpy(v, c->base + c->pos, sizeof *v);
-    c->pos += sizeof *v;
-    return true;
+    return read_raw(c, v, sizeof *v, field);
 }
 
 /* u64 length + bytes; the view points into the mapping. */

@@ -48,42 +48,40 @@ void llm_to_float_q3_K(const void *src, float *dst, int64_t n)
     }
 }
 
-void llm_to_float_q4_K(const void *src, float *dst, int64_t n)
+/* One Q4_K (qh NULL) or Q5_K super-block: chunk c of 64 outputs uses qs[32c..32c+31], low nibbles
+ * with sub-block 2c, high nibbles with 2c+1; Q5_K adds bit 2c+h of qh[l] as the fifth bit. */
+static void k45_block(uint16_t d16, uint16_t dmin16, const uint8_t *scales, const uint8_t *qs,
+                      const uint8_t *qh, float *dst)
 {
-    const struct block_q4_K *b = src;
-    for (int64_t i = 0; i < n / QK_K; i++, b++) {
-        float d = llm_fp16_to_fp32(b->d), dmin = llm_fp16_to_fp32(b->dmin);
-        for (int c = 0; c < 4; c++) {
-            const uint8_t *q = b->qs + 32 * c;
-            for (int h = 0; h < 2; h++) {
-                int sc, mn;
-                k4_scale_min(b->scales, 2 * c + h, &sc, &mn);
-                float d1 = d * (float)sc, m1 = dmin * (float)mn;
-                for (int l = 0; l < 32; l++)
-                    *dst++ = d1 * (float)((q[l] >> (4 * h)) & 0xf) - m1;
+    float d = llm_fp16_to_fp32(d16), dmin = llm_fp16_to_fp32(dmin16);
+    for (int c = 0; c < 4; c++) {
+        const uint8_t *q = qs + 32 * c;
+        for (int h = 0; h < 2; h++) {
+            int sc, mn;
+            k4_scale_min(scales, 2 * c + h, &sc, &mn);
+            float d1 = d * (float)sc, m1 = dmin * (float)mn;
+            for (int l = 0; l < 32; l++) {
+                int v = (q[l] >> (4 * h)) & 0xf;
+                if (qh)
+                    v |= ((qh[l] >> (2 * c + h)) & 1) << 4;
+                *dst++ = d1 * (float)v - m1;
             }
         }
     }
 }
 
+void llm_to_float_q4_K(const void *src, float *dst, int64_t n)
+{
+    const struct block_q4_K *b = src;
+    for (int64_t i = 0; i < n / QK_K; i++, b++, dst += QK_K)
+        k45_block(b->d, b->dmin, b->scales, b->qs, NULL, dst);
+}
+
 void llm_to_float_q5_K(const void *src, float *dst, int64_t n)
 {
     const struct block_q5_K *b = src;
-    for (int64_t i = 0; i < n / QK_K; i++, b++) {
-        float d = llm_fp16_to_fp32(b->d), dmin = llm_fp16_to_fp32(b->dmin);
-        for (int c = 0; c < 4; c++) {
-            const uint8_t *q = b->qs + 32 * c;
-            for (int h = 0; h < 2; h++) {
-                int sc, mn;
-                k4_scale_min(b->scales, 2 * c + h, &sc, &mn);
-                float d1 = d * (float)sc, m1 = dmin * (float)mn;
-                for (int l = 0; l < 32; l++) {
-                    int v = ((q[l] >> (4 * h)) & 0xf) | ((b->qh[l] >> (2 * c + h)) & 1) << 4;
-                    *dst++ = d1 * (float)v - m1;
-                }
-            }
-        }
-    }
+    for (int64_t i = 0; i < n / QK_K; i++, b++, dst += QK_K)
+        k45_block(b->d, b->dmin, b->scales, b->qs, b->qh, dst);
 }
 
 void llm_to_float_q6_K(const void *src, float *dst, int64_t n)
