@@ -34,20 +34,15 @@ int bpe_cp_to_byte(uint32_t cp)
     return -1;
 }
 
-struct sym {
-    uint32_t start, n; /* bytes of the encoded word; n = 0 once merged away */
-    int32_t prev, next;
-};
-
 struct bpe_scratch {
     char *enc;          /* byte-encoded word */
     size_t enc_cap;
-    struct sym *sy;
+    struct merge_sym *sy;
     size_t sy_cap;
     struct bigram_heap heap;
 };
 
-static bool try_pair(const struct vocab *v, const char *s, const struct sym *sy, int32_t l,
+static bool try_pair(const struct vocab *v, const char *s, const struct merge_sym *sy, int32_t l,
                      int32_t r, struct bigram_heap *h)
 {
     if (l < 0 || r < 0)
@@ -84,40 +79,16 @@ static bool bpe_word(const struct vocab *v, const char *s, size_t n, struct bpe_
         }
     }
     if (n > w->sy_cap) {
-        struct sym *p = realloc(w->sy, n * sizeof *p);
+        struct merge_sym *p = realloc(w->sy, n * sizeof *p);
         if (!p)
             return false;
         w->sy = p;
         w->sy_cap = n;
     }
-    struct sym *sy = w->sy;
-    int32_t ns = 0;
-    for (size_t off = 0; off < n; ns++) {
-        size_t cl = unicode_len_utf8((unsigned char)s[off]);
-        if (cl > n - off)
-            cl = n - off;
-        sy[ns] = (struct sym){ (uint32_t)off, (uint32_t)cl, ns - 1, -1 };
-        off += cl;
-        sy[ns].next = off < n ? ns + 1 : -1;
-    }
-    w->heap.n = 0;
-    for (int32_t i = 1; i < ns; i++)
-        if (!try_pair(v, s, sy, i - 1, i, &w->heap))
-            return false;
-    struct bigram b;
-    while (bigram_pop(&w->heap, &b)) {
-        struct sym *l = &sy[b.left], *r = &sy[b.right];
-        if (l->n == 0 || r->n == 0 || l->n + r->n != b.size)
-            continue; /* stale */
-        l->n += r->n;
-        r->n = 0;
-        l->next = r->next;
-        if (r->next >= 0)
-            sy[r->next].prev = b.left;
-        if (!try_pair(v, s, sy, l->prev, b.left, &w->heap) ||
-            !try_pair(v, s, sy, b.left, l->next, &w->heap))
-            return false;
-    }
+    struct merge_sym *sy = w->sy;
+    int32_t ns = bigram_merge(v, s, n, sy, &w->heap, try_pair);
+    if (ns < 0)
+        return false;
     for (int32_t i = ns > 0 ? 0 : -1; i >= 0; i = sy[i].next)
         emit(v, s + sy[i].start, sy[i].n, out);
     return true;

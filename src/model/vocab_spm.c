@@ -10,12 +10,7 @@
 
 static const char SPM_SPACE[3] = { '\xe2', '\x96', '\x81' }; /* U+2581 */
 
-struct sym {
-    uint32_t start, n; /* bytes of the escaped text; n = 0 once merged away */
-    int32_t prev, next;
-};
-
-static bool try_pair(const struct vocab *v, const char *s, const struct sym *sy, int32_t l,
+static bool try_pair(const struct vocab *v, const char *s, const struct merge_sym *sy, int32_t l,
                      int32_t r, struct bigram_heap *h)
 {
     if (l < 0 || r < 0)
@@ -48,7 +43,7 @@ void spm_tokenize(const struct vocab *v, const char *text, size_t len, bool spac
 {
     size_t cap = 3 * (len + 1);
     char *s = malloc(cap);
-    struct sym *sy = malloc(cap * sizeof *sy); /* at most one symbol per escaped byte */
+    struct merge_sym *sy = malloc(cap * sizeof *sy); /* at most one symbol per escaped byte */
     struct bigram_heap heap = { 0 };
     bool ok = s && sy;
     size_t n = 0;
@@ -66,30 +61,8 @@ void spm_tokenize(const struct vocab *v, const char *text, size_t len, bool spac
             }
         }
     }
-    int32_t ns = 0;
-    for (size_t off = 0; ok && off < n; ns++) {
-        size_t cl = unicode_len_utf8((unsigned char)s[off]);
-        if (cl > n - off)
-            cl = n - off;
-        sy[ns] = (struct sym){ (uint32_t)off, (uint32_t)cl, ns - 1, -1 };
-        off += cl;
-        sy[ns].next = off < n ? ns + 1 : -1;
-    }
-    for (int32_t i = 1; ok && i < ns; i++)
-        ok = try_pair(v, s, sy, i - 1, i, &heap);
-
-    struct bigram b;
-    while (ok && bigram_pop(&heap, &b)) {
-        struct sym *l = &sy[b.left], *r = &sy[b.right];
-        if (l->n == 0 || r->n == 0 || l->n + r->n != b.size)
-            continue; /* stale */
-        l->n += r->n;
-        r->n = 0;
-        l->next = r->next;
-        if (r->next >= 0)
-            sy[r->next].prev = b.left;
-        ok = try_pair(v, s, sy, l->prev, b.left, &heap) && try_pair(v, s, sy, b.left, l->next, &heap);
-    }
+    int32_t ns = ok ? bigram_merge(v, s, n, sy, &heap, try_pair) : -1;
+    ok = ns >= 0;
     for (int32_t i = ns > 0 ? 0 : -1; ok && i >= 0; i = sy[i].next)
         emit(v, s + sy[i].start, sy[i].n, out);
     if (!ok)
