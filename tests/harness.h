@@ -4,6 +4,7 @@
 #define LLM_TEST_HARNESS_H
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,29 @@ static inline const char *test_path(const char *rel)
     static char buf[4096];
     snprintf(buf, sizeof buf, "%s/%s", test_shared(), rel);
     return buf;
+}
+
+/* Deterministic pseudo-random 32-bit numbers (xorshift64), the same sequence in every run. */
+static inline uint32_t test_rand(void)
+{
+    static uint64_t state = 0x9e3779b97f4a7c15ull;
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return (uint32_t)(state >> 16);
+}
+
+/* Host memory for graph allocators in tests (llm_allocator_new callbacks). */
+static inline void *test_host_alloc(void *user, size_t size)
+{
+    (void)user;
+    return malloc(size);
+}
+
+static inline void test_host_free(void *user, void *p)
+{
+    (void)user;
+    free(p);
 }
 
 /* The whole file in a malloc'd buffer with a NUL after it; its length in *len (when len is not

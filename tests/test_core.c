@@ -9,18 +9,6 @@
 #include "model/sampler.h"
 #include "threadpool.h"
 
-static void *host_alloc(void *user, size_t size)
-{
-    (void)user;
-    return malloc(size);
-}
-
-static void host_free(void *user, void *p)
-{
-    (void)user;
-    free(p);
-}
-
 /* A transformer-like chain: x -> (norm, matmuls, residual adds) x layers. */
 static struct llm_tensor *build_chain(struct llm_ctx *ctx, struct llm_tensor *w, struct llm_tensor *x, int layers)
 {
@@ -70,7 +58,7 @@ static void test_graph_and_alloc(void)
         }
     CHECK(ordered, "sources must precede their users");
 
-    struct llm_allocator *a = llm_allocator_new(host_alloc, host_free, NULL);
+    struct llm_allocator *a = llm_allocator_new(test_host_alloc, test_host_free, NULL);
     struct llm_error err;
     CHECK_EQ_INT(llm_allocator_alloc_graph(a, g, &err), 0);
     /* A node never shares memory with a source that is still needed when it runs. */

@@ -17,16 +17,6 @@
 #define NE0 512
 #define NROWS 8
 
-static uint32_t rng_state = 2024;
-
-static uint32_t rnd(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 17;
-    rng_state ^= rng_state << 5;
-    return rng_state;
-}
-
 static uint32_t f32_bits(float f)
 {
     uint32_t u;
@@ -128,11 +118,11 @@ static void test_random(const char *name)
         int64_t ne0 = tt->blck_size > 1 ? tt->blck_size * (c + 1) : plain_len[c];
         for (int64_t nrows = 1; nrows <= 7; nrows += 2) {
             size_t rs = llm_row_size(t, ne0), bytes = rs * (size_t)nrows;
-            int off = (int)(rnd() % 8) / src_align(tt) * src_align(tt);
+            int off = (int)(test_rand() % 8) / src_align(tt) * src_align(tt);
             uint8_t *buf = malloc(bytes + 8);
             for (size_t i = 0; i < bytes + 8; i++)
-                buf[i] = (uint8_t)rnd();
-            int64_t bad = compare_rows(tt, buf + off, rs, ne0, nrows, (int)(rnd() % 8));
+                buf[i] = (uint8_t)test_rand();
+            int64_t bad = compare_rows(tt, buf + off, rs, ne0, nrows, (int)(test_rand() % 8));
             CHECK(bad == 0, "%s random: ne0 %lld, %lld rows, offset %d: %lld values differ", name,
                   (long long)ne0, (long long)nrows, off, (long long)bad);
             free(buf);

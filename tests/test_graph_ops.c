@@ -10,18 +10,6 @@
 
 static float in[6 * 4]; /* [6, 4]: element (i, j) = 10 j + i */
 
-static void *host_alloc(void *user, size_t size)
-{
-    (void)user;
-    return malloc(size);
-}
-
-static void host_free(void *user, void *p)
-{
-    (void)user;
-    free(p);
-}
-
 static float at(const struct llm_tensor *t, int i, int j)
 {
     const char *p = (const char *)t->data + (size_t)i * t->nb[0] + (size_t)j * t->nb[1];
@@ -47,7 +35,7 @@ static void run(int threads)
     struct llm_tensor *c = llm_cpy(ctx, s, llm_reshape_2d(ctx, h, 2, 4));
     struct llm_tensor *outs[] = { s, a, c };
     struct llm_graph *g = llm_graph_build(outs, 3);
-    struct llm_allocator *al = llm_allocator_new(host_alloc, host_free, NULL);
+    struct llm_allocator *al = llm_allocator_new(test_host_alloc, test_host_free, NULL);
     struct llm_backend *be = llm_backend_cpu_new(threads);
     struct llm_error err;
     CHECK(g && al && be);

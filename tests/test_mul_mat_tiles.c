@@ -10,12 +10,9 @@
 #include "ops/types.h"
 #include "threadpool.h"
 
-static uint32_t rng_state = 99;
-
 static float frand(void)
 {
-    rng_state = rng_state * 1664525u + 1013904223u;
-    return (float)(rng_state >> 8) / (float)(1u << 24) - 0.5f;
+    return (float)(test_rand() >> 8) / (float)(1u << 24) - 0.5f;
 }
 
 static void init_tensor(struct llm_tensor *t, enum llm_type type, int64_t ne0, int64_t ne1)

@@ -18,24 +18,14 @@
 
 /* ---- random numbers ----------------------------------------------------------------------- */
 
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-
-static uint32_t rnd(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
-}
-
 static float frand(void) /* uniform in [-1, 1) */
 {
-    return (float)rnd() / 2147483648.0f - 1.0f;
+    return (float)test_rand() / 2147483648.0f - 1.0f;
 }
 
 static int irand(int lo, int hi) /* in [lo, hi] */
 {
-    return lo + (int)(rnd() % (uint32_t)(hi - lo + 1));
+    return lo + (int)(test_rand() % (uint32_t)(hi - lo + 1));
 }
 
 /* ---- tensors: every buffer is tracked and freed at the end --------------------------------- */
@@ -143,7 +133,7 @@ static void fill(struct llm_tensor *t, float amp)
                 } else {
                     size_t nbytes = llm_row_size(t->type, t->ne[0]);
                     for (size_t i = 0; i < nbytes; i++)
-                        ((uint8_t *)r)[i] = (uint8_t)rnd();
+                        ((uint8_t *)r)[i] = (uint8_t)test_rand();
                     for (int64_t b = 0; b < t->ne[0] / tt->blck_size; b++) {
                         char *blk = r + b * tt->type_size;
                         uint16_t d = llm_fp32_to_fp16(0.01f + 0.01f * (frand() + 1)),
@@ -311,7 +301,7 @@ static void test_elementwise(void)
         rand_shape(ne);
         int layout = iter % 3;
         for (int d = 0; d < 4; d++) /* each dim of src1: full or broadcast */
-            bne[d] = rnd() % 2 ? ne[d] : 1;
+            bne[d] = test_rand() % 2 ? ne[d] : 1;
         if (iter % 4 == 0)
             bne[0] = ne[0];
         struct llm_tensor *a = make_src(ne, layout), *b = make_src(bne, (layout + 1) % 3);

@@ -14,16 +14,6 @@
 #define NROWS 8
 #define NELEM (NE0 * NROWS)
 
-static uint32_t rng_state = 12345;
-
-static uint32_t rnd(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 17;
-    rng_state ^= rng_state << 5;
-    return rng_state;
-}
-
 static float bits_f32(uint32_t u)
 {
     float f;
@@ -82,7 +72,7 @@ static void test_fp16(void)
         }
     }
     for (int i = 0; i < 1000000; i++) {
-        float f = bits_f32(rnd());
+        float f = bits_f32(test_rand());
         bad_round += !fp16_is_nearest(f, llm_fp32_to_fp16(f));
     }
     CHECK(bad_trip == 0, "%d halves do not round-trip", bad_trip);
@@ -99,7 +89,7 @@ static void test_bf16(void)
 {
     int bad = 0;
     for (int i = 0; i < 1000000; i++) {
-        uint32_t u = rnd();
+        uint32_t u = test_rand();
         float f = bits_f32(u);
         uint16_t b = llm_fp32_to_bf16(f);
         if (isnan(f)) {

@@ -10,26 +10,16 @@
 #include "ops/blocks.h"
 #include "ops/types.h"
 
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-
-static uint32_t rnd(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
-}
-
 static float uniform(void)
 {
-    return (float)(rnd() & 0xffffff) / (float)0x1000000;
+    return (float)(test_rand() & 0xffffff) / (float)0x1000000;
 }
 
 /* Roughly normal values with occasional outliers, like activations and weights. */
 static float sample(void)
 {
     float v = (uniform() + uniform() + uniform() - 1.5f) * 2.0f;
-    return rnd() % 97 == 0 ? v * 15.0f : v;
+    return test_rand() % 97 == 0 ? v * 15.0f : v;
 }
 
 static void put_half(uint8_t *p, float v)
@@ -72,7 +62,7 @@ static void make_weight(int t, int64_t n, void *row, float *tmp, int random_byte
     if (random_bytes && nscale) {
         uint8_t *p = row;
         for (size_t i = 0; i < size; i++)
-            p[i] = (uint8_t)rnd();
+            p[i] = (uint8_t)test_rand();
         for (int64_t b = 0; b < n / tt->blck_size; b++)
             for (int k = 0; k < nscale; k++)
                 put_half(p + b * tt->type_size + off[k], (uniform() - (k ? 0.5f : 0.0f)) * 0.05f);
