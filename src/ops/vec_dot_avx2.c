@@ -130,28 +130,6 @@ static inline AVX2 __m256 lane(__m256 d8, int k)
 
 /* ---- legacy blocks --------------------------------------------------------------------------- */
 
-void AVX2 llm_vec_dot_q8_0_avx2(int64_t n, float *s, const void *x, const void *y)
-{
-    const struct block_q8_0 *xb = x, *yb = y;
-    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                      _mm256_setzero_ps() };
-    int64_t nb = n / QK, i = 0;
-    for (; i + 8 <= nb; i += 8) {
-        __m256 d = _mm256_mul_ps(scales8(xb + i, sizeof *xb), scales8(yb + i, sizeof *yb));
-#pragma GCC unroll 8
-        for (int k = 0; k < 8; k++) {
-            __m256i p = dot_i8(loadu256(xb[i + k].qs), loadu256(yb[i + k].qs));
-            acc[k % 4] = _mm256_fmadd_ps(lane(d, k), _mm256_cvtepi32_ps(p), acc[k % 4]);
-        }
-    }
-    for (; i < nb; i++) {
-        __m256i p = dot_i8(loadu256(xb[i].qs), loadu256(yb[i].qs));
-        float d = fp16_avx2(xb[i].d) * fp16_avx2(yb[i].d);
-        acc[0] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(p), acc[0]);
-    }
-    *s = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-}
-
 /* Q4_0 block quants 0..15 (not yet offset by -8), low nibbles first: the 16 bytes go to both
  * halves by a broadcast load and the upper half is shifted, avoiding a cross-lane insert. */
 static inline AVX2 __m256i nibbles32_u(const uint8_t *qs)
@@ -161,101 +139,114 @@ static inline AVX2 __m256i nibbles32_u(const uint8_t *qs)
     return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
 }
 
-/* One Q4_0 x Q8_0 block as 8 int32 partial sums: sum (q - 8) * y = sum q * y - 8 * sum y, both
- * products in int16 pairs (|.| <= 2 * 15 * 127) so no sign fix-ups are needed. */
-static inline AVX2 __m256i dot_q4_0_block(const struct block_q4_0 *x, const struct block_q8_0 *y)
+/* One weight block against one Q8_0 block as 8 int32 partial sums. */
+typedef __m256i (*q8_0_block_fn)(const void *x, const struct block_q8_0 *y);
+
+static inline AVX2 __m256i dot_q8_0_block(const void *x, const struct block_q8_0 *y)
+{
+    return dot_i8(loadu256(((const struct block_q8_0 *)x)->qs), loadu256(y->qs));
+}
+
+/* One Q4_0 x Q8_0 block: sum (q - 8) * y = sum q * y - 8 * sum y, both products in int16 pairs
+ * (|.| <= 2 * 15 * 127) so no sign fix-ups are needed. */
+static inline AVX2 __m256i dot_q4_0_block(const void *x, const struct block_q8_0 *y)
 {
     __m256i yv = loadu256(y->qs);
-    __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(nibbles32_u(x->qs), yv),
+    __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(nibbles32_u(((const struct block_q4_0 *)x)->qs), yv),
                                  _mm256_maddubs_epi16(_mm256_set1_epi8(8), yv));
     return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 }
 
-void AVX2 llm_vec_dot_q4_0_avx2(int64_t n, float *s, const void *x, const void *y)
+/* One Q5_0 x Q8_0 block, like dot_q4_0_block with quants 0..31 - 16. */
+static inline AVX2 __m256i dot_q5_0_block(const void *x, const struct block_q8_0 *y)
 {
-    const struct block_q4_0 *xb = x;
-    const struct block_q8_0 *yb = y;
+    const struct block_q5_0 *b = x;
+    __m256i yv = loadu256(y->qs);
+    __m256i q = _mm256_or_si256(nibbles32_u(b->qs), fifth_bits(b->qh));
+    __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, yv), _mm256_maddubs_epi16(_mm256_set1_epi8(16), yv));
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+
+/* Σ over the blocks of a row whose blocks (xsize bytes, fp16 d first) are dotted with Q8_0 ones
+ * by blk: 8 blocks per step with their scales converted as one vector, 4 accumulators. Always
+ * inlined, so blk is a direct call in each kernel. */
+static inline __attribute__((always_inline)) AVX2 float dot_rows_q8_0(int64_t n, const void *x, size_t xsize,
+                                                                     const struct block_q8_0 *yb,
+                                                                     q8_0_block_fn blk)
+{
+    const char *xb = x;
     __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
                       _mm256_setzero_ps() };
     int64_t nb = n / QK, i = 0;
     for (; i + 8 <= nb; i += 8) {
-        __m256 d = _mm256_mul_ps(scales8(xb + i, sizeof *xb), scales8(yb + i, sizeof *yb));
+        __m256 d = _mm256_mul_ps(scales8(xb + i * xsize, xsize), scales8(yb + i, sizeof *yb));
 #pragma GCC unroll 8
         for (int k = 0; k < 8; k++)
-            acc[k % 4] = _mm256_fmadd_ps(lane(d, k),
-                                         _mm256_cvtepi32_ps(dot_q4_0_block(xb + i + k, yb + i + k)),
+            acc[k % 4] = _mm256_fmadd_ps(lane(d, k), _mm256_cvtepi32_ps(blk(xb + (i + k) * xsize, yb + i + k)),
                                          acc[k % 4]);
     }
     for (; i < nb; i++) {
-        float d = fp16_avx2(xb[i].d) * fp16_avx2(yb[i].d);
-        __m256 p = _mm256_cvtepi32_ps(dot_q4_0_block(xb + i, yb + i));
-        acc[0] = _mm256_fmadd_ps(_mm256_set1_ps(d), p, acc[0]);
+        uint16_t dx;
+        memcpy(&dx, xb + i * xsize, sizeof dx);
+        float d = fp16_avx2(dx) * fp16_avx2(yb[i].d);
+        acc[0] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(blk(xb + i * xsize, yb + i)), acc[0]);
     }
-    *s = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+    return hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
 }
 
-/* One Q5_0 x Q8_0 block as 8 int32 partial sums, like dot_q4_0_block with quants 0..31 - 16. */
-static inline AVX2 __m256i dot_q5_0_block(const struct block_q5_0 *x, const struct block_q8_0 *y)
+void AVX2 llm_vec_dot_q8_0_avx2(int64_t n, float *s, const void *x, const void *y)
 {
-    __m256i yv = loadu256(y->qs);
-    __m256i q = _mm256_or_si256(nibbles32_u(x->qs), fifth_bits(x->qh));
-    __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, yv),
-                                 _mm256_maddubs_epi16(_mm256_set1_epi8(16), yv));
-    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+    *s = dot_rows_q8_0(n, x, sizeof(struct block_q8_0), y, dot_q8_0_block);
+}
+
+void AVX2 llm_vec_dot_q4_0_avx2(int64_t n, float *s, const void *x, const void *y)
+{
+    *s = dot_rows_q8_0(n, x, sizeof(struct block_q4_0), y, dot_q4_0_block);
 }
 
 void AVX2 llm_vec_dot_q5_0_avx2(int64_t n, float *s, const void *x, const void *y)
 {
-    const struct block_q5_0 *xb = x;
-    const struct block_q8_0 *yb = y;
-    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                      _mm256_setzero_ps() };
-    int64_t nb = n / QK, i = 0;
-    for (; i + 8 <= nb; i += 8) {
-        __m256 d = _mm256_mul_ps(scales8(xb + i, sizeof *xb), scales8(yb + i, sizeof *yb));
-#pragma GCC unroll 8
-        for (int k = 0; k < 8; k++) {
-            __m256 p = _mm256_cvtepi32_ps(dot_q5_0_block(xb + i + k, yb + i + k));
-            acc[k % 4] = _mm256_fmadd_ps(lane(d, k), p, acc[k % 4]);
-        }
+    *s = dot_rows_q8_0(n, x, sizeof(struct block_q5_0), y, dot_q5_0_block);
+}
+
+/* Q4_1 / Q5_1 against Q8_1: unsigned quants, d·dy·Σq·y plus m·(dy·Σy) from the activation's s. */
+static inline AVX2 __m256i q4_1_quants(const void *x)
+{
+    return nibbles32(((const struct block_q4_1 *)x)->qs);
+}
+
+static inline AVX2 __m256i q5_1_quants(const void *x)
+{
+    const struct block_q5_1 *b = x;
+    return _mm256_or_si256(nibbles32(b->qs), fifth_bits(b->qh));
+}
+
+/* Both blocks start with fp16 d and m. */
+static inline __attribute__((always_inline)) AVX2 float dot_rows_q8_1(int64_t n, const void *x, size_t xsize,
+                                                                     const struct block_q8_1 *yb,
+                                                                     __m256i (*quants)(const void *))
+{
+    const char *xb = x;
+    __m256 acc = _mm256_setzero_ps();
+    float mins = 0;
+    for (int64_t i = 0; i < n / QK; i++) {
+        uint16_t dm[2];
+        memcpy(dm, xb + i * xsize, sizeof dm);
+        __m256i p = dot_u8(quants(xb + i * xsize), loadu256(yb[i].qs));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16_avx2(dm[0]) * fp16_avx2(yb[i].d)), _mm256_cvtepi32_ps(p), acc);
+        mins += fp16_avx2(dm[1]) * fp16_avx2(yb[i].s);
     }
-    for (; i < nb; i++) {
-        float d = fp16_avx2(xb[i].d) * fp16_avx2(yb[i].d);
-        __m256 p = _mm256_cvtepi32_ps(dot_q5_0_block(xb + i, yb + i));
-        acc[0] = _mm256_fmadd_ps(_mm256_set1_ps(d), p, acc[0]);
-    }
-    *s = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+    return hsum_ps(acc) + mins;
 }
 
 void AVX2 llm_vec_dot_q4_1_avx2(int64_t n, float *s, const void *x, const void *y)
 {
-    const struct block_q4_1 *xb = x;
-    const struct block_q8_1 *yb = y;
-    __m256 acc = _mm256_setzero_ps();
-    float mins = 0;
-    for (int64_t i = 0; i < n / QK; i++) {
-        __m256i p = dot_u8(nibbles32(xb[i].qs), loadu256(yb[i].qs));
-        float d = fp16_avx2(xb[i].d) * fp16_avx2(yb[i].d);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(p), acc);
-        mins += fp16_avx2(xb[i].m) * fp16_avx2(yb[i].s);
-    }
-    *s = hsum_ps(acc) + mins;
+    *s = dot_rows_q8_1(n, x, sizeof(struct block_q4_1), y, q4_1_quants);
 }
 
 void AVX2 llm_vec_dot_q5_1_avx2(int64_t n, float *s, const void *x, const void *y)
 {
-    const struct block_q5_1 *xb = x;
-    const struct block_q8_1 *yb = y;
-    __m256 acc = _mm256_setzero_ps();
-    float mins = 0;
-    for (int64_t i = 0; i < n / QK; i++) {
-        __m256i q = _mm256_or_si256(nibbles32(xb[i].qs), fifth_bits(xb[i].qh));
-        __m256i p = dot_u8(q, loadu256(yb[i].qs));
-        float d = fp16_avx2(xb[i].d) * fp16_avx2(yb[i].d);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(p), acc);
-        mins += fp16_avx2(xb[i].m) * fp16_avx2(yb[i].s);
-    }
-    *s = hsum_ps(acc) + mins;
+    *s = dot_rows_q8_1(n, x, sizeof(struct block_q5_1), y, q5_1_quants);
 }
 
 /* ---- K-quants against Q8_K ------------------------------------------------------------------- */
