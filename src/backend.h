@@ -1,15 +1,33 @@
 /* Backend interface: a vtable so that the emulated npu plugs in beside cpu. A backend computes
- * whole graphs whose tensors already have data (see alloc.h); it owns its buffers. */
+ * whole graphs whose tensors already have data (see alloc.h); it owns its buffers. Backend memory
+ * may not be host memory: callers move data in and out only through tensor_set / tensor_get /
+ * tensor_memset / tensor_copy, never through ->data. */
 #ifndef LLM_BACKEND_H
 #define LLM_BACKEND_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "error.h"
 #include "graph.h"
 
 struct llm_backend;
+
+/* What a backend did since it was created (all zero on cpu, which has no graph cache). */
+struct llm_graph_stats {
+    uint64_t captures;       /* graphs captured (one per cache miss)                        */
+    uint64_t replays;        /* captured graphs executed (hits + captures)                  */
+    uint64_t hits, misses;   /* cache lookups                                               */
+    uint64_t evictions;      /* captured graphs dropped from a full cache                   */
+    uint64_t eager_graphs;   /* graph computes run op by op without the cache               */
+    uint64_t eager_launches; /* ops launched one by one (eager graphs and captures)         */
+    uint64_t ops_replayed;   /* ops run inside replays                                      */
+    double host_launch_us;   /* host time building executors and enqueuing eager launches,
+                                the launch cost model included                              */
+    double host_match_us;    /* host time matching graphs against the cache / recording them */
+    double device_us;        /* time the device spent running tasks                         */
+};
 
 struct llm_backend_iface {
     const char *name;
@@ -17,13 +35,32 @@ struct llm_backend_iface {
     bool (*supports_op)(struct llm_backend *b, const struct llm_tensor *node);
     /* Can weights of this type live in this backend's memory and be used by its kernels? */
     bool (*supports_type)(struct llm_backend *b, enum llm_type type);
+    /* Size every internal buffer (scratch, workspaces, rope tables) for graphs up to g's sizes, so
+     * that nothing is reallocated while graphs run. Call once per largest graph before computing. */
+    int (*graph_reserve)(struct llm_backend *b, const struct llm_graph *g, struct llm_error *err);
     /* Compute every node of g in order. May return before completion (see synchronize). */
     int (*graph_compute)(struct llm_backend *b, struct llm_graph *g, struct llm_error *err);
     /* Wait until all submitted work is done. */
     void (*synchronize)(struct llm_backend *b);
-    /* Backend memory for compute arenas and caches (host memory for cpu). */
+    /* Backend memory for compute arenas, caches, inputs and uploaded weights. */
     void *(*buffer_alloc)(struct llm_backend *b, size_t size);
     void (*buffer_free)(struct llm_backend *b, void *ptr);
+    /* True when ->data of this backend's tensors is host memory the host may read in place (then
+     * weights in a mapped file are used where they are, not uploaded). */
+    bool host_memory;
+    /* Data movement between host memory and t's bytes [offset, offset + size) (t contiguous in that
+     * range); memset fills them with value; copy moves all of src into dst (same byte size). Each
+     * returns after the data has moved (ordered after work already submitted). */
+    int (*tensor_set)(struct llm_backend *b, struct llm_tensor *t, const void *data, size_t offset,
+                      size_t size, struct llm_error *err);
+    int (*tensor_get)(struct llm_backend *b, const struct llm_tensor *t, void *data, size_t offset,
+                      size_t size, struct llm_error *err);
+    int (*tensor_memset)(struct llm_backend *b, struct llm_tensor *t, int value, size_t offset,
+                         size_t size, struct llm_error *err);
+    int (*tensor_copy)(struct llm_backend *b, const struct llm_tensor *src, struct llm_tensor *dst,
+                       struct llm_error *err);
+    /* Statistics so far (graph cache, launches, host and device time). */
+    void (*get_stats)(struct llm_backend *b, struct llm_graph_stats *out);
     void (*free)(struct llm_backend *b);
 };
 
@@ -32,7 +69,27 @@ struct llm_backend {
     void *ctx; /* backend-private state */
 };
 
-/* Convenience wrappers. */
+enum llm_device { LLM_DEVICE_CPU, LLM_DEVICE_NPU };
+
+/* How to create a backend. */
+struct llm_backend_params {
+    enum llm_device device;
+    int n_threads;        /* cpu: pool threads; npu: device worker threads                */
+    int acl_graph;        /* npu graph mode: 1 on, 0 off, -1 from GGML_CANN_ACL_GRAPH (default on) */
+    double launch_us;     /* npu host cost per eager launch; < 0: LLM_NPU_LAUNCH_US (default 0) */
+};
+
+const char *llm_device_name(enum llm_device d);
+/* "cpu" / "npu" -> device; -1 when unknown. */
+int llm_device_from_name(const char *name);
+
+/* A backend of p->device; NULL with err filled on failure. */
+struct llm_backend *llm_backend_new(const struct llm_backend_params *p, struct llm_error *err);
+
+/* The cpu backend with n_threads persistent threads; NULL on failure. */
+struct llm_backend *llm_backend_cpu_new(int n_threads);
+
+/* Submit g and wait for it. */
 static inline int llm_backend_compute(struct llm_backend *b, struct llm_graph *g, struct llm_error *err)
 {
     int rc = b->iface->graph_compute(b, g, err);
@@ -46,8 +103,5 @@ static inline void llm_backend_free(struct llm_backend *b)
     if (b)
         b->iface->free(b);
 }
-
-/* The cpu backend with n_threads persistent threads; NULL on failure. */
-struct llm_backend *llm_backend_cpu_new(int n_threads);
 
 #endif

@@ -127,12 +127,18 @@ static void test_parse(void)
     CHECK(bench_param_differs(&p, &defaults, "n_batch"), "two values");
     CHECK(bench_param_differs(&p, &defaults, "flash_attn") && !bench_param_differs(&p, &defaults, "type_k"));
     CHECK(bench_param_differs(&p, &defaults, "devices") && !bench_param_differs(&p, &defaults, "acl_graph"));
+    CHECK(!bench_param_differs(&p, &defaults, "npu_launch_us"));
     bench_params_free(&p);
 
-    CHECK(bench_env_bool("on") && bench_env_bool("1") && bench_env_bool("YES") && bench_env_bool("y"));
-    CHECK(bench_env_bool("Enable") && bench_env_bool("true"));
-    CHECK(!bench_env_bool("off") && !bench_env_bool("0") && !bench_env_bool("") && !bench_env_bool("2"));
-    CHECK(!bench_env_bool("enabled") && !bench_env_bool(NULL));
+    /* --npu-launch-us: a range list like -t, shown in md only when it differs from the default */
+    CHECK(parse("--npu-launch-us 0,5,10-20+10", &p, msg, sizeof msg) == BENCH_PARSE_OK, "%s", msg);
+    CHECK(ints_are(&p.launch_us, (int[]){ 0, 5, 10, 20 }, 4));
+    CHECK(bench_param_differs(&p, &defaults, "npu_launch_us"));
+    bench_params_free(&p);
+    CHECK(parse("", &p, msg, sizeof msg) == BENCH_PARSE_OK && ints_are(&p.launch_us, (int[]){ 0 }, 1));
+    bench_params_free(&p);
+    CHECK(parse("--npu-launch-us -5", &p, msg, sizeof msg) == BENCH_PARSE_INVALID);
+    bench_params_free(&p);
 }
 
 /* Test names of the plan of a command line, joined by "|". */
@@ -173,17 +179,18 @@ static void test_plan(void)
     plan_names("-p 64,128 -n 0", names, sizeof names);
     CHECK_STR(names, "pp64|pp128");
 
-    /* nesting order: model, ngl, dev, acl_graph, batch, ubatch, type_k, type_v, fa, threads, depth */
+    /* nesting order: model, ngl, dev, acl_graph, npu_launch_us, batch, ubatch, type_k, type_v, fa,
+     * threads, depth */
     struct bench_params p;
     char msg[256];
     CHECK(parse("-m a,b -ngl 1,2 -dev cpu,npu -g on,off -b 64,128 -ub 32,16 -ctk f16,f32 -ctv f32,f16 "
-                "-fa 0,1 -t 1,2 -d 0,8 -p 4 -n 2",
+                "-fa 0,1 -t 1,2 -d 0,8 -p 4 -n 2 --npu-launch-us 0,20",
                 &p, msg, sizeof msg) == BENCH_PARSE_OK, "%s", msg);
     struct bench_instance *t;
     size_t n;
     CHECK(bench_plan(&p, &t, &n) == 0);
-    CHECK_EQ_INT(n, 2 * 2 * 2 * 2 * 2 * 2 * 2 * 2 * 2 * 2 * 2 * 2);
-    if (n == 4096) {
+    CHECK_EQ_INT(n, 2 * 2 * 2 * 2 * 2 * 2 * 2 * 2 * 2 * 2 * 2 * 2 * 2);
+    if (n == 8192) {
         /* index bits, most significant first, follow the loop order; the last bit is pp/tg */
         for (size_t i = 0; i < n; i += 37) {
             const struct bench_instance *x = &t[i];
@@ -196,10 +203,11 @@ static void test_plan(void)
             CHECK(x->type_k == (((b >> 5) & 1) ? BENCH_KV_F32 : BENCH_KV_F16));
             CHECK(x->n_ubatch == (((b >> 6) & 1) ? 16 : 32));
             CHECK(x->n_batch == (((b >> 7) & 1) ? 128 : 64));
-            CHECK(x->acl_graph == (((b >> 8) & 1) ? 0 : 1));
-            CHECK(x->device == (((b >> 9) & 1) ? BENCH_DEV_NPU : BENCH_DEV_CPU));
-            CHECK(x->n_gpu_layers == (int)((b >> 10) & 1) + 1);
-            CHECK_STR(x->model, ((b >> 11) & 1) ? "b" : "a");
+            CHECK(x->launch_us == (int)((b >> 8) & 1) * 20);
+            CHECK(x->acl_graph == (((b >> 9) & 1) ? 0 : 1));
+            CHECK(x->device == (((b >> 10) & 1) ? BENCH_DEV_NPU : BENCH_DEV_CPU));
+            CHECK(x->n_gpu_layers == (int)((b >> 11) & 1) + 1);
+            CHECK_STR(x->model, ((b >> 12) & 1) ? "b" : "a");
         }
     }
     free(t);
@@ -303,7 +311,9 @@ static void fixture_free(struct fixture *fx)
 }
 
 static const char *const extra_names[] = { "acl_graph", "graph_captures", "graph_replays", "graph_hits",
-                                           "graph_misses", "graph_evictions", "eager_launches" };
+                                           "graph_misses", "graph_evictions", "eager_launches", "npu_launch_us",
+                                           "ops_replayed", "host_launch_us_per_token", "host_match_us_per_token",
+                                           "device_us_per_token" };
 
 static void test_json_exact(void)
 {
@@ -321,7 +331,9 @@ static void test_json_exact(void)
         cJSON_Delete(mine);
         int n = strip_all(out, "    \"acl_graph\": true,\n    \"graph_captures\": 0,\n    \"graph_replays\": 0,\n"
                                "    \"graph_hits\": 0,\n    \"graph_misses\": 0,\n    \"graph_evictions\": 0,\n"
-                               "    \"eager_launches\": 0,\n    \"samples_ns\"");
+                               "    \"eager_launches\": 0,\n    \"npu_launch_us\": 0,\n    \"ops_replayed\": 0,\n"
+                               "    \"host_launch_us_per_token\": 0.000000,\n    \"host_match_us_per_token\": 0.000000,\n"
+                               "    \"device_us_per_token\": 0.000000,\n    \"samples_ns\"");
         CHECK_EQ_INT(n, 2);
         strip_all(ref, "    \"samples_ns\"");
         CHECK(strcmp(out, ref) == 0, "json differs:\n%s\n--- want ---\n%s", out, ref);
@@ -353,7 +365,9 @@ static void test_jsonl_exact(void)
     if (fixture_init(&fx, "-m stories260K.gguf -p 16 -n 8 -r 2 -t 1 -o jsonl", objs)) {
         char *out = print_all(&fx, BENCH_OUT_JSONL);
         int n = strip_all(out, "\"acl_graph\": true, \"graph_captures\": 0, \"graph_replays\": 0, \"graph_hits\": 0, "
-                               "\"graph_misses\": 0, \"graph_evictions\": 0, \"eager_launches\": 0, ");
+                               "\"graph_misses\": 0, \"graph_evictions\": 0, \"eager_launches\": 0, \"npu_launch_us\": 0, "
+                               "\"ops_replayed\": 0, \"host_launch_us_per_token\": 0.000000, "
+                               "\"host_match_us_per_token\": 0.000000, \"device_us_per_token\": 0.000000, ");
         CHECK_EQ_INT(n, 2);
         CHECK(strcmp(out, ref) == 0, "jsonl differs:\n%s\n--- want ---\n%s", out, ref);
         free(out);
@@ -444,7 +458,8 @@ static void test_csv(void)
     const char *rl = ref + hl + 1, *ol = strchr(out, '\n') + 1;
     for (int row = 0; row < 2; row++) {
         int nw = csv_split(rl, want, 64), ng = csv_split(ol, got, 64);
-        CHECK(nw == n_names && ng == n_names + 7, "row %d: %d / %d values", row, nw, ng);
+        const int n_extra = (int)(sizeof extra_names / sizeof extra_names[0]);
+        CHECK(nw == n_names && ng == n_names + n_extra, "row %d: %d / %d values", row, nw, ng);
         for (int i = 0; i < nw && i < ng; i++) {
             if (!is_timing(names[i]))
                 CHECK(!strcmp(want[i], got[i]), "%s: \"%s\" != \"%s\"", names[i], got[i], want[i]);
@@ -453,8 +468,9 @@ static void test_csv(void)
             else
                 CHECK(is_fixed6(got[i]) && is_fixed6(want[i]), "%s: %s", names[i], got[i]);
         }
-        for (int i = nw; i < ng; i++)
-            CHECK(!strcmp(got[i], i == nw ? "1" : "0"), "%s = %s", extra_names[i - nw], got[i]);
+        for (int i = nw; i < ng; i++) /* on cpu: acl_graph 1, counters 0, per-token times 0 */
+            CHECK(!strcmp(got[i], i == nw ? "1" : i - nw < n_extra - 3 ? "0" : "0.000000"), "%s = %s",
+                  extra_names[i - nw], got[i]);
         rl = strchr(rl, '\n') + 1;
         ol = strchr(ol, '\n') + 1;
     }
@@ -520,10 +536,15 @@ static void test_sql(void)
     char *w1 = replace_all(ref, "  stddev_ts REAL\n);",
                            "  stddev_ts REAL,\n  acl_graph INTEGER,\n  graph_captures INTEGER,\n"
                            "  graph_replays INTEGER,\n  graph_hits INTEGER,\n  graph_misses INTEGER,\n"
-                           "  graph_evictions INTEGER,\n  eager_launches INTEGER\n);");
+                           "  graph_evictions INTEGER,\n  eager_launches INTEGER,\n  npu_launch_us INTEGER,\n"
+                           "  ops_replayed INTEGER,\n  host_launch_us_per_token REAL,\n  host_match_us_per_token REAL,\n"
+                           "  device_us_per_token REAL\n);");
     char *w2 = replace_all(w1, "stddev_ts) VALUES", "stddev_ts, acl_graph, graph_captures, graph_replays, "
-                                                    "graph_hits, graph_misses, graph_evictions, eager_launches) VALUES");
-    char *want = replace_all(w2, "');\n", "', '1', '0', '0', '0', '0', '0', '0');\n");
+                                                    "graph_hits, graph_misses, graph_evictions, eager_launches, "
+                                                    "npu_launch_us, ops_replayed, host_launch_us_per_token, "
+                                                    "host_match_us_per_token, device_us_per_token) VALUES");
+    char *want = replace_all(w2, "');\n", "', '1', '0', '0', '0', '0', '0', '0', '0', '0', '0.000000', '0.000000', "
+                                          "'0.000000');\n");
     sql_mask_timing(out);
     sql_mask_timing(want);
     CHECK(strcmp(out, want) == 0, "sql differs:\n%s\n--- want ---\n%s", out, want);

@@ -2,7 +2,8 @@
 # llm-bench end to end on stories260K against ../shared/ref/llama-bench/ (run, like the references,
 # from the models folder so model_filename is the bare file name): each printer's field names, order,
 # quoting and number formats; the test order and names; ranges; --progress lines; llama-bench's
-# error lines; the npu plumbing error; Ctrl-C printing the finished tests and the md footer.
+# error lines; the npu A/B with the graph statistics the design predicts; Ctrl-C printing the finished
+# tests and the md footer.
 set -u
 LLM=$(cd "$(dirname "${LLM:-bin/llm}")" && pwd)/$(basename "${LLM:-bin/llm}")
 SHARED=$(cd "${SHARED:-../shared}" && pwd)
@@ -23,7 +24,11 @@ import json, re, sys
 ref_path, out_path, fmt = sys.argv[1:4]
 ref, out = open(ref_path, encoding='utf-8').read(), open(out_path, encoding='utf-8').read()
 EXTRA = ['acl_graph', 'graph_captures', 'graph_replays', 'graph_hits', 'graph_misses', 'graph_evictions',
-         'eager_launches']
+         'eager_launches', 'npu_launch_us', 'ops_replayed', 'host_launch_us_per_token', 'host_match_us_per_token',
+         'device_us_per_token']
+# their values on cpu (no graph cache) and sql types
+EXTRA_CPU = ['1'] + ['0'] * 8 + ['0.000000'] * 3
+EXTRA_SQL = ['INTEGER'] * 9 + ['REAL'] * 3
 VOLATILE = {'build_commit', 'build_number', 'cpu_info', 'test_time', 'avg_ns', 'stddev_ns', 'avg_ts', 'stddev_ts'}
 FORMATS = {'build_number': r'\d+', 'test_time': r'\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ', 'avg_ns': r'\d+',
            'stddev_ns': r'\d+', 'avg_ts': r'\d+\.\d{6}', 'stddev_ts': r'\d+\.\d{6}'}
@@ -50,7 +55,7 @@ if fmt == 'csv':
     for r, o in zip(rl[1:], ol[1:]):
         w, g = split_csv(r), split_csv(o)
         check_record(names, dict(zip(names, w)), dict(zip(names, g)), dict(zip(names, g)))
-        if g[len(names):] != ['1', '0', '0', '0', '0', '0', '0']: err('extra csv values %r' % g[len(names):])
+        if g[len(names):] != EXTRA_CPU: err('extra csv values %r' % g[len(names):])
 elif fmt in ('json', 'jsonl'):
     if fmt == 'json':
         want, got = json.loads(ref), json.loads(out)
@@ -83,9 +88,9 @@ elif fmt == 'sql':
     rl, ol = ref.splitlines(), out.splitlines()
     rl[rl.index('  stddev_ts REAL')] = '  stddev_ts REAL,'
     i = rl.index(');')
-    rl[i:i] = ['  %s INTEGER%s' % (n, ',' if n != EXTRA[-1] else '') for n in EXTRA]
+    rl[i:i] = ['  %s %s%s' % (n, t, ',' if n != EXTRA[-1] else '') for n, t in zip(EXTRA, EXTRA_SQL)]
     rl = [l.replace('stddev_ts) VALUES', 'stddev_ts, ' + ', '.join(EXTRA) + ') VALUES')
-            .replace("');", "', '1', '0', '0', '0', '0', '0', '0');") for l in rl]
+            .replace("');", "', " + ', '.join("'%s'" % v for v in EXTRA_CPU) + ");") for l in rl]
     if len(rl) != len(ol): err('sql lines %d != %d' % (len(ol), len(rl)))
     for r, o in zip(rl, ol):
         if not r.startswith('INSERT'):
@@ -203,12 +208,41 @@ expect_error() {
 }
 expect_error "missing model" -m nope.gguf -p 4 -n 0 -r 1
 expect_error "-ctk q8_0" -m stories260K.gguf -ctk q8_0 -p 4 -n 0 -r 1
-expect_error "-dev npu" -m stories260K.gguf -dev npu -p 4 -n 0 -r 1
-grep -q 'emulated NPU backend' "$tmp/err" && ok || fail "npu error names what is missing: $(cat "$tmp/err")"
-# cpu tests run first (devices loop), then the npu test fails: rows so far and the footer remain.
-bench -m stories260K.gguf -dev cpu,npu -p 4 -n 0 -r 1 -t 1 >"$tmp/out" 2>"$tmp/err"
-[ $? -eq 1 ] && [ "$(grep -c '| cpu  ' "$tmp/out")" = 1 ] && tail -1 "$tmp/out" | grep -q '^build: ' && ok \
-  || fail "-dev cpu,npu: $(cat "$tmp/out" "$tmp/err")"
+# A test that fails after others ran: rows so far and the footer remain.
+bench -m stories260K.gguf,nope.gguf -p 4 -n 0 -r 1 -t 1 >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 1 ] && [ "$(grep -c 'pp4' "$tmp/out")" = 1 ] && tail -1 "$tmp/out" | grep -q '^build: ' && ok \
+  || fail "second model missing: $(cat "$tmp/out" "$tmp/err")"
+
+# The npu and its graph statistics, exactly as the design predicts (python3 reads the jsonl).
+stats() { python3 -c 'import json,sys
+for l in sys.stdin:
+    r=json.loads(l); print(r["devices"], int(r["acl_graph"]), r["npu_launch_us"], r["graph_captures"], r["graph_hits"],
+          r["graph_misses"], r["graph_replays"], r["eager_launches"] > 0, r["ops_replayed"] > 0, r["avg_ts"] > 0)'; }
+# tg16 x 3: the warm-up token captures the decode graph, the 48 timed tokens replay it.
+got=$(bench -m stories260K.gguf -dev npu -p 0 -n 16 -r 3 -t 2 -o jsonl 2>"$tmp/err" | stats)
+[ "$got" = "npu 1 0 1 48 1 49 True True True" ] && ok || fail "npu tg16 statistics: $got $(cat "$tmp/err")"
+# pp64 x 3: prefill is eager unless GGML_CANN_PREFILL_USE_GRAPH; then warm-up captures, 3 hits.
+got=$(bench -m stories260K.gguf -dev npu -p 64 -n 0 -r 3 -t 1 -o jsonl 2>"$tmp/err" | stats)
+[ "$got" = "npu 1 0 0 0 0 0 True False True" ] && ok || fail "npu pp64 eager: $got $(cat "$tmp/err")"
+got=$(GGML_CANN_PREFILL_USE_GRAPH=1 bench -m stories260K.gguf -dev npu -p 64 -n 0 -r 3 -t 1 -o jsonl 2>"$tmp/err" | stats)
+[ "$got" = "npu 1 0 1 3 1 4 True True True" ] && ok || fail "npu pp64 with prefill graphs: $got $(cat "$tmp/err")"
+# pp64 eager launches: the same graph 4 times (warm-up + 3), every computing node launched.
+n1=$(bench -m stories260K.gguf -dev npu -p 64 -n 0 -r 1 -t 1 -o jsonl 2>/dev/null | python3 -c 'import json,sys; print(json.loads(sys.stdin.readline())["eager_launches"])')
+n3=$(bench -m stories260K.gguf -dev npu -p 64 -n 0 -r 3 -t 1 -o jsonl 2>/dev/null | python3 -c 'import json,sys; print(json.loads(sys.stdin.readline())["eager_launches"])')
+[ $((n3 * 2)) -eq $((n1 * 4)) ] && ok || fail "eager launches grow with repetitions: $n1 (r 1), $n3 (r 3)"
+# The A/B in one run: cpu, npu graph on and off, launch costs 0 and 5; md shows the dimensions.
+bench -m stories260K.gguf -dev cpu,npu -g on,off --npu-launch-us 0,5 -p 0 -n 4 -r 1 -t 1 -o jsonl >"$tmp/ab.jsonl" 2>"$tmp/err"
+got=$(stats <"$tmp/ab.jsonl" | cut -d' ' -f1-4 | tr '\n' ',')
+[ "$got" = "cpu 1 0 0,cpu 1 5 0,cpu 0 0 0,cpu 0 5 0,npu 1 0 1,npu 1 5 1,npu 0 0 0,npu 0 5 0," ] && ok \
+  || fail "-dev cpu,npu -g on,off --npu-launch-us 0,5: $got $(cat "$tmp/err")"
+bench -m stories260K.gguf -dev npu --npu-launch-us 0,5 -p 0 -n 2 -r 1 -t 1 >"$tmp/ab.md" 2>"$tmp/err"
+head -1 "$tmp/ab.md" | grep -qF '| dev          | launch_us |' && [ "$(grep -c '| npu  ' "$tmp/ab.md")" = 2 ] \
+  && ok || fail "launch_us column: $(cat "$tmp/ab.md" "$tmp/err")"
+# -v: the execution mode once per mode, the launch cost and the statistics per test.
+bench -m stories260K.gguf -dev npu -g on,off --npu-launch-us 3 -p 0 -n 2 -r 1 -t 1 -v >/dev/null 2>"$tmp/v"
+[ "$(grep -c 'execution mode is GRAPH' "$tmp/v")" = 1 ] && [ "$(grep -c 'execution mode is EAGER' "$tmp/v")" = 1 ] \
+  && grep -q 'launch cost model: 3 us' "$tmp/v" && [ "$(grep -c 'npu launch cost 3 us: graph captures' "$tmp/v")" = 2 ] \
+  && ok || fail "-v npu lines: $(cat "$tmp/v")"
 
 # Ctrl-C during the second test's --delay: the first test's row, the footer, exit non-zero.
 (cd "$M" && exec "$LLM" bench -m stories260K.gguf -p 4,8 -n 0 -r 1 -t 1 --delay 2 >"$tmp/int.md" 2>"$tmp/int.err") &

@@ -29,6 +29,19 @@ if [ $? -eq 0 ] && cmp -s <(printf '%s\n' "$(cat "$SHARED/ref/gen/stories260K.on
 else fail "200-token story differs: $(head -c 300 "$tmp/story")"; fi
 grep -q 'generated 200 tokens' "$tmp/err" && ok || fail "no generation summary on stderr"
 
+# The same story on the emulated npu, graph mode on (default) and off; -v shows the mode and statistics.
+for g in on off; do
+  GGML_CANN_ACL_GRAPH=$g "$LLM" run -m "$M/stories260K.gguf" -p "Once upon a time" -n 200 --temp 0 -dev npu -v \
+    >"$tmp/story.npu" 2>"$tmp/err.npu"
+  cmp -s "$tmp/story" "$tmp/story.npu" && ok || fail "npu story (graph $g) differs: $(head -c 300 "$tmp/err.npu")"
+  grep -q 'backend npu' "$tmp/err.npu" && ok || fail "npu summary (graph $g): $(cat "$tmp/err.npu")"
+done
+grep -q 'execution mode is EAGER' "$tmp/err.npu" && grep -q 'graph captures 0, replays 0' "$tmp/err.npu" && ok \
+  || fail "npu -v with graph off: $(cat "$tmp/err.npu")"
+"$LLM" run -m "$M/stories260K.gguf" -p "Once upon a time" -n 200 --temp 0 -dev npu -v >/dev/null 2>"$tmp/err.npu"
+grep -q 'execution mode is GRAPH' "$tmp/err.npu" && grep -q 'graph captures 1, replays 199, hits 198, misses 1' "$tmp/err.npu" \
+  && ok || fail "npu -v with graph on: $(cat "$tmp/err.npu")"
+
 # Called as llm-run, --no-display-prompt leaves only the continuation on stdout.
 "$(dirname "$LLM")/llm-run" -m "$M/stories260K.gguf" -p "Once upon a time" -n 24 --temp 0 --no-display-prompt >"$tmp/cont" 2>/dev/null
 want=$(python3 -c "import json,sys;print(bytes.fromhex(json.load(open(sys.argv[1]))['greedy_text_hex']).decode())" "$SHARED/ref/gen/stories260K.once.json")
@@ -92,6 +105,7 @@ if command -v valgrind >/dev/null; then
   vg "$LLM" info "$M/llama-k256-q4_k_m.gguf" && ok || fail "valgrind info: $(head -c 600 "$tmp/vg")"
   vg "$LLM" tokenize -m "$M/qwen2-tiny-f16.gguf" -p "Hello <|im_end|> world" --parse-special && ok || fail "valgrind tokenize: $(head -c 600 "$tmp/vg")"
   vg "$LLM" run -m "$tmp/trunc.gguf" -p hi && ok || fail "valgrind corrupt file: $(head -c 600 "$tmp/vg")"
+  vg "$LLM" run -m "$M/stories260K.gguf" -p "Once upon a time" -n 8 --temp 0 -dev npu && ok || fail "valgrind npu: $(head -c 600 "$tmp/vg")"
 else
   fail "valgrind is not installed (make deps installs it)"
 fi

@@ -2,7 +2,8 @@
  * prompt logits within tolerance x logit range, argmax where the margin allows, teacher-forced
  * greedy steps (greedy_top5) and greedy ids up to the first step whose reference margin is below
  * 2 x tolerance x range; stories260K free-running greedy text byte-identical (greedy_text_hex);
- * the same results with 1 or 2 threads, token-by-token or batched, fused or plain attention. */
+ * the same results with 1 or 2 threads, token-by-token or batched, fused or plain attention; and
+ * -dev npu, graph mode on and off, computing bit for bit what -dev cpu computes for every case. */
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <math.h>
@@ -100,6 +101,15 @@ static float top5_margin(cJSON *entry)
     return top5_value(entry, 0, &id) - top5_value(entry, 1, &id);
 }
 
+static struct llm_context *ctx_with(struct llm_model *m, const struct llm_context_params *p)
+{
+    struct llm_context *c = NULL;
+    struct llm_error err;
+    if (llm_context_new(m, p, &c, &err))
+        fprintf(stderr, "context: %s\n", err.msg);
+    return c;
+}
+
 static struct llm_context *new_ctx(struct llm_model *m, int n_ctx, int threads, int ubatch,
                                    enum llm_type kv, bool fa)
 {
@@ -109,11 +119,7 @@ static struct llm_context *new_ctx(struct llm_model *m, int n_ctx, int threads, 
     p.n_ubatch = ubatch;
     p.type_k = p.type_v = kv;
     p.flash_attn = fa;
-    struct llm_context *c = NULL;
-    struct llm_error err;
-    if (llm_context_new(m, &p, &c, &err))
-        fprintf(stderr, "context: %s\n", err.msg);
-    return c;
+    return ctx_with(m, &p);
 }
 
 /* Prompt logits and teacher-forced greedy steps of one reference case. */
@@ -262,6 +268,56 @@ static void greedy200(struct llm_model *m)
     cJSON_Delete(j);
 }
 
+/* Prompt logits (every row) then n_greedy free-running greedy steps' logits, on one device. */
+static float *device_logits(struct llm_model *m, const struct ref *r, enum llm_device dev, int graph)
+{
+    struct llm_context_params p = llm_context_default_params();
+    p.n_ctx = r->n_prompt + r->n_greedy + 8;
+    p.device = dev;
+    p.acl_graph = graph;
+    p.npu_launch_us = 0;
+    struct llm_context *c = ctx_with(m, &p);
+    const size_t nv = (size_t)r->n_vocab, rows = (size_t)r->n_prompt + (size_t)r->n_greedy;
+    float *out = calloc(rows * nv, sizeof *out);
+    struct llm_error err;
+    if (!c || llm_decode(c, r->prompt, r->n_prompt, true, &err)) {
+        llm_context_free(c);
+        free(out);
+        return NULL;
+    }
+    for (int i = 0; i < r->n_prompt; i++)
+        memcpy(out + (size_t)i * nv, llm_get_logits(c, i), nv * sizeof *out);
+    const float *last = llm_get_logits(c, r->n_prompt - 1);
+    for (int k = 0; k < r->n_greedy; k++) {
+        int32_t t = llm_argmax(last, r->n_vocab);
+        if (llm_decode(c, &t, 1, false, &err))
+            break;
+        last = llm_get_logits(c, 0);
+        memcpy(out + ((size_t)r->n_prompt + (size_t)k) * nv, last, nv * sizeof *out);
+    }
+    llm_context_free(c);
+    return out;
+}
+
+/* The npu runs the cpu's kernels on the same splits, eagerly or replayed: every logit equal. */
+static void npu_matches_cpu(struct llm_model *m, const struct ref *r)
+{
+    const size_t n = ((size_t)r->n_prompt + (size_t)r->n_greedy) * (size_t)r->n_vocab;
+    float *cpu = device_logits(m, r, LLM_DEVICE_CPU, 0);
+    CHECK(cpu != NULL, "%s: cpu run failed", r->name);
+    for (int graph = 0; cpu && graph < 2; graph++) {
+        float *npu = device_logits(m, r, LLM_DEVICE_NPU, graph);
+        CHECK(npu != NULL, "%s: npu run failed (graph %d)", r->name, graph);
+        size_t diff = 0;
+        for (size_t i = 0; npu && i < n; i++)
+            diff += memcmp(&npu[i], &cpu[i], sizeof *npu) != 0;
+        CHECK(npu && diff == 0, "%s: npu (graph %s) differs from cpu in %zu of %zu logits", r->name,
+              graph ? "on" : "off", diff, n);
+        free(npu);
+    }
+    free(cpu);
+}
+
 static int cmp_str(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -310,6 +366,7 @@ int main(void)
             gate(m, &r, LLM_TYPE_F32, false, tol);
             gate(m, &r, LLM_TYPE_F32, true, tol);
             gate(m, &r, LLM_TYPE_F16, true, tol > 5e-2f ? tol : 5e-2f);
+            npu_matches_cpu(m, &r);
             if (!strcmp(r.model, "stories260K.gguf"))
                 exact_greedy(m, &r);
             if (!strcmp(names[i], "stories260K.once.json"))

@@ -10,6 +10,7 @@
 
 #include "bench.h"
 #include "commands.h"
+#include "log.h"
 #include "model/context.h"
 #include "model/model.h"
 #include "model/vocab.h"
@@ -196,10 +197,6 @@ static int run_test(struct bench_state *s, const struct bench_instance *t, struc
                     uint64_t *samples)
 {
     progress(s, "starting", 0);
-    if (t->device == BENCH_DEV_NPU) {
-        tool_error("device 'npu' is not available: this llm has no emulated NPU backend yet (src/npu)");
-        return RUN_FAILED;
-    }
     if (ensure_model(s, t->model) != RUN_OK)
         return RUN_FAILED;
     struct llm_context_params cp = llm_context_default_params();
@@ -210,6 +207,9 @@ static int run_test(struct bench_state *s, const struct bench_instance *t, struc
     cp.type_k = t->type_k == BENCH_KV_F32 ? LLM_TYPE_F32 : LLM_TYPE_F16;
     cp.type_v = t->type_v == BENCH_KV_F32 ? LLM_TYPE_F32 : LLM_TYPE_F16;
     cp.flash_attn = t->flash_attn != 0; /* auto: our fused attention is the default path */
+    cp.device = t->device == BENCH_DEV_NPU ? LLM_DEVICE_NPU : LLM_DEVICE_CPU;
+    cp.acl_graph = t->acl_graph;
+    cp.npu_launch_us = t->launch_us;
     struct llm_context *c = NULL;
     struct llm_error err = { 0 };
     if (llm_context_new(s->model, &cp, &c, &err) != 0) {
@@ -231,6 +231,7 @@ static int run_test(struct bench_state *s, const struct bench_instance *t, struc
     int rc = s->p->delay > 0 ? sleep_s(s->p->delay) : RUN_OK;
     if (rc == RUN_OK)
         rc = measure(s, c, t, samples);
+    llm_context_stats(c, &res->graph);
     llm_context_free(c);
     free(tokens);
     s->tokens = NULL;
@@ -240,6 +241,8 @@ static int run_test(struct bench_state *s, const struct bench_instance *t, struc
     res->model_n_params = s->model->n_params;
     res->samples_ns = samples;
     res->n_samples = s->p->reps > 0 ? (size_t)s->p->reps : 0;
+    res->n_tokens = (uint64_t)res->n_samples * (uint64_t)(t->n_depth + t->n_prompt + t->n_gen) +
+                    (s->p->no_warmup ? 0 : (uint64_t)t->n_prompt + (t->n_gen > 0));
     return rc;
 }
 
@@ -260,14 +263,19 @@ static void print_extras(const struct bench_state *s, const struct bench_result 
 {
     char name[64];
     bench_test_name(&r->inst, name, sizeof name);
-    if (s->p->verbose)
+    if (s->p->verbose) {
+        const double n = r->n_tokens ? (double)r->n_tokens : 1.0;
         fprintf(stderr,
-                "llm-bench: %s: device %s, acl_graph %s: graph captures %llu, replays %llu, hits %llu, "
-                "misses %llu, evictions %llu, eager launches %llu\n",
-                name, bench_dev_name(r->inst.device), r->inst.acl_graph ? "on" : "off",
+                "llm-bench: %s: device %s, acl_graph %s, npu launch cost %d us: graph captures %llu, replays %llu, "
+                "hits %llu, misses %llu, evictions %llu, eager launches %llu, ops replayed %llu; per token: host "
+                "launch %.2f us, host match %.2f us, device %.2f us\n",
+                name, bench_dev_name(r->inst.device), r->inst.acl_graph ? "on" : "off", r->inst.launch_us,
                 (unsigned long long)r->graph.captures, (unsigned long long)r->graph.replays,
                 (unsigned long long)r->graph.hits, (unsigned long long)r->graph.misses,
-                (unsigned long long)r->graph.evictions, (unsigned long long)r->graph.eager_launches);
+                (unsigned long long)r->graph.evictions, (unsigned long long)r->graph.eager_launches,
+                (unsigned long long)r->graph.ops_replayed, r->graph.host_launch_us / n, r->graph.host_match_us / n,
+                r->graph.device_us / n);
+    }
     if (!s->have_roofline || r->n_samples == 0)
         return;
     double *ts = malloc(r->n_samples * sizeof *ts);
@@ -321,7 +329,7 @@ static int run_all(struct bench_state *s, const struct bench_instance *plan, str
     int rc = RUN_OK;
     for (size_t i = 0; rc == RUN_OK && i < s->count; i++) {
         s->index = i;
-        struct bench_result res = { 0 }; /* graph statistics stay 0: cpu has no graph cache */
+        struct bench_result res = { 0 };
         rc = run_test(s, &plan[i], &res, samples);
         if (rc != RUN_OK)
             break;
@@ -367,6 +375,8 @@ int cmd_bench(int argc, char **argv)
         bench_params_free(&p);
         return 1;
     }
+    if (p.verbose)
+        llm_log_set_level(LLM_LOG_INFO);
     if (p.roofline || p.verbose) {
         long n_cores = sysconf(_SC_NPROCESSORS_ONLN);
         if (roofline_measure(&s.roof, ROOFLINE_THREADS, ROOFLINE_BYTES, n_cores > 0 ? (int)n_cores : 1) == 0) {

@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "backend.h"
+
 /* A growable list of ints; the parser appends, an empty list later gets its default. */
 struct bench_ints {
     int *v;
@@ -46,6 +48,7 @@ struct bench_params {
     struct bench_ints flash_attn;   /* -fa: -1 auto, 0 off, 1 on                  */
     struct bench_ints devices;      /* -dev (enum bench_dev)                      */
     struct bench_ints acl_graph;    /* -g/--acl-graph: 0 off, 1 on                */
+    struct bench_ints launch_us;    /* --npu-launch-us: npu host µs per eager launch */
     bool devices_given, acl_graph_given; /* md shows dev / acl_graph only then    */
     int reps;                       /* -r                                         */
     int delay;                      /* --delay seconds before each test           */
@@ -57,13 +60,11 @@ struct bench_params {
 struct bench_defaults {
     int n_threads;  /* llama-bench: number of physical ("math") cores */
     bool acl_graph; /* GGML_CANN_ACL_GRAPH as a bool, else on        */
+    int launch_us;  /* LLM_NPU_LAUNCH_US rounded to an integer, else 0 */
 };
 
-/* Physical cores (distinct thread-sibling sets in sysfs, else online CPUs) and the env switch. */
+/* Physical cores (distinct thread-sibling sets in sysfs, else online CPUs) and the env switches. */
 struct bench_defaults bench_system_defaults(void);
-
-/* GGML_CANN_* boolean: lower-cased value in {on, 1, yes, y, enable, true} is true, else false. */
-bool bench_env_bool(const char *s);
 
 enum bench_parse_status { BENCH_PARSE_OK, BENCH_PARSE_HELP, BENCH_PARSE_INVALID, BENCH_PARSE_NOMEM };
 
@@ -86,11 +87,11 @@ void bench_usage(FILE *out, const char *prog, const struct bench_defaults *d);
 struct bench_instance {
     const char *model; /* points into bench_params.model */
     int n_prompt, n_gen, n_depth;
-    int n_batch, n_ubatch, type_k, type_v, n_threads, n_gpu_layers, flash_attn, device, acl_graph;
+    int n_batch, n_ubatch, type_k, type_v, n_threads, n_gpu_layers, flash_attn, device, acl_graph, launch_us;
 };
 
 /* All tests in llama-bench's order (outermost first: model, n_gpu_layers, devices, acl_graph,
- * n_batch, n_ubatch, type_k, type_v, flash_attn, n_threads, n_depth; innermost pp, tg, pg tests,
+ * npu_launch_us, n_batch, n_ubatch, type_k, type_v, flash_attn, n_threads, n_depth; innermost pp, tg, pg tests,
  * skipping 0 and (0,0)). *out is malloc'ed (free()), *n may be 0. Returns -1 on allocation failure. */
 int bench_plan(const struct bench_params *p, struct bench_instance **out, size_t *n);
 
@@ -104,11 +105,6 @@ uint64_t bench_avg_ns(const uint64_t *v, size_t n);
 uint64_t bench_stdev_ns(const uint64_t *v, size_t n);
 double bench_avg_ts(const double *v, size_t n);
 double bench_stdev_ts(const double *v, size_t n);
-
-/* ACL graph statistics of one test (all 0 on cpu, which has no graph cache). */
-struct bench_graph_stats {
-    uint64_t captures, replays, hits, misses, evictions, eager_launches;
-};
 
 /* Run-wide facts printed in every record. */
 struct bench_env {
@@ -126,7 +122,8 @@ struct bench_result {
     char test_time[32];         /* RFC 3339 UTC when the test started         */
     const uint64_t *samples_ns; /* one per repetition                         */
     size_t n_samples;
-    struct bench_graph_stats graph;
+    struct llm_graph_stats graph; /* the test's context: warm-up included (0 on cpu)  */
+    uint64_t n_tokens;            /* tokens the test evaluated, warm-up and depth included */
 };
 
 /* Per-sample t/s: 1e9 * (n_prompt + n_gen) / ns. ts must hold n_samples values. */

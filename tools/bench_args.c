@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "graphcache/graphcache.h"
 
 #define DEFAULT_MODEL "models/7B/ggml-model-q4_0.gguf"
 
@@ -27,17 +28,6 @@ const char *bench_kv_name(int kv)
 const char *bench_dev_name(int dev)
 {
     return dev >= 0 && dev < (int)(sizeof dev_names / sizeof dev_names[0]) ? dev_names[dev] : "?";
-}
-
-bool bench_env_bool(const char *s)
-{
-    static const char *const yes[] = { "on", "1", "yes", "y", "enable", "true" };
-    if (!s)
-        return false;
-    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++)
-        if (strcasecmp(s, yes[i]) == 0)
-            return true;
-    return false;
 }
 
 /* Physical cores: distinct thread_siblings masks, as llama.cpp counts its "math" cores on Linux. */
@@ -69,8 +59,12 @@ static int count_physical_cores(void)
 
 struct bench_defaults bench_system_defaults(void)
 {
-    const char *env = getenv("GGML_CANN_ACL_GRAPH");
-    struct bench_defaults d = { .n_threads = count_physical_cores(), .acl_graph = env ? bench_env_bool(env) : true };
+    struct bench_defaults d = { .n_threads = count_physical_cores(),
+                                .acl_graph = llm_env_flag("GGML_CANN_ACL_GRAPH", true) };
+    const char *cost = getenv("LLM_NPU_LAUNCH_US");
+    char *end;
+    long us = cost ? strtol(cost, &end, 10) : 0;
+    d.launch_us = cost && end != cost && !*end && us >= 0 && us <= 1000000 ? (int)us : 0;
     return d;
 }
 
@@ -120,7 +114,7 @@ void bench_params_free(struct bench_params *p)
     free(p->model.v);
     struct bench_ints *lists[] = { &p->n_prompt, &p->n_gen, &p->n_pg, &p->n_depth, &p->n_batch, &p->n_ubatch,
                                    &p->type_k, &p->type_v, &p->n_threads, &p->n_gpu_layers, &p->flash_attn,
-                                   &p->devices, &p->acl_graph };
+                                   &p->devices, &p->acl_graph, &p->launch_us };
     for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
         free(lists[i]->v);
     memset(p, 0, sizeof *p);
@@ -434,6 +428,7 @@ static const struct opt opts[] = {
     { "-fa", "--flash-attn", K_FA, F(flash_attn) },
     { "-dev", "--device", K_DEV, F(devices) },
     { "-g", "--acl-graph", K_ACL, F(acl_graph) },
+    { NULL, "--npu-launch-us", K_RANGE, F(launch_us) },
     { "-r", "--repetitions", K_INT, F(reps) },
     { NULL, "--delay", K_INT, F(delay) },
     { "-o", "--output", K_OUTPUT, F(output) },
@@ -503,7 +498,8 @@ static int fill_defaults(struct bench_params *p, const struct bench_defaults *d)
            default_if_empty(&p->n_ubatch, 512) | default_if_empty(&p->type_k, BENCH_KV_F16) |
            default_if_empty(&p->type_v, BENCH_KV_F16) | default_if_empty(&p->n_threads, d->n_threads) |
            default_if_empty(&p->n_gpu_layers, -1) | default_if_empty(&p->flash_attn, -1) |
-           default_if_empty(&p->devices, BENCH_DEV_AUTO) | default_if_empty(&p->acl_graph, d->acl_graph);
+           default_if_empty(&p->devices, BENCH_DEV_AUTO) | default_if_empty(&p->acl_graph, d->acl_graph) |
+           default_if_empty(&p->launch_us, d->launch_us);
 }
 
 enum bench_parse_status bench_parse(int argc, char **argv, const struct bench_defaults *d,
@@ -561,6 +557,8 @@ bool bench_param_differs(const struct bench_params *p, const struct bench_defaul
         return p->devices_given;
     if (!strcmp(name, "acl_graph"))
         return p->acl_graph_given;
+    if (!strcmp(name, "npu_launch_us"))
+        return p->launch_us.n != 1 || p->launch_us.v[0] != d->launch_us;
     for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
         if (!strcmp(name, lists[i].name)) {
             const struct bench_ints *l = (const struct bench_ints *)((const char *)p + lists[i].off);
@@ -600,6 +598,9 @@ void bench_usage(FILE *out, const char *prog, const struct bench_defaults *d)
     fprintf(out, "  -g, --acl-graph <on|off>                  ACL graph mode of the npu (default: %s,\n"
                  "                                            from GGML_CANN_ACL_GRAPH, else on)\n",
             d->acl_graph ? "on" : "off");
+    fprintf(out, "  --npu-launch-us <n>                       npu host microseconds per eager launch (default: %d,\n"
+                 "                                            from LLM_NPU_LAUNCH_US, else 0)\n",
+            d->launch_us);
     fprintf(out, "\nMultiple values can be given for each parameter by separating them with ','\n"
                  "or by specifying the parameter multiple times. Ranges can be given as\n"
                  "'first-last' or 'first-last+step' or 'first-last*mult'.\n");

@@ -17,7 +17,7 @@ enum field {
     F_TEST_TIME, F_AVG_NS, F_STDDEV_NS, F_AVG_TS, F_STDDEV_TS,
     /* ours: the A/B dimension and the ACL graph statistics */
     F_ACL_GRAPH, F_GRAPH_CAPTURES, F_GRAPH_REPLAYS, F_GRAPH_HITS, F_GRAPH_MISSES, F_GRAPH_EVICTIONS,
-    F_EAGER_LAUNCHES, N_FIELDS
+    F_EAGER_LAUNCHES, F_NPU_LAUNCH_US, F_OPS_REPLAYED, F_HOST_LAUNCH_US, F_HOST_MATCH_US, F_DEVICE_US, N_FIELDS
 };
 
 static const struct {
@@ -47,6 +47,9 @@ static const struct {
     [F_GRAPH_CAPTURES] = { "graph_captures", T_INT }, [F_GRAPH_REPLAYS] = { "graph_replays", T_INT },
     [F_GRAPH_HITS] = { "graph_hits", T_INT }, [F_GRAPH_MISSES] = { "graph_misses", T_INT },
     [F_GRAPH_EVICTIONS] = { "graph_evictions", T_INT }, [F_EAGER_LAUNCHES] = { "eager_launches", T_INT },
+    [F_NPU_LAUNCH_US] = { "npu_launch_us", T_INT }, [F_OPS_REPLAYED] = { "ops_replayed", T_INT },
+    [F_HOST_LAUNCH_US] = { "host_launch_us_per_token", T_FLOAT },
+    [F_HOST_MATCH_US] = { "host_match_us_per_token", T_FLOAT }, [F_DEVICE_US] = { "device_us_per_token", T_FLOAT },
 };
 
 /* A result with its summary statistics. */
@@ -71,6 +74,11 @@ static int record_init(struct record *rec, const struct bench_env *env, const st
     rec->avg_ts = bench_avg_ts(rec->ts, r->n_samples);
     rec->stddev_ts = bench_stdev_ts(rec->ts, r->n_samples);
     return 0;
+}
+
+static double per_token(const struct bench_result *r, double total)
+{
+    return r->n_tokens ? total / (double)r->n_tokens : 0.0;
 }
 
 /* The value of field f as llama-bench's get_values() renders it (bools "0"/"1", floats "%f").
@@ -122,6 +130,11 @@ static const char *value(const struct record *rec, enum field f, char *buf)
     case F_GRAPH_MISSES: snprintf(buf, cap, "%" PRIu64, r->graph.misses); return buf;
     case F_GRAPH_EVICTIONS: snprintf(buf, cap, "%" PRIu64, r->graph.evictions); return buf;
     case F_EAGER_LAUNCHES: snprintf(buf, cap, "%" PRIu64, r->graph.eager_launches); return buf;
+    case F_NPU_LAUNCH_US: snprintf(buf, cap, "%d", t->launch_us); return buf;
+    case F_OPS_REPLAYED: snprintf(buf, cap, "%" PRIu64, r->graph.ops_replayed); return buf;
+    case F_HOST_LAUNCH_US: snprintf(buf, cap, "%f", per_token(r, r->graph.host_launch_us)); return buf;
+    case F_HOST_MATCH_US: snprintf(buf, cap, "%f", per_token(r, r->graph.host_match_us)); return buf;
+    case F_DEVICE_US: snprintf(buf, cap, "%f", per_token(r, r->graph.device_us)); return buf;
     case N_FIELDS: break;
     }
     return "";
@@ -142,7 +155,7 @@ struct col {
 static const struct { enum field f; const char *title; int width; } md_optional[] = {
     { F_N_THREADS, "threads", 7 }, { F_N_BATCH, "n_batch", 7 }, { F_N_UBATCH, "n_ubatch", 8 },
     { F_TYPE_K, "type_k", 6 }, { F_TYPE_V, "type_v", 6 }, { F_FLASH_ATTN, "fa", 3 },
-    { F_DEVICES, "dev", -12 }, { F_ACL_GRAPH, "acl_graph", 10 },
+    { F_DEVICES, "dev", -12 }, { F_ACL_GRAPH, "acl_graph", 10 }, { F_NPU_LAUNCH_US, "launch_us", 9 },
 };
 
 static int md_columns(const struct bench_printer *pr, struct col *cols)

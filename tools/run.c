@@ -12,6 +12,7 @@
 #include "model/model.h"
 #include "model/sampler.h"
 #include "model/vocab.h"
+#include "log.h"
 #include "ops/types.h"
 
 static const struct tool_alias run_aliases[] = {
@@ -195,15 +196,12 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
         goto out;
     }
     o->device = dev->count ? dev->sval[0] : "cpu";
-    if (strcmp(o->device, "cpu") != 0) {
-        if (strcmp(o->device, "npu") == 0)
-            tool_error("device 'npu': the emulated NPU backend is not built yet (use -dev cpu)");
-        else
-            tool_error("unknown device '%s' (use cpu or npu)", o->device);
+    if (llm_device_from_name(o->device) < 0) {
+        tool_error("unknown device '%s' (use cpu or npu)", o->device);
         rc = 1;
         goto out;
     }
-    (void)ngl; /* layers are offloaded only to an npu */
+    (void)ngl; /* -dev npu runs every layer on the npu; mixed placement comes with the scheduler */
     o->display_prompt = !no_display->count;
     o->special = special->count > 0;
     o->verbose = verbose->count > 0;
@@ -285,6 +283,22 @@ static int dump_logits(const char *path, const struct llm_context *ctx, int32_t 
     return 0;
 }
 
+/* Graph cache and launch statistics of the run (npu), per token where that is what matters. */
+static void print_stats(const struct llm_context *ctx, int n_prompt, int n_gen)
+{
+    struct llm_graph_stats st;
+    llm_context_stats(ctx, &st);
+    const int n_tok = n_prompt + n_gen > 0 ? n_prompt + n_gen : 1;
+    fprintf(stderr, "llm-run: graph captures %llu, replays %llu, hits %llu, misses %llu, evictions %llu, "
+            "eager graphs %llu, eager launches %llu, ops replayed %llu\n",
+            (unsigned long long)st.captures, (unsigned long long)st.replays, (unsigned long long)st.hits,
+            (unsigned long long)st.misses, (unsigned long long)st.evictions, (unsigned long long)st.eager_graphs,
+            (unsigned long long)st.eager_launches, (unsigned long long)st.ops_replayed);
+    fprintf(stderr, "llm-run: host launch %.1f us, host match %.1f us, device %.1f us (per token of %d: %.2f / %.2f / %.2f us)\n",
+            st.host_launch_us, st.host_match_us, st.device_us, n_tok, st.host_launch_us / n_tok,
+            st.host_match_us / n_tok, st.device_us / n_tok);
+}
+
 static int generate(struct run_opts *o)
 {
     struct llm_error err = { 0 };
@@ -311,6 +325,7 @@ static int generate(struct run_opts *o)
     cp.type_k = o->type_k;
     cp.type_v = o->type_v;
     cp.flash_attn = o->flash_attn != 0;
+    cp.device = (enum llm_device)llm_device_from_name(o->device);
 
     const size_t plen = strlen(o->prompt);
     int64_t n_prompt = vocab_tokenize(voc, o->prompt, plen, true, true, NULL, 0);
@@ -334,6 +349,8 @@ static int generate(struct run_opts *o)
     }
     if (!o->seed_given)
         o->sp.seed = (uint32_t)time(NULL) ^ (uint32_t)(now_ms() * 1000.0);
+    if (o->verbose)
+        llm_log_set_level(LLM_LOG_INFO);
     if (llm_context_new(model, &cp, &ctx, &err)) {
         tool_error("%s", err.msg);
         goto out;
@@ -404,7 +421,9 @@ static int generate(struct run_opts *o)
     fprintf(stderr, "\nllm-run: load %.2f ms | prompt %lld tokens, %.2f ms, %.2f t/s | generated %d tokens, %.2f ms, %.2f t/s%s\n",
             t_load, (long long)n_prompt, t_prompt, n_prompt / (t_prompt / 1e3), n_gen, t_gen,
             t_gen > 0 ? n_gen / (t_gen / 1e3) : 0.0, ctx_full ? " (stopped: context full)" : "");
-    fprintf(stderr, "llm-run: backend cpu, %d threads\n", cp.n_threads);
+    fprintf(stderr, "llm-run: backend %s, %d threads\n", llm_context_backend_name(ctx), cp.n_threads);
+    if (o->verbose)
+        print_stats(ctx, (int)n_prompt, n_gen);
     rc = 0;
 out:
     free(tokens);

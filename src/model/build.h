@@ -3,15 +3,8 @@
 #define LLM_BUILD_H
 
 #include "../graph.h"
+#include "kv_cache.h"
 #include "model.h"
-
-struct llm_kv_cache {
-    struct llm_tensor k[LLM_MAX_LAYERS]; /* [n_embd_k_gqa, n_cells] F16 or F32, written by SET_ROWS */
-    struct llm_tensor v[LLM_MAX_LAYERS]; /* [n_embd_v_gqa, n_cells], same type rules               */
-    int32_t n_cells;                      /* allocated cells: n_ctx padded to 256                  */
-    int32_t n_used;                       /* cells holding tokens of the current sequence          */
-    void *buf;                            /* backend memory holding every k and v                  */
-};
 
 /* Per-micro-batch inputs. Each tensor is a view on a fixed input buffer, so the same shape gets the
  * same addresses from one graph to the next; the host fills them before compute. */

@@ -7,27 +7,31 @@
 
 #include "../alloc.h"
 #include "../graph.h"
-#include "../ops/types.h"
 #include "build.h"
+#include "weights.h"
 
-#define KV_PAD 256
+/* Host-side contents of the input tensors and their home in backend memory. */
+enum { IN_TOKENS, IN_POS, IN_KV_IDX, IN_OUT_IDS, IN_MASK, IN_COUNT };
 
 struct llm_context {
     struct llm_model *model;
     struct llm_context_params p;
     struct llm_backend *backend;
+    struct llm_weights weights;
     struct llm_allocator *alloc;
     struct llm_ctx *gctx;            /* tensor pool reused by every graph build      */
     struct llm_kv_cache kv;
-    /* Fixed input buffers, sized for n_ubatch tokens and n_cells cells. */
-    int32_t *in_tokens, *in_pos, *in_kv_idx, *in_out_ids;
-    float *in_mask;
+    /* Fixed input buffers, sized for n_ubatch tokens and n_cells cells: host staging (host[]) and
+     * the backend buffer the graph reads (dev[], one allocation at dev_buf). */
+    void *host[IN_COUNT];
+    char *dev[IN_COUNT];
+    void *dev_buf;
     float *logits;                   /* [n_outputs][n_vocab] of the last decode      */
     /* The last graph, kept for reuse: inputs live in fixed buffers and the allocator gives the
      * same shape the same addresses, so an unchanged shape needs no rebuild. */
     struct llm_graph *graph;
+    struct llm_build_inputs graph_in;
     struct llm_tensor *graph_logits;
-    int32_t graph_n, graph_n_kv, graph_n_out;
     unsigned graph_generation;       /* allocator generation the graph was placed in */
     int32_t n_logits_rows;
     int32_t logits_cap_rows;
@@ -38,6 +42,7 @@ struct llm_context_params llm_context_default_params(void)
     return (struct llm_context_params){
         .n_ctx = 4096, .n_batch = 2048, .n_ubatch = 512, .n_threads = 2,
         .type_k = LLM_TYPE_F16, .type_v = LLM_TYPE_F16, .flash_attn = true,
+        .device = LLM_DEVICE_CPU, .acl_graph = -1, .npu_launch_us = -1.0,
     };
 }
 
@@ -53,63 +58,54 @@ static void backend_release(void *user, void *ptr)
     b->iface->buffer_free(b, ptr);
 }
 
-static int32_t pad_to(int32_t n, int32_t m)
-{
-    return (n + m - 1) / m * m;
-}
-
-static int init_kv(struct llm_context *c, struct llm_error *err)
-{
-    const struct llm_hparams *hp = &c->model->hp;
-    struct llm_kv_cache *kv = &c->kv;
-    kv->n_cells = pad_to(c->p.n_ctx, KV_PAD);
-    const int64_t n_k = (int64_t)hp->n_embd_head_k * hp->n_head_kv;
-    const int64_t n_v = (int64_t)hp->n_embd_head_v * hp->n_head_kv;
-    const size_t k_bytes = llm_row_size(c->p.type_k, n_k) * (size_t)kv->n_cells;
-    const size_t v_bytes = llm_row_size(c->p.type_v, n_v) * (size_t)kv->n_cells;
-    const size_t per_layer = k_bytes + v_bytes;
-    kv->buf = c->backend->iface->buffer_alloc(c->backend, per_layer * hp->n_layer + 64);
-    if (!kv->buf)
-        return llm_fail(err, LLM_ERR_NOMEM, "cannot allocate a KV cache of %zu bytes",
-                        per_layer * hp->n_layer);
-    memset(kv->buf, 0, per_layer * hp->n_layer);
-    for (uint32_t il = 0; il < hp->n_layer; il++) {
-        struct llm_tensor *k = &kv->k[il], *v = &kv->v[il];
-        *k = (struct llm_tensor){ .type = c->p.type_k, .ne = { n_k, kv->n_cells, 1, 1 } };
-        *v = (struct llm_tensor){ .type = c->p.type_v, .ne = { n_v, kv->n_cells, 1, 1 } };
-        k->nb[0] = llm_type_traits(k->type)->type_size;
-        k->nb[1] = llm_row_size(k->type, n_k);
-        k->nb[2] = k->nb[3] = k_bytes;
-        v->nb[0] = llm_type_traits(v->type)->type_size;
-        v->nb[1] = llm_row_size(v->type, n_v);
-        v->nb[2] = v->nb[3] = v_bytes;
-        k->data = (char *)kv->buf + per_layer * il;
-        v->data = (char *)k->data + k_bytes;
-        snprintf(k->name, sizeof k->name, "cache_k_l%u", il);
-        snprintf(v->name, sizeof v->name, "cache_v_l%u", il);
-    }
-    return LLM_OK;
-}
-
 void llm_context_free(struct llm_context *c)
 {
     if (!c)
         return;
     if (c->backend) {
+        c->backend->iface->synchronize(c->backend);
         llm_allocator_free(c->alloc);
-        if (c->kv.buf)
-            c->backend->iface->buffer_free(c->backend, c->kv.buf);
+        llm_kv_cache_release(&c->kv);
+        llm_weights_release(&c->weights);
+        if (c->dev_buf)
+            c->backend->iface->buffer_free(c->backend, c->dev_buf);
         llm_backend_free(c->backend);
     }
     llm_graph_free(c->graph);
     llm_ctx_free(c->gctx);
-    free(c->in_tokens);
-    free(c->in_pos);
-    free(c->in_kv_idx);
-    free(c->in_out_ids);
-    free(c->in_mask);
+    for (int i = 0; i < IN_COUNT; i++)
+        free(c->host[i]);
     free(c->logits);
     free(c);
+}
+
+/* Bytes of each input for n_ubatch tokens and n_cells cells. */
+static void input_sizes(const struct llm_context *c, size_t size[IN_COUNT])
+{
+    const size_t nu = (size_t)c->p.n_ubatch;
+    size[IN_TOKENS] = size[IN_POS] = size[IN_KV_IDX] = size[IN_OUT_IDS] = nu * sizeof(int32_t);
+    size[IN_MASK] = nu * (size_t)c->kv.n_cells * sizeof(float);
+}
+
+static int init_inputs(struct llm_context *c, struct llm_error *err)
+{
+    size_t size[IN_COUNT], total = 0;
+    input_sizes(c, size);
+    for (int i = 0; i < IN_COUNT; i++) {
+        c->host[i] = calloc(1, size[i]);
+        if (!c->host[i])
+            return llm_fail(err, LLM_ERR_NOMEM, "out of memory");
+        total += (size[i] + 63) & ~(size_t)63;
+    }
+    c->dev_buf = c->backend->iface->buffer_alloc(c->backend, total);
+    if (!c->dev_buf)
+        return llm_fail(err, LLM_ERR_NOMEM, "cannot allocate %zu bytes of inputs", total);
+    size_t offs = 0;
+    for (int i = 0; i < IN_COUNT; i++) {
+        c->dev[i] = (char *)c->dev_buf + offs;
+        offs += (size[i] + 63) & ~(size_t)63;
+    }
+    return LLM_OK;
 }
 
 /* Input tensors for one micro-batch: views of the fixed buffers. */
@@ -125,11 +121,13 @@ static void make_inputs(struct llm_context *c, struct llm_build_inputs *in, int3
     in->kv_idx = llm_new_tensor_1d(g, LLM_TYPE_I32, n);
     in->mask = llm_new_tensor_2d(g, LLM_TYPE_F32, n_kv, n);
     in->out_ids = llm_new_tensor_1d(g, LLM_TYPE_I32, n_out);
-    in->tokens->data = c->in_tokens;
-    in->pos->data = c->in_pos;
-    in->kv_idx->data = c->in_kv_idx;
-    in->mask->data = c->in_mask;
-    in->out_ids->data = c->in_out_ids;
+    if (llm_ctx_overflowed(g))
+        return;
+    in->tokens->data = c->dev[IN_TOKENS];
+    in->pos->data = c->dev[IN_POS];
+    in->kv_idx->data = c->dev[IN_KV_IDX];
+    in->mask->data = c->dev[IN_MASK];
+    in->out_ids->data = c->dev[IN_OUT_IDS];
     llm_set_name(in->tokens, "inp_tokens");
     llm_set_name(in->pos, "inp_pos");
     llm_set_name(in->kv_idx, "inp_kv_idx");
@@ -145,10 +143,53 @@ static struct llm_graph *build_graph(struct llm_context *c, struct llm_build_inp
 {
     llm_ctx_reset(c->gctx);
     make_inputs(c, in, n, n_kv, n_out);
-    *logits = llm_build_forward(c->gctx, c->model, &c->kv, in, c->p.flash_attn);
+    if (llm_ctx_overflowed(c->gctx))
+        return NULL;
+    *logits = llm_build_forward(c->gctx, c->weights.model, &c->kv, in, c->p.flash_attn);
     if (llm_ctx_overflowed(c->gctx))
         return NULL;
     return llm_graph_build(logits, 1);
+}
+
+/* Reserve the arena and the backend's buffers for the largest graphs this context runs: a full
+ * micro-batch over every cell with one output row or all of them, and one decoded token. */
+static int reserve(struct llm_context *c, struct llm_error *err)
+{
+    const int32_t nu = c->p.n_ubatch, cells = c->kv.n_cells;
+    const int32_t shapes[][2] = { { nu, 1 }, { nu, nu }, { 1, 1 } };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        struct llm_build_inputs in;
+        struct llm_tensor *logits;
+        struct llm_graph *g = build_graph(c, &in, shapes[i][0], cells, shapes[i][1], &logits);
+        int rc = g ? llm_allocator_reserve(c->alloc, g, err) : llm_fail(err, LLM_ERR_NOMEM, "graph too large");
+        if (!rc)
+            rc = c->backend->iface->graph_reserve(c->backend, g, err);
+        llm_graph_free(g);
+        if (rc)
+            return rc;
+    }
+    return LLM_OK;
+}
+
+static int context_init(struct llm_context *c, struct llm_error *err)
+{
+    struct llm_backend_params bp = { .device = c->p.device, .n_threads = c->p.n_threads,
+                                     .acl_graph = c->p.acl_graph, .launch_us = c->p.npu_launch_us };
+    c->backend = llm_backend_new(&bp, err);
+    if (!c->backend)
+        return err ? err->code : LLM_ERR_NOMEM;
+    c->alloc = llm_allocator_new(backend_alloc, backend_release, c->backend);
+    c->gctx = llm_ctx_new(64 * (int)c->model->hp.n_layer + 256);
+    if (!c->alloc || !c->gctx)
+        return llm_fail(err, LLM_ERR_NOMEM, "out of memory");
+    int rc = llm_weights_place(&c->weights, c->model, c->backend, err);
+    if (!rc)
+        rc = llm_kv_cache_init(&c->kv, &c->model->hp, c->backend, c->p.n_ctx, c->p.type_k, c->p.type_v, err);
+    if (!rc)
+        rc = init_inputs(c, err);
+    if (!rc)
+        rc = reserve(c, err);
+    return rc;
 }
 
 int llm_context_new(struct llm_model *model, const struct llm_context_params *p,
@@ -167,34 +208,7 @@ int llm_context_new(struct llm_model *model, const struct llm_context_params *p,
     c->p = *p;
     if (c->p.n_ubatch > c->p.n_batch)
         c->p.n_ubatch = c->p.n_batch;
-    c->backend = llm_backend_cpu_new(p->n_threads);
-    if (!c->backend) {
-        llm_context_free(c);
-        return llm_fail(err, LLM_ERR_NOMEM, "cannot start %d threads", p->n_threads);
-    }
-    c->alloc = llm_allocator_new(backend_alloc, backend_release, c->backend);
-    c->gctx = llm_ctx_new(64 * (int)model->hp.n_layer + 256);
-    int rc = (!c->alloc || !c->gctx) ? llm_fail(err, LLM_ERR_NOMEM, "out of memory") : init_kv(c, err);
-    if (rc) {
-        llm_context_free(c);
-        return rc;
-    }
-    const int32_t nu = c->p.n_ubatch;
-    c->in_tokens = calloc((size_t)nu, sizeof(int32_t));
-    c->in_pos = calloc((size_t)nu, sizeof(int32_t));
-    c->in_kv_idx = calloc((size_t)nu, sizeof(int32_t));
-    c->in_out_ids = calloc((size_t)nu, sizeof(int32_t));
-    c->in_mask = calloc((size_t)nu * (size_t)c->kv.n_cells, sizeof(float));
-    if (!c->in_tokens || !c->in_pos || !c->in_kv_idx || !c->in_out_ids || !c->in_mask) {
-        llm_context_free(c);
-        return llm_fail(err, LLM_ERR_NOMEM, "out of memory");
-    }
-    /* Reserve the compute arena with the largest graph so later graphs keep fixed addresses. */
-    struct llm_build_inputs in;
-    struct llm_tensor *logits;
-    struct llm_graph *g = build_graph(c, &in, nu, c->kv.n_cells, 1, &logits);
-    rc = g ? llm_allocator_reserve(c->alloc, g, err) : llm_fail(err, LLM_ERR_NOMEM, "graph too large");
-    llm_graph_free(g);
+    int rc = context_init(c, err);
     if (rc) {
         llm_context_free(c);
         return rc;
@@ -203,32 +217,43 @@ int llm_context_new(struct llm_model *model, const struct llm_context_params *p,
     return LLM_OK;
 }
 
-/* Fill the fixed inputs for tokens[0..n) at positions n_past.. (one sequence, cell = position). */
-static void fill_inputs(struct llm_context *c, const int32_t *tokens, int32_t n, int32_t n_kv,
-                        int32_t n_out)
+/* Fill the inputs for tokens[0..n) at positions n_past.. (one sequence, cell = position) on the host
+ * and copy the bytes this graph reads into backend memory. */
+static int upload_inputs(struct llm_context *c, const int32_t *tokens, int32_t n, struct llm_error *err)
 {
-    const int32_t n_past = c->kv.n_used;
+    const struct llm_build_inputs *in = &c->graph_in;
+    const int32_t n_past = c->kv.n_used, n_kv = in->n_kv, n_out = in->n_outputs;
+    int32_t *tok = c->host[IN_TOKENS], *pos = c->host[IN_POS], *idx = c->host[IN_KV_IDX];
+    int32_t *out_ids = c->host[IN_OUT_IDS];
+    float *mask = c->host[IN_MASK];
     for (int32_t i = 0; i < n; i++) {
-        c->in_tokens[i] = tokens[i];
-        c->in_pos[i] = n_past + i;
-        c->in_kv_idx[i] = n_past + i;
-        float *row = c->in_mask + (size_t)i * (size_t)n_kv;
+        tok[i] = tokens[i];
+        pos[i] = idx[i] = n_past + i;
+        float *row = mask + (size_t)i * (size_t)n_kv;
         for (int32_t j = 0; j < n_kv; j++)
             row[j] = j <= n_past + i ? 0.0f : -INFINITY;
     }
     for (int32_t i = 0; i < n_out; i++)
-        c->in_out_ids[i] = n_out == n ? i : n - 1;
+        out_ids[i] = n_out == n ? i : n - 1;
+    struct llm_tensor *t[IN_COUNT] = { in->tokens, in->pos, in->kv_idx, in->out_ids, in->mask };
+    struct llm_backend *b = c->backend;
+    for (int i = 0; i < IN_COUNT; i++) {
+        int rc = b->iface->tensor_set(b, t[i], c->host[i], 0, llm_nbytes(t[i]), err);
+        if (rc)
+            return rc;
+    }
+    return LLM_OK;
 }
 
 /* Make c->graph the allocated graph of this shape, reusing the last one when nothing changed. */
 static int prepare_graph(struct llm_context *c, int32_t n, int32_t n_kv, int32_t n_out, struct llm_error *err)
 {
-    if (c->graph && c->graph_n == n && c->graph_n_kv == n_kv && c->graph_n_out == n_out &&
+    const struct llm_build_inputs *last = &c->graph_in;
+    if (c->graph && last->n_tokens == n && last->n_kv == n_kv && last->n_outputs == n_out &&
         c->graph_generation == llm_allocator_generation(c->alloc))
         return LLM_OK;
     llm_graph_free(c->graph);
-    struct llm_build_inputs in;
-    c->graph = build_graph(c, &in, n, n_kv, n_out, &c->graph_logits);
+    c->graph = build_graph(c, &c->graph_in, n, n_kv, n_out, &c->graph_logits);
     if (!c->graph)
         return llm_fail(err, LLM_ERR_NOMEM, "cannot build the compute graph");
     int rc = llm_allocator_alloc_graph(c->alloc, c->graph, err);
@@ -237,28 +262,13 @@ static int prepare_graph(struct llm_context *c, int32_t n, int32_t n_kv, int32_t
         c->graph = NULL;
         return rc;
     }
-    c->graph_n = n;
-    c->graph_n_kv = n_kv;
-    c->graph_n_out = n_out;
     c->graph_generation = llm_allocator_generation(c->alloc);
     return LLM_OK;
 }
 
-static int decode_ubatch(struct llm_context *c, const int32_t *tokens, int32_t n, bool logits_all,
-                         struct llm_error *err)
+/* Append the n_out rows of the graph's logits to c->logits. */
+static int read_logits(struct llm_context *c, int32_t n_out, struct llm_error *err)
 {
-    const int32_t n_out = logits_all ? n : 1;
-    int32_t n_kv = pad_to(c->kv.n_used + n, KV_PAD);
-    if (n_kv > c->kv.n_cells)
-        n_kv = c->kv.n_cells;
-    int rc = prepare_graph(c, n, n_kv, n_out, err);
-    if (rc)
-        return rc;
-    fill_inputs(c, tokens, n, n_kv, n_out);
-    rc = llm_backend_compute(c->backend, c->graph, err);
-    if (rc)
-        return rc;
-    const struct llm_tensor *logits = c->graph_logits;
     const int32_t n_vocab = (int32_t)c->model->hp.n_vocab;
     const int32_t rows = c->n_logits_rows + n_out;
     if (rows > c->logits_cap_rows) {
@@ -268,12 +278,28 @@ static int decode_ubatch(struct llm_context *c, const int32_t *tokens, int32_t n
         c->logits = nl;
         c->logits_cap_rows = rows;
     }
-    for (int32_t r = 0; r < n_out; r++)
-        memcpy(c->logits + (size_t)(c->n_logits_rows + r) * (size_t)n_vocab,
-               (const char *)logits->data + (size_t)r * logits->nb[1], (size_t)n_vocab * sizeof(float));
-    c->n_logits_rows = rows;
-    c->kv.n_used += n;
-    return LLM_OK;
+    const struct llm_tensor *logits = c->graph_logits;
+    float *dst = c->logits + (size_t)c->n_logits_rows * (size_t)n_vocab;
+    int rc = c->backend->iface->tensor_get(c->backend, logits, dst, 0, (size_t)n_out * logits->nb[1], err);
+    if (!rc)
+        c->n_logits_rows = rows;
+    return rc;
+}
+
+static int decode_ubatch(struct llm_context *c, const int32_t *tokens, int32_t n, bool logits_all,
+                         struct llm_error *err)
+{
+    const int32_t n_out = logits_all ? n : 1;
+    int rc = prepare_graph(c, n, llm_kv_cache_window(&c->kv, n), n_out, err);
+    if (!rc)
+        rc = upload_inputs(c, tokens, n, err);
+    if (!rc)
+        rc = llm_backend_compute(c->backend, c->graph, err);
+    if (!rc)
+        rc = read_logits(c, n_out, err);
+    if (!rc)
+        c->kv.n_used += n;
+    return rc;
 }
 
 int llm_decode(struct llm_context *c, const int32_t *tokens, int32_t n, bool logits_all,
@@ -329,4 +355,14 @@ void llm_kv_clear(struct llm_context *c)
 const struct llm_model *llm_context_model(const struct llm_context *c)
 {
     return c->model;
+}
+
+void llm_context_stats(const struct llm_context *c, struct llm_graph_stats *out)
+{
+    c->backend->iface->get_stats(c->backend, out);
+}
+
+const char *llm_context_backend_name(const struct llm_context *c)
+{
+    return c->backend->iface->name;
 }

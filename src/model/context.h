@@ -18,13 +18,18 @@ struct llm_context_params {
     enum llm_type type_k;  /* KV cache types: F16 (default) or F32                   */
     enum llm_type type_v;
     bool flash_attn;       /* fused FLASH_ATTN node (default) or mul_mat+soft_max   */
+    enum llm_device device;/* backend running every layer: cpu (default) or npu    */
+    int acl_graph;         /* npu graph mode: 1 on, 0 off, -1 GGML_CANN_ACL_GRAPH   */
+    double npu_launch_us;  /* npu host µs per eager launch; < 0: LLM_NPU_LAUNCH_US  */
 };
 
 struct llm_context_params llm_context_default_params(void);
 
 struct llm_context;
 
-/* The context borrows model (it must outlive the context). Creates the cpu backend. */
+/* The context borrows model (it must outlive the context). Creates the backend of p->device, places
+ * the weights there (uploaded once per context on the npu), the KV cache and the input buffers, and
+ * reserves every buffer for the largest graph, so graphs keep their addresses from then on. */
 int llm_context_new(struct llm_model *model, const struct llm_context_params *p,
                     struct llm_context **out, struct llm_error *err);
 void llm_context_free(struct llm_context *c);
@@ -41,5 +46,8 @@ int32_t llm_n_ctx(const struct llm_context *c);
 /* Forget every token in the cache. */
 void llm_kv_clear(struct llm_context *c);
 const struct llm_model *llm_context_model(const struct llm_context *c);
+/* The backend's statistics so far (graph cache, launches, host and device time). */
+void llm_context_stats(const struct llm_context *c, struct llm_graph_stats *out);
+const char *llm_context_backend_name(const struct llm_context *c);
 
 #endif

@@ -139,6 +139,26 @@ bool llm_cpu_supports(const struct llm_tensor *n)
     }
 }
 
+/* Below this many multiply-adds (or elements for other ops) a node runs on one thread: a barrier
+ * costs about a microsecond, as much as ~10k FMAs. */
+#define SPLIT_MIN_WORK 32768
+
+bool llm_cpu_worth_splitting(const struct llm_tensor *node)
+{
+    int64_t work = llm_nelements(node);
+    if (node->op == LLM_OP_MUL_MAT)
+        work *= node->src[0]->ne[0];
+    else if (node->op == LLM_OP_FLASH_ATTN)
+        work *= node->src[1]->ne[1]; /* × KV cells */
+    return work >= SPLIT_MIN_WORK;
+}
+
+bool llm_cpu_supports_type(enum llm_type type)
+{
+    const struct llm_type_traits *tt = llm_type_traits(type);
+    return tt && tt->to_float;
+}
+
 size_t llm_cpu_work_size(const struct llm_tensor *node, int n_threads)
 {
     switch (node->op) {

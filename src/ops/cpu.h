@@ -26,6 +26,12 @@ struct llm_cpu_params {
 
 /* True when the cpu kernels can run this node (op and types). */
 bool llm_cpu_supports(const struct llm_tensor *node);
+/* True when weights of this type can be used by the kernels (they can be dequantized). */
+bool llm_cpu_supports_type(enum llm_type type);
+
+/* Is node big enough to repay splitting it over threads (a barrier round trip)? Smaller nodes run
+ * on one thread while the others go ahead. */
+bool llm_cpu_worth_splitting(const struct llm_tensor *node);
 
 /* Scratch bytes node needs when run by n_threads threads (0 for most ops). */
 size_t llm_cpu_work_size(const struct llm_tensor *node, int n_threads);
@@ -37,10 +43,20 @@ bool llm_cpu_mul_mat_uses_blas(const struct llm_tensor *node);
 /* Run this thread's share of node. No-op for NONE/VIEW/RESHAPE/PERMUTE/TRANSPOSE. */
 void llm_cpu_compute(const struct llm_cpu_params *p, struct llm_tensor *node);
 
-/* Rope cache lifetime: the backend creates one, resets it before each graph (positions may have
- * changed), frees it at the end. */
+/* Rope cache lifetime: the backend creates one, reserves its tables for the largest ROPE node
+ * (false when out of memory), resets it before each graph (positions may have changed), frees it at
+ * the end. A node whose table would not fit runs uncached: nothing grows while a graph runs. */
 struct llm_rope_cache *llm_rope_cache_new(void);
+bool llm_rope_cache_reserve(struct llm_rope_cache *c, const struct llm_tensor *rope);
 void llm_rope_cache_reset(struct llm_rope_cache *c);
 void llm_rope_cache_free(struct llm_rope_cache *c);
+
+/* ROPE in two steps, for backends that keep the cos/sin table themselves (the npu): the table of a
+ * ROPE node is llm_rope_table_floats(node) floats, (cos, sin) × attn_factor per position and pair,
+ * filled from the positions (src[1]) by fill_table (threads split positions); apply rotates with
+ * it (table NULL: angles computed per row). Both are thread-ith shares like llm_cpu_compute. */
+size_t llm_rope_table_floats(const struct llm_tensor *rope);
+void llm_cpu_rope_fill_table(const struct llm_cpu_params *p, const struct llm_tensor *rope, float *table);
+void llm_cpu_rope_apply(const struct llm_cpu_params *p, struct llm_tensor *rope, const float *table);
 
 #endif

@@ -2,6 +2,7 @@
  * barrier round trip (most of a tiny model's decode graph) run on thread 0 alone; the other threads
  * skip them and meet it again at the next node worth splitting. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "../backend.h"
 #include "../threadpool.h"
@@ -21,20 +22,6 @@ struct run {
     struct cpu_backend *cb;
     struct llm_graph *g;
 };
-
-/* Below this many multiply-adds (or elements for other ops) a node runs on one thread: a barrier
- * costs about a microsecond, as much as ~10k FMAs. */
-#define SPLIT_MIN_WORK 32768
-
-static bool worth_splitting(const struct llm_tensor *node)
-{
-    int64_t work = llm_nelements(node);
-    if (node->op == LLM_OP_MUL_MAT)
-        work *= node->src[0]->ne[0];
-    else if (node->op == LLM_OP_FLASH_ATTN)
-        work *= node->src[1]->ne[1]; /* × KV cells */
-    return work >= SPLIT_MIN_WORK;
-}
 
 static void no_barrier(void *pool)
 {
@@ -82,11 +69,11 @@ static bool cpu_supports_op(struct llm_backend *b, const struct llm_tensor *node
 static bool cpu_supports_type(struct llm_backend *b, enum llm_type type)
 {
     (void)b;
-    const struct llm_type_traits *tt = llm_type_traits(type);
-    return tt && tt->to_float;
+    return llm_cpu_supports_type(type);
 }
 
-static int cpu_graph_compute(struct llm_backend *b, struct llm_graph *g, struct llm_error *err)
+/* Checks every node and grows the scratch and rope tables to what g needs (outside any run). */
+static int cpu_graph_reserve(struct llm_backend *b, const struct llm_graph *g, struct llm_error *err)
 {
     struct cpu_backend *cb = b->ctx;
     const int nth = llm_threadpool_n_threads(cb->pool);
@@ -102,6 +89,8 @@ static int cpu_graph_compute(struct llm_backend *b, struct llm_graph *g, struct 
         size_t w = llm_cpu_work_size(node, nth);
         if (w > need)
             need = w;
+        if (node->op == LLM_OP_ROPE && !llm_rope_cache_reserve(cb->rope, node))
+            return llm_fail(err, LLM_ERR_NOMEM, "cpu backend: out of memory for rope tables");
     }
     if (need > cb->work_size) {
         free(cb->work);
@@ -110,6 +99,16 @@ static int cpu_graph_compute(struct llm_backend *b, struct llm_graph *g, struct 
         if (!cb->work)
             return llm_fail(err, LLM_ERR_NOMEM, "cpu backend: cannot allocate %zu bytes of scratch", need);
     }
+    return LLM_OK;
+}
+
+static int cpu_graph_compute(struct llm_backend *b, struct llm_graph *g, struct llm_error *err)
+{
+    struct cpu_backend *cb = b->ctx;
+    const int nth = llm_threadpool_n_threads(cb->pool);
+    int rc = cpu_graph_reserve(b, g, err); /* a no-op for graphs within the reserved sizes */
+    if (rc)
+        return rc;
     if (g->n_nodes > cb->split_cap) {
         bool *ns = realloc(cb->split, (size_t)g->n_nodes * sizeof *ns);
         if (!ns)
@@ -118,7 +117,7 @@ static int cpu_graph_compute(struct llm_backend *b, struct llm_graph *g, struct 
         cb->split_cap = g->n_nodes;
     }
     for (int i = 0; i < g->n_nodes; i++)
-        cb->split[i] = nth > 1 && worth_splitting(g->nodes[i]);
+        cb->split[i] = nth > 1 && llm_cpu_worth_splitting(g->nodes[i]);
     llm_rope_cache_reset(cb->rope);
     struct run r = { cb, g };
     llm_threadpool_run(cb->pool, compute_nodes, &r);
@@ -142,6 +141,49 @@ static void cpu_buffer_free(struct llm_backend *b, void *ptr)
     free(ptr);
 }
 
+static int cpu_tensor_set(struct llm_backend *b, struct llm_tensor *t, const void *data, size_t offset,
+                          size_t size, struct llm_error *err)
+{
+    (void)b;
+    (void)err;
+    memcpy((char *)t->data + offset, data, size);
+    return LLM_OK;
+}
+
+static int cpu_tensor_get(struct llm_backend *b, const struct llm_tensor *t, void *data, size_t offset,
+                          size_t size, struct llm_error *err)
+{
+    (void)b;
+    (void)err;
+    memcpy(data, (const char *)t->data + offset, size);
+    return LLM_OK;
+}
+
+static int cpu_tensor_memset(struct llm_backend *b, struct llm_tensor *t, int value, size_t offset,
+                             size_t size, struct llm_error *err)
+{
+    (void)b;
+    (void)err;
+    memset((char *)t->data + offset, value, size);
+    return LLM_OK;
+}
+
+static int cpu_tensor_copy(struct llm_backend *b, const struct llm_tensor *src, struct llm_tensor *dst,
+                           struct llm_error *err)
+{
+    (void)b;
+    if (llm_nbytes(src) != llm_nbytes(dst))
+        return llm_fail(err, LLM_ERR_ARG, "tensor copy: %zu bytes into %zu", llm_nbytes(src), llm_nbytes(dst));
+    memcpy(dst->data, src->data, llm_nbytes(src));
+    return LLM_OK;
+}
+
+static void cpu_get_stats(struct llm_backend *b, struct llm_graph_stats *out)
+{
+    (void)b;
+    *out = (struct llm_graph_stats){ 0 };
+}
+
 static void cpu_free(struct llm_backend *b)
 {
     struct cpu_backend *cb = b->ctx;
@@ -157,10 +199,17 @@ static const struct llm_backend_iface cpu_iface = {
     .name = "cpu",
     .supports_op = cpu_supports_op,
     .supports_type = cpu_supports_type,
+    .graph_reserve = cpu_graph_reserve,
     .graph_compute = cpu_graph_compute,
     .synchronize = cpu_synchronize,
     .buffer_alloc = cpu_buffer_alloc,
     .buffer_free = cpu_buffer_free,
+    .host_memory = true,
+    .tensor_set = cpu_tensor_set,
+    .tensor_get = cpu_tensor_get,
+    .tensor_memset = cpu_tensor_memset,
+    .tensor_copy = cpu_tensor_copy,
+    .get_stats = cpu_get_stats,
     .free = cpu_free,
 };
 

@@ -98,22 +98,35 @@ static int cache_find(const struct llm_rope_cache *c, const struct rope_key *k)
     return -1;
 }
 
-/* Adds an entry with room for its table; on failure (full, no memory) leaves the cache as it was. */
+/* Adds an entry when one is free and its reserved table is large enough (tables never grow while
+ * a graph runs: llm_rope_cache_reserve sized them); otherwise the node runs uncached. */
 static void cache_insert(struct llm_rope_cache *c, const struct rope_key *k)
 {
-    if (c->n == ROPE_CACHE_MAX)
+    if (c->n == ROPE_CACHE_MAX || (size_t)k->n_pos * (size_t)k->n_dims > c->e[c->n].cap)
         return;
-    struct rope_entry *e = &c->e[c->n];
-    size_t need = (size_t)k->n_pos * (size_t)k->n_dims;
-    if (need > e->cap) {
+    c->e[c->n].key = *k;
+    c->n++;
+}
+
+size_t llm_rope_table_floats(const struct llm_tensor *rope)
+{
+    return (size_t)rope->src[1]->ne[0] * (size_t)rope->op_params[1];
+}
+
+bool llm_rope_cache_reserve(struct llm_rope_cache *c, const struct llm_tensor *rope)
+{
+    size_t need = llm_rope_table_floats(rope);
+    for (int i = 0; i < ROPE_CACHE_MAX; i++) {
+        struct rope_entry *e = &c->e[i];
+        if (need <= e->cap)
+            continue;
         float *cs = realloc(e->cs, need * sizeof(float));
         if (!cs)
-            return;
+            return false;
         e->cs = cs;
         e->cap = need;
     }
-    e->key = *k;
-    c->n++;
+    return true;
 }
 
 /* Rotates one row of hd floats (x may equal z); cs holds n_dims/2 (cos, sin) pairs. */
@@ -133,6 +146,16 @@ static void rope_row(const struct llm_tensor *a, const char *x, struct llm_tenso
     }
     for (int64_t j = n_dims; j < dst->ne[0]; j++)
         *(float *)(z + j * sz) = *(const float *)(x + j * sx);
+}
+
+void llm_cpu_rope_fill_table(const struct llm_cpu_params *p, const struct llm_tensor *dst, float *table)
+{
+    const struct llm_tensor *pos = dst->src[1];
+    struct rope_params rp = rope_params(dst);
+    int64_t r0, r1;
+    thread_rows(pos->ne[0], p->ith, p->nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++)
+        fill_angles(&rp, ((const int32_t *)pos->data)[r], table + r * rp.n_dims);
 }
 
 /* The cached table for this node, computed by all threads when missing; NULL when uncached. The
@@ -157,20 +180,15 @@ static const float *rope_table(const struct llm_cpu_params *p, const struct llm_
     idx = cache_find(c, &k);
     if (idx < 0)
         return NULL;
-    float *cs = c->e[idx].cs;
-    int64_t r0, r1;
-    thread_rows(k.n_pos, p->ith, p->nth, &r0, &r1);
-    for (int64_t r = r0; r < r1; r++)
-        fill_angles(rp, ((const int32_t *)pos->data)[r], cs + r * rp->n_dims);
+    llm_cpu_rope_fill_table(p, dst, c->e[idx].cs);
     pool_barrier(p);
-    return cs;
+    return c->e[idx].cs;
 }
 
-void cpu_rope(const struct llm_cpu_params *p, struct llm_tensor *dst)
+void llm_cpu_rope_apply(const struct llm_cpu_params *p, struct llm_tensor *dst, const float *table)
 {
     const struct llm_tensor *a = dst->src[0], *pos = dst->src[1];
     struct rope_params rp = rope_params(dst);
-    const float *table = rope_table(p, dst, &rp);
     float local[2 * 512]; /* angles of the current position when uncached (n_dims <= 1024) */
     int64_t last_i2 = -1, r0, r1;
     thread_rows(llm_nrows(dst), p->ith, p->nth, &r0, &r1);
@@ -185,6 +203,12 @@ void cpu_rope(const struct llm_cpu_params *p, struct llm_tensor *dst)
         rope_row(a, tensor_at(a, 0, i1, i2, i3), dst, tensor_at(dst, 0, i1, i2, i3), rp.n_dims,
                  rp.mode, cs);
     }
+}
+
+void cpu_rope(const struct llm_cpu_params *p, struct llm_tensor *dst)
+{
+    struct rope_params rp = rope_params(dst);
+    llm_cpu_rope_apply(p, dst, rope_table(p, dst, &rp));
 }
 
 void llm_ref_rope(struct llm_tensor *dst)

@@ -1,0 +1,444 @@
+/* Streams, kernel launches, capture and model run instances of the emulated runtime.
+ *
+ * A stream is a ring of task slots filled by the host (one producer) and emptied in order by the
+ * stream's device thread, which is worker 0 of the stream's llm_threadpool (the other workers join
+ * for kernels launched with block_dim 0). The device thread spins briefly on an empty ring, then
+ * sleeps; the host spins briefly in synchronize, then sleeps, so a waiting host does not take a
+ * core from the device workers. A replayed graph runs as one task: all its kernels inside one pool
+ * run, with a barrier only where a kernel is split across the workers, as the cpu backend does. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../threadpool.h"
+#include "acl_internal.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define cpu_relax() _mm_pause()
+#else
+#define cpu_relax() ((void)0)
+#endif
+
+#define RING_SLOTS 256            /* tasks in flight per stream before the host waits          */
+#define DEVICE_SPIN_NS 50000      /* device thread: busy-wait this long for the next task       */
+/* Host wait policy, like CUDA's "auto" scheduling: when the device workers leave the host a core of
+ * its own, the host busy-waits (a wake-up from sleep costs tens of µs on a VM); when they take
+ * every core, it sleeps almost at once so as not to slow them down. */
+#define HOST_SPIN_OWN_CORE_NS 2000000
+#define HOST_SPIN_SHARED_NS 2000
+
+enum task_kind { TASK_KERNEL, TASK_GRAPH, TASK_COPY };
+
+struct task {
+    enum task_kind kind;
+    uint32_t block_dim;
+    aclrtKernel kernel;
+    aclmdlRI ri;
+    void *dst;
+    const void *src;
+    size_t n;
+    _Alignas(64) unsigned char args[ACL_KERNEL_ARGS_MAX];
+};
+
+struct acl_model_ri {
+    struct task *tasks;
+    size_t n, cap;
+    atomic_int in_flight; /* enqueued executions not yet finished */
+};
+
+struct acl_stream {
+    struct task *ring;
+    /* Written by the host, read by the device thread; on its own cache line so that the device's
+     * writes below do not evict it from the host's cache at every task (and the reverse). */
+    _Alignas(64) atomic_uint_fast64_t tail;  /* tasks enqueued */
+    atomic_uint_fast64_t wake_at; /* a sleeping host waits for head to reach this; UINT64_MAX: none */
+    /* Written by the device thread. */
+    _Alignas(64) atomic_uint_fast64_t head;  /* tasks finished */
+    atomic_uint_fast64_t device_ns;
+    atomic_int device_sleeping;
+    _Alignas(64) atomic_int stop;
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv, done_cv;
+    pthread_t thread;
+    struct llm_threadpool *pool;
+    int n_workers;
+    uint64_t host_spin_ns;  /* how long synchronize busy-waits before sleeping */
+    /* capture state, touched by the host thread only */
+    bool capturing;
+    aclmdlRICaptureMode capture_mode;
+    struct acl_model_ri *recording;
+};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- device side ----------------------------------------------------------------------------- */
+
+static void no_barrier(void *pool)
+{
+    (void)pool;
+}
+
+static void run_alone(const struct task *t)
+{
+    if (t->kind == TASK_COPY) {
+        memcpy(t->dst, t->src, t->n);
+        return;
+    }
+    struct acl_kernel_ctx k = { .ith = 0, .nth = 1, .barrier = no_barrier };
+    t->kernel(&k, (void *)t->args);
+}
+
+struct split_run {
+    const struct task *t;
+    struct llm_threadpool *pool;
+};
+
+static void split_kernel(int ith, int nth, void *arg)
+{
+    const struct split_run *r = arg;
+    struct acl_kernel_ctx k = { .ith = ith, .nth = nth, .barrier = llm_threadpool_barrier, .pool = r->pool };
+    r->t->kernel(&k, (void *)r->t->args);
+}
+
+struct replay {
+    const struct acl_model_ri *ri;
+    struct llm_threadpool *pool;
+};
+
+/* Every worker walks the recorded list; kernels for one worker run on worker 0 while the others
+ * go ahead to the next split kernel, where worker 0 catches up at a barrier. */
+static void replay_worker(int ith, int nth, void *arg)
+{
+    const struct replay *r = arg;
+    struct acl_kernel_ctx split = { .ith = ith, .nth = nth, .barrier = llm_threadpool_barrier, .pool = r->pool };
+    bool behind = false;
+    for (size_t i = 0; i < r->ri->n; i++) {
+        const struct task *t = &r->ri->tasks[i];
+        if (t->kind != TASK_KERNEL || t->block_dim == 1 || nth == 1) {
+            if (ith == 0)
+                run_alone(t);
+            behind = true;
+            continue;
+        }
+        if (behind)
+            llm_threadpool_barrier(r->pool);
+        t->kernel(&split, (void *)t->args);
+        llm_threadpool_barrier(r->pool);
+        behind = false;
+    }
+}
+
+static void run_task(struct acl_stream *s, struct task *t)
+{
+    if (t->kind == TASK_GRAPH) {
+        struct replay r = { t->ri, s->pool };
+        llm_threadpool_run(s->pool, replay_worker, &r);
+        atomic_fetch_sub(&t->ri->in_flight, 1);
+    } else if (t->kind == TASK_KERNEL && t->block_dim != 1 && s->n_workers > 1) {
+        struct split_run r = { t, s->pool };
+        llm_threadpool_run(s->pool, split_kernel, &r);
+    } else {
+        run_alone(t);
+    }
+}
+
+/* Waits for a task or stop; false when stopping with nothing left. */
+static bool wait_for_work(struct acl_stream *s, uint64_t head)
+{
+    uint64_t t0 = 0;
+    for (unsigned i = 0; atomic_load(&s->tail) == head; i++) {
+        if (atomic_load(&s->stop))
+            return false;
+        if ((i & 63) == 0) {
+            uint64_t t = now_ns();
+            if (!t0)
+                t0 = t;
+            else if (t - t0 > DEVICE_SPIN_NS)
+                break;
+        }
+        cpu_relax();
+    }
+    pthread_mutex_lock(&s->mu);
+    atomic_store(&s->device_sleeping, 1);
+    while (atomic_load(&s->tail) == head && !atomic_load(&s->stop))
+        pthread_cond_wait(&s->work_cv, &s->mu);
+    atomic_store(&s->device_sleeping, 0);
+    pthread_mutex_unlock(&s->mu);
+    return atomic_load(&s->tail) != head;
+}
+
+static void *device_thread(void *arg)
+{
+    struct acl_stream *s = arg;
+    for (uint64_t head = atomic_load(&s->head);; head++) {
+        if (!wait_for_work(s, head))
+            return NULL;
+        struct task *t = &s->ring[head % RING_SLOTS];
+        uint64_t t0 = now_ns();
+        run_task(s, t);
+        atomic_fetch_add_explicit(&s->device_ns, now_ns() - t0, memory_order_relaxed);
+        atomic_store(&s->head, head + 1);
+        if (head + 1 >= atomic_load(&s->wake_at)) { /* one wake-up per wait, not one per task */
+            pthread_mutex_lock(&s->mu);
+            pthread_cond_broadcast(&s->done_cv);
+            pthread_mutex_unlock(&s->mu);
+        }
+    }
+}
+
+/* ---- host side --------------------------------------------------------------------------------- */
+
+/* Waits until at least `target` tasks have finished. One host thread drives a stream, so there is
+ * at most one sleeping waiter. */
+static void wait_done(struct acl_stream *s, uint64_t target)
+{
+    uint64_t t0 = now_ns();
+    while (atomic_load(&s->head) < target && now_ns() - t0 < s->host_spin_ns)
+        cpu_relax();
+    if (atomic_load(&s->head) >= target)
+        return;
+    pthread_mutex_lock(&s->mu);
+    atomic_store(&s->wake_at, target);
+    while (atomic_load(&s->head) < target)
+        pthread_cond_wait(&s->done_cv, &s->mu);
+    atomic_store(&s->wake_at, UINT64_MAX);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* The next free slot (waiting while the ring is full); publish it with commit(). */
+static struct task *slot_begin(struct acl_stream *s)
+{
+    uint64_t tail = atomic_load_explicit(&s->tail, memory_order_relaxed);
+    if (tail - atomic_load(&s->head) >= RING_SLOTS)
+        wait_done(s, tail - RING_SLOTS + 1);
+    return &s->ring[tail % RING_SLOTS];
+}
+
+static void slot_commit(struct acl_stream *s)
+{
+    atomic_fetch_add(&s->tail, 1);
+    if (atomic_load(&s->device_sleeping)) {
+        pthread_mutex_lock(&s->mu);
+        pthread_cond_signal(&s->work_cv);
+        pthread_mutex_unlock(&s->mu);
+    }
+}
+
+/* Where a task issued on s goes: the recording of an open capture, else the ring. */
+static struct task *task_begin(struct acl_stream *s)
+{
+    if (!s->capturing)
+        return slot_begin(s);
+    struct acl_model_ri *ri = s->recording;
+    if (ri->n == ri->cap) {
+        size_t cap = ri->cap ? 2 * ri->cap : 64;
+        struct task *nt = realloc(ri->tasks, cap * sizeof *nt);
+        if (!nt)
+            return NULL;
+        ri->tasks = nt;
+        ri->cap = cap;
+    }
+    return &ri->tasks[ri->n];
+}
+
+static void task_commit(struct acl_stream *s)
+{
+    if (s->capturing)
+        s->recording->n++;
+    else
+        slot_commit(s);
+}
+
+aclError aclrtCreateStreamWithWorkers(aclrtStream *stream, int n_workers)
+{
+    aclError rc = acl_check_init();
+    if (rc)
+        return rc;
+    if (!stream || n_workers < 1)
+        return acl_set_error(ACL_ERROR_INVALID_PARAM, "aclrtCreateStream: bad arguments (%d workers)", n_workers);
+    struct acl_stream *s = aligned_alloc(_Alignof(struct acl_stream), sizeof *s);
+    if (!s)
+        return acl_set_error(ACL_ERROR_BAD_ALLOC, "aclrtCreateStream: out of memory");
+    memset(s, 0, sizeof *s);
+    s->n_workers = n_workers;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    s->host_spin_ns = cores > n_workers ? HOST_SPIN_OWN_CORE_NS : HOST_SPIN_SHARED_NS;
+    atomic_store(&s->wake_at, UINT64_MAX);
+    s->ring = aligned_alloc(64, RING_SLOTS * sizeof *s->ring);
+    s->pool = llm_threadpool_new(n_workers);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->work_cv, NULL);
+    pthread_cond_init(&s->done_cv, NULL);
+    if (!s->ring || !s->pool || pthread_create(&s->thread, NULL, device_thread, s) != 0) {
+        llm_threadpool_free(s->pool);
+        free(s->ring);
+        pthread_mutex_destroy(&s->mu);
+        pthread_cond_destroy(&s->work_cv);
+        pthread_cond_destroy(&s->done_cv);
+        free(s);
+        return acl_set_error(ACL_ERROR_BAD_ALLOC, "aclrtCreateStream: cannot start %d device workers", n_workers);
+    }
+    *stream = s;
+    return ACL_SUCCESS;
+}
+
+aclError aclrtCreateStream(aclrtStream *stream)
+{
+    return aclrtCreateStreamWithWorkers(stream, 1);
+}
+
+static void free_ri(struct acl_model_ri *ri)
+{
+    if (ri) {
+        free(ri->tasks);
+        free(ri);
+    }
+}
+
+aclError aclrtDestroyStream(aclrtStream s)
+{
+    if (!s)
+        return acl_set_error(ACL_ERROR_INVALID_PARAM, "aclrtDestroyStream: null stream");
+    if (s->capturing) { /* an abandoned capture: drop what it recorded */
+        acl_capture_closed(s->capture_mode);
+        free_ri(s->recording);
+    }
+    wait_done(s, atomic_load(&s->tail));
+    pthread_mutex_lock(&s->mu);
+    atomic_store(&s->stop, 1);
+    pthread_cond_signal(&s->work_cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->thread, NULL);
+    llm_threadpool_free(s->pool);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->work_cv);
+    pthread_cond_destroy(&s->done_cv);
+    free(s->ring);
+    free(s);
+    return ACL_SUCCESS;
+}
+
+aclError aclrtSynchronizeStream(aclrtStream s)
+{
+    if (!s)
+        return acl_set_error(ACL_ERROR_INVALID_PARAM, "aclrtSynchronizeStream: null stream");
+    if (s->capturing)
+        return acl_set_error(ACL_ERROR_RT_STREAM_CAPTURE_SYNC, "Not allow to synchronize captured stream");
+    wait_done(s, atomic_load(&s->tail));
+    return ACL_SUCCESS;
+}
+
+aclError aclrtLaunchKernel(aclrtKernel kernel, uint32_t block_dim, const void *args, size_t args_size,
+                           aclrtStream s)
+{
+    if (!s || !kernel || args_size > ACL_KERNEL_ARGS_MAX || (args_size && !args))
+        return acl_set_error(ACL_ERROR_INVALID_PARAM, "aclrtLaunchKernel: bad arguments (%zu bytes of args)",
+                             args_size);
+    struct task *t = task_begin(s);
+    if (!t)
+        return acl_set_error(ACL_ERROR_BAD_ALLOC, "aclrtLaunchKernel: out of memory while capturing");
+    t->kind = TASK_KERNEL;
+    t->kernel = kernel;
+    t->block_dim = block_dim;
+    if (args_size)
+        memcpy(t->args, args, args_size);
+    task_commit(s);
+    return ACL_SUCCESS;
+}
+
+aclError aclrtMemcpyAsync(void *dst, size_t dest_max, const void *src, size_t count, aclrtMemcpyKind kind,
+                          aclrtStream s)
+{
+    if (!s)
+        return acl_set_error(ACL_ERROR_INVALID_PARAM, "aclrtMemcpyAsync: null stream");
+    if ((acl_capture_forbids() && kind == ACL_MEMCPY_HOST_TO_DEVICE) ||
+        (s->capturing && kind != ACL_MEMCPY_DEVICE_TO_DEVICE))
+        return acl_set_error(ACL_ERROR_RT_STREAM_CAPTURE_UNSUPPORTED,
+                             "aclrtMemcpyAsync: current capture mode does not support this operation");
+    aclError rc = acl_check_copy(dst, dest_max, src, count, kind, "aclrtMemcpyAsync");
+    if (rc)
+        return rc;
+    struct task *t = task_begin(s);
+    if (!t)
+        return acl_set_error(ACL_ERROR_BAD_ALLOC, "aclrtMemcpyAsync: out of memory while capturing");
+    t->kind = TASK_COPY;
+    t->dst = dst;
+    t->src = src;
+    t->n = count;
+    task_commit(s);
+    return ACL_SUCCESS;
+}
+
+aclError aclmdlRICaptureBegin(aclrtStream s, aclmdlRICaptureMode mode)
+{
+    if (!s || (unsigned)mode > ACL_MODEL_RI_CAPTURE_MODE_RELAXED)
+        return acl_set_error(ACL_ERROR_INVALID_PARAM, "aclmdlRICaptureBegin: bad arguments");
+    if (s->capturing)
+        return acl_set_error(ACL_ERROR_RT_PARAM_INVALID, "aclmdlRICaptureBegin: the stream is already capturing");
+    s->recording = calloc(1, sizeof *s->recording);
+    if (!s->recording)
+        return acl_set_error(ACL_ERROR_BAD_ALLOC, "aclmdlRICaptureBegin: out of memory");
+    s->capturing = true;
+    s->capture_mode = mode;
+    acl_capture_opened(mode);
+    return ACL_SUCCESS;
+}
+
+aclError aclmdlRICaptureEnd(aclrtStream s, aclmdlRI *model_ri)
+{
+    if (!s || !model_ri)
+        return acl_set_error(ACL_ERROR_INVALID_PARAM, "aclmdlRICaptureEnd: bad arguments");
+    if (!s->capturing)
+        return acl_set_error(ACL_ERROR_RT_STREAM_NOT_CAPTURED, "aclmdlRICaptureEnd: the stream is not capturing");
+    s->capturing = false;
+    acl_capture_closed(s->capture_mode);
+    *model_ri = s->recording;
+    s->recording = NULL;
+    return ACL_SUCCESS;
+}
+
+aclError aclmdlRIExecuteAsync(aclmdlRI ri, aclrtStream s)
+{
+    if (!ri || !s)
+        return acl_set_error(ACL_ERROR_INVALID_PARAM, "aclmdlRIExecuteAsync: bad arguments");
+    if (s->capturing)
+        return acl_set_error(ACL_ERROR_RT_STREAM_CAPTURE_UNSUPPORTED,
+                             "aclmdlRIExecuteAsync: current capture mode does not support this operation");
+    atomic_fetch_add(&ri->in_flight, 1);
+    struct task *t = slot_begin(s);
+    t->kind = TASK_GRAPH;
+    t->ri = ri;
+    slot_commit(s);
+    return ACL_SUCCESS;
+}
+
+aclError aclmdlRIDestroy(aclmdlRI ri)
+{
+    if (!ri)
+        return acl_set_error(ACL_ERROR_INVALID_PARAM, "aclmdlRIDestroy: null instance");
+    while (atomic_load(&ri->in_flight) > 0)
+        sched_yield();
+    free_ri(ri);
+    return ACL_SUCCESS;
+}
+
+size_t aclmdlRITaskCount(aclmdlRI ri)
+{
+    return ri ? ri->n : 0;
+}
+
+uint64_t aclrtStreamDeviceNs(aclrtStream s)
+{
+    return s ? atomic_load(&s->device_ns) : 0;
+}

@@ -1,0 +1,396 @@
+/* The npu backend (DESIGN.md "The emulated NPU", "ACL graph mode"): device memory for every buffer,
+ * one stream with its device workers, aclnn launches per op, and graph mode:
+ *
+ *   use_graph = graph mode on && (GGML_CANN_PREFILL_USE_GRAPH || attention query length == 1)
+ *   hit  -> aclmdlRIExecuteAsync of the cached instance only (no per-op host work)
+ *   miss -> push a record (evicting the LRU tail), CaptureBegin(GLOBAL), launch every op (recorded,
+ *           not run), CaptureEnd, ExecuteAsync
+ *   eager (prefill, or graph mode off) -> launch every op; the cache is not touched.
+ *
+ * The workspace and the RoPE cos/sin table are device buffers sized at reserve time, so a replay
+ * finds them where its capture left them. The table is filled by a device kernel at the first ROPE
+ * node of each graph (and again only when a later ROPE node's parameters differ), so a replay
+ * recomputes it from the positions of the token it runs: nothing host-computed is frozen. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../graphcache/graphcache.h"
+#include "../log.h"
+#include "../ops/cpu.h"
+#include "../ops/types.h"
+#include "acl.h"
+#include "aclnn.h"
+#include "launch_cost.h"
+#include "npu_backend.h"
+
+#define MAX_RETIRED 16
+
+/* The parameters a RoPE table was filled for (positions buffer, count and every op param). */
+struct rope_key {
+    const void *pos;
+    int64_t n_pos;
+    const void *factors;
+    int32_t params[LLM_MAX_OP_PARAMS];
+};
+
+struct npu_backend {
+    aclrtStream stream;
+    int n_workers;
+    bool graph_mode, prefill_graph;
+    struct llm_graph_lru *lru;
+    struct npu_launch_cost cost;
+    void *workspace;             /* stream-ordered: every launch uses it from offset 0          */
+    size_t workspace_size;
+    void *retired[MAX_RETIRED];  /* outgrown workspaces: captured graphs may still point at them */
+    int n_retired;
+    float *rope_table;
+    size_t rope_floats;
+    bool rope_valid;             /* reset per graph: the first ROPE node refills the table       */
+    struct rope_key rope_key;
+    struct llm_graph_stats stats;
+};
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static bool npu_supports_op(struct llm_backend *b, const struct llm_tensor *node)
+{
+    (void)b;
+    return llm_cpu_supports(node);
+}
+
+static bool npu_supports_type(struct llm_backend *b, enum llm_type type)
+{
+    (void)b;
+    return llm_cpu_supports_type(type);
+}
+
+/* Replace buf (size *have) by a device buffer of need bytes; the old one is kept alive until the
+ * backend is freed, since a captured graph may still use it. */
+static int grow_device_buffer(struct npu_backend *nb, void **buf, size_t *have, size_t need, struct llm_error *err)
+{
+    if (need <= *have)
+        return LLM_OK;
+    if (*buf && nb->n_retired == MAX_RETIRED)
+        return llm_fail(err, LLM_ERR_NOMEM, "npu: device buffers outgrown too often (reserve the largest graph first)");
+    void *p = NULL;
+    ACL_CHECK(aclrtMalloc(&p, need, ACL_MEM_MALLOC_HUGE_FIRST));
+    if (*buf)
+        nb->retired[nb->n_retired++] = *buf;
+    *buf = p;
+    *have = need;
+    return LLM_OK;
+}
+
+static int npu_graph_reserve(struct llm_backend *b, const struct llm_graph *g, struct llm_error *err)
+{
+    struct npu_backend *nb = b->ctx;
+    size_t ws = 0, rope = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const struct llm_tensor *node = g->nodes[i];
+        if (llm_op_is_noop(node->op))
+            continue;
+        if (!llm_cpu_supports(node))
+            return llm_fail(err, LLM_ERR_UNSUPPORTED, "npu backend: op %s on %s tensors is not supported (node '%s')",
+                            llm_op_name(node->op), llm_type_name(node->src[0] ? node->src[0]->type : node->type),
+                            node->name);
+        size_t w = llm_cpu_work_size(node, nb->n_workers);
+        ws = w > ws ? w : ws;
+        if (node->op == LLM_OP_ROPE && llm_rope_table_floats(node) > rope)
+            rope = llm_rope_table_floats(node);
+    }
+    int rc = grow_device_buffer(nb, &nb->workspace, &nb->workspace_size, ws, err);
+    size_t rope_bytes = nb->rope_floats * sizeof(float);
+    if (!rc)
+        rc = grow_device_buffer(nb, (void **)&nb->rope_table, &rope_bytes, rope * sizeof(float), err);
+    nb->rope_floats = rope_bytes / sizeof(float);
+    return rc;
+}
+
+static void rope_key_of(const struct llm_tensor *rope, struct rope_key *k)
+{
+    memset(k, 0, sizeof *k);
+    k->pos = rope->src[1]->data;
+    k->n_pos = rope->src[1]->ne[0];
+    k->factors = rope->src[2] ? rope->src[2]->data : NULL;
+    memcpy(k->params, rope->op_params, sizeof k->params);
+}
+
+/* Phase 2 of one executor: the workspace (grown outside capture only), then the launch. */
+static int launch(struct npu_backend *nb, aclOpExecutor *ex, uint64_t ws, struct llm_error *err)
+{
+    if (ws > nb->workspace_size) {
+        int rc = grow_device_buffer(nb, &nb->workspace, &nb->workspace_size, ws, err);
+        if (rc) {
+            aclnnDestroyExecutor(ex);
+            return rc;
+        }
+    }
+    ACL_CHECK(aclnnLaunch(nb->workspace, nb->workspace_size, ex, nb->stream));
+    return LLM_OK;
+}
+
+/* ROPE: refill the table when this node's key differs from the table's (the first ROPE node of
+ * every graph, since the table is invalidated per graph), then rotate with it. A table larger
+ * than reserved is not grown: the rotation then computes its angles per row. */
+static int launch_rope(struct npu_backend *nb, const struct llm_tensor *node, struct llm_error *err)
+{
+    uint64_t ws;
+    aclOpExecutor *ex;
+    float *table = llm_rope_table_floats(node) <= nb->rope_floats ? nb->rope_table : NULL;
+    struct rope_key k;
+    rope_key_of(node, &k);
+    if (table && (!nb->rope_valid || memcmp(&k, &nb->rope_key, sizeof k) != 0)) {
+        ACL_CHECK(aclnnRopeCacheGetWorkspaceSize(node, table, &ws, &ex));
+        int rc = launch(nb, ex, ws, err);
+        if (rc)
+            return rc;
+        nb->rope_key = k;
+        nb->rope_valid = true;
+    }
+    ACL_CHECK(aclnnRotaryPositionEmbeddingGetWorkspaceSize(node, table, &ws, &ex));
+    return launch(nb, ex, ws, err);
+}
+
+static int launch_node(struct npu_backend *nb, const struct llm_tensor *node, struct llm_error *err)
+{
+    if (node->op == LLM_OP_ROPE)
+        return launch_rope(nb, node, err);
+    uint64_t ws;
+    aclOpExecutor *ex;
+    ACL_CHECK(aclnnComputeGetWorkspaceSize(node, nb->n_workers, &ws, &ex));
+    return launch(nb, ex, ws, err);
+}
+
+/* Launch every computing node of g in order (recorded when the stream captures). */
+static int launch_graph(struct npu_backend *nb, const struct llm_graph *g, struct llm_error *err)
+{
+    nb->rope_valid = false;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const struct llm_tensor *node = g->nodes[i];
+        if (llm_op_is_noop(node->op) || llm_nelements(node) == 0)
+            continue;
+        double t0 = now_us();
+        int rc = launch_node(nb, node, err);
+        npu_launch_cost_pay(&nb->cost);
+        nb->stats.host_launch_us += now_us() - t0;
+        nb->stats.eager_launches++;
+        if (rc)
+            return rc;
+    }
+    return LLM_OK;
+}
+
+/* Capture g into entry (a miss, or an entry whose earlier capture failed). */
+static int capture(struct npu_backend *nb, const struct llm_graph *g, struct llm_graph_entry *entry,
+                   struct llm_error *err)
+{
+    ACL_CHECK(aclmdlRICaptureBegin(nb->stream, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL));
+    int rc = launch_graph(nb, g, err);
+    aclmdlRI ri = NULL;
+    aclError end = aclmdlRICaptureEnd(nb->stream, &ri);
+    if (rc || end != ACL_SUCCESS) {
+        if (ri)
+            aclmdlRIDestroy(ri);
+        ACL_CHECK(end);
+        return rc;
+    }
+    entry->graph = ri;
+    nb->stats.captures++;
+    return LLM_OK;
+}
+
+static int npu_graph_compute(struct llm_backend *b, struct llm_graph *g, struct llm_error *err)
+{
+    struct npu_backend *nb = b->ctx;
+    bool use_graph = nb->graph_mode && (nb->prefill_graph || llm_graph_query_len(g) <= 1);
+    if (!use_graph) {
+        nb->stats.eager_graphs++;
+        return launch_graph(nb, g, err);
+    }
+    double t0 = now_us();
+    struct llm_graph_entry *entry = llm_graph_lru_find(nb->lru, g);
+    if (entry) {
+        nb->stats.hits++;
+    } else {
+        nb->stats.misses++;
+        entry = llm_graph_lru_push(nb->lru, g);
+        if (!entry)
+            return llm_fail(err, LLM_ERR_NOMEM, "npu: out of memory for a graph record");
+    }
+    nb->stats.host_match_us += now_us() - t0;
+    if (!entry->graph) {
+        int rc = capture(nb, g, entry, err);
+        if (rc)
+            return rc;
+    }
+    t0 = now_us();
+    ACL_CHECK(aclmdlRIExecuteAsync(entry->graph, nb->stream));
+    nb->stats.host_launch_us += now_us() - t0;
+    nb->stats.replays++;
+    nb->stats.ops_replayed += aclmdlRITaskCount(entry->graph);
+    return LLM_OK;
+}
+
+static void npu_synchronize(struct llm_backend *b)
+{
+    struct npu_backend *nb = b->ctx;
+    aclrtSynchronizeStream(nb->stream);
+}
+
+static void *npu_buffer_alloc(struct llm_backend *b, size_t size)
+{
+    (void)b;
+    void *p = NULL;
+    return aclrtMalloc(&p, size ? size : 1, ACL_MEM_MALLOC_HUGE_FIRST) == ACL_SUCCESS ? p : NULL;
+}
+
+static void npu_buffer_free(struct llm_backend *b, void *ptr)
+{
+    (void)b;
+    aclrtFree(ptr);
+}
+
+/* The copies wait for the stream first: they are ordered after the work already submitted. */
+static int npu_tensor_set(struct llm_backend *b, struct llm_tensor *t, const void *data, size_t offset, size_t size,
+                          struct llm_error *err)
+{
+    struct npu_backend *nb = b->ctx;
+    ACL_CHECK(aclrtSynchronizeStream(nb->stream));
+    ACL_CHECK(aclrtMemcpy((char *)t->data + offset, size, data, size, ACL_MEMCPY_HOST_TO_DEVICE));
+    return LLM_OK;
+}
+
+static int npu_tensor_get(struct llm_backend *b, const struct llm_tensor *t, void *data, size_t offset,
+                          size_t size, struct llm_error *err)
+{
+    struct npu_backend *nb = b->ctx;
+    ACL_CHECK(aclrtSynchronizeStream(nb->stream));
+    ACL_CHECK(aclrtMemcpy(data, size, (const char *)t->data + offset, size, ACL_MEMCPY_DEVICE_TO_HOST));
+    return LLM_OK;
+}
+
+static int npu_tensor_memset(struct llm_backend *b, struct llm_tensor *t, int value, size_t offset, size_t size,
+                             struct llm_error *err)
+{
+    struct npu_backend *nb = b->ctx;
+    ACL_CHECK(aclrtSynchronizeStream(nb->stream));
+    ACL_CHECK(aclrtMemset((char *)t->data + offset, size, value, size));
+    return LLM_OK;
+}
+
+static int npu_tensor_copy(struct llm_backend *b, const struct llm_tensor *src, struct llm_tensor *dst,
+                           struct llm_error *err)
+{
+    struct npu_backend *nb = b->ctx;
+    const size_t n = llm_nbytes(src);
+    if (n != llm_nbytes(dst))
+        return llm_fail(err, LLM_ERR_ARG, "tensor copy: %zu bytes into %zu", n, llm_nbytes(dst));
+    ACL_CHECK(aclrtMemcpyAsync(dst->data, n, src->data, n, ACL_MEMCPY_DEVICE_TO_DEVICE, nb->stream));
+    ACL_CHECK(aclrtSynchronizeStream(nb->stream));
+    return LLM_OK;
+}
+
+static void npu_get_stats(struct llm_backend *b, struct llm_graph_stats *out)
+{
+    struct npu_backend *nb = b->ctx;
+    *out = nb->stats;
+    out->evictions = llm_graph_lru_evictions(nb->lru);
+    out->device_us = (double)aclrtStreamDeviceNs(nb->stream) / 1e3;
+}
+
+static void destroy_ri(void *graph, void *user)
+{
+    (void)user;
+    aclmdlRIDestroy(graph);
+}
+
+static void npu_free(struct llm_backend *b)
+{
+    struct npu_backend *nb = b->ctx;
+    if (nb->stream) {
+        aclrtSynchronizeStream(nb->stream);
+        aclrtDestroyStream(nb->stream);
+    }
+    llm_graph_lru_free(nb->lru);
+    if (nb->workspace)
+        aclrtFree(nb->workspace);
+    if (nb->rope_table)
+        aclrtFree(nb->rope_table);
+    for (int i = 0; i < nb->n_retired; i++)
+        aclrtFree(nb->retired[i]);
+    aclFinalize();
+    free(nb);
+    free(b);
+}
+
+static const struct llm_backend_iface npu_iface = {
+    .name = "npu",
+    .supports_op = npu_supports_op,
+    .supports_type = npu_supports_type,
+    .graph_reserve = npu_graph_reserve,
+    .graph_compute = npu_graph_compute,
+    .synchronize = npu_synchronize,
+    .buffer_alloc = npu_buffer_alloc,
+    .buffer_free = npu_buffer_free,
+    .host_memory = false,
+    .tensor_set = npu_tensor_set,
+    .tensor_get = npu_tensor_get,
+    .tensor_memset = npu_tensor_memset,
+    .tensor_copy = npu_tensor_copy,
+    .get_stats = npu_get_stats,
+    .free = npu_free,
+};
+
+/* "execution mode is GRAPH|EAGER", once per device and mode in a process (upstream logs it once
+ * per device context). */
+static void log_mode(bool graph)
+{
+    static bool logged[2];
+    if (logged[graph])
+        return;
+    logged[graph] = true;
+    llm_log(LLM_LOG_INFO, "device 0 execution mode is %s", graph ? "GRAPH (acl graph enabled)" : "EAGER (acl graph disabled)");
+}
+
+static int npu_init(struct npu_backend *nb, const struct llm_backend_params *p, struct llm_error *err)
+{
+    nb->n_workers = p->n_threads;
+    nb->graph_mode = p->acl_graph < 0 ? llm_env_flag("GGML_CANN_ACL_GRAPH", true) : p->acl_graph != 0;
+    nb->prefill_graph = llm_env_flag("GGML_CANN_PREFILL_USE_GRAPH", false);
+    npu_launch_cost_init(&nb->cost, p->launch_us);
+    nb->lru = llm_graph_lru_new(llm_graph_cache_capacity(getenv("GGML_CANN_GRAPH_CACHE_CAPACITY")), destroy_ri, NULL);
+    if (!nb->lru)
+        return llm_fail(err, LLM_ERR_NOMEM, "npu: out of memory");
+    ACL_CHECK(aclrtSetDevice(0));
+    ACL_CHECK(aclrtCreateStreamWithWorkers(&nb->stream, nb->n_workers));
+    log_mode(nb->graph_mode);
+    if (nb->cost.us > 0)
+        llm_log(LLM_LOG_INFO, "npu launch cost model: %g us of host time per eager launch", nb->cost.us);
+    return LLM_OK;
+}
+
+struct llm_backend *llm_backend_npu_new(const struct llm_backend_params *p, struct llm_error *err)
+{
+    struct llm_backend *b = calloc(1, sizeof *b);
+    struct npu_backend *nb = calloc(1, sizeof *nb);
+    if (!b || !nb) {
+        free(b);
+        free(nb);
+        llm_fail(err, LLM_ERR_NOMEM, "npu: out of memory");
+        return NULL;
+    }
+    aclInit(NULL);
+    b->iface = &npu_iface;
+    b->ctx = nb;
+    if (npu_init(nb, p, err) != LLM_OK) {
+        npu_free(b);
+        return NULL;
+    }
+    return b;
+}
