@@ -93,8 +93,10 @@ test: test-unit test-asan fuzz
 
 # llm-bench on synthetic Qwen2.5-0.5B / TinyLlama-1.1B shapes (cached in models/) and stories260K,
 # against llama.cpp's figures: bench/results/latest.md.
+# Then the NPU graph-mode A/B (installs gnuplot-nox if missing): graph_ab.md, crossover.png.
 bench: all
 	@SHARED=$(SHARED) BIN=$(BIN) bash bench/run.sh
+	@SHARED=$(SHARED) BIN=$(BIN) bash bench/graph_ab.sh
 
 clean:
 	rm -rf build $(BIN)

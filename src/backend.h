@@ -24,7 +24,7 @@ struct llm_graph_stats {
     uint64_t eager_launches; /* ops launched one by one (eager graphs and captures)         */
     uint64_t ops_replayed;   /* ops run inside replays                                      */
     double host_launch_us;   /* host time building executors and enqueuing eager launches,
-                                the launch cost model included                              */
+                                the launch cost model included, waits for a full queue not  */
     double host_match_us;    /* host time matching graphs against the cache / recording them */
     double device_us;        /* time the device spent running tasks                         */
 };

@@ -5,8 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/types.h"
-
 struct llm_ctx {
     struct llm_tensor *pool;
     int cap;
@@ -64,9 +62,9 @@ static struct llm_tensor *alloc_tensor(struct llm_ctx *ctx)
 
 static void set_contiguous_strides(struct llm_tensor *t)
 {
-    const struct llm_type_traits *tt = llm_type_traits(t->type);
-    t->nb[0] = tt->type_size;
-    t->nb[1] = t->nb[0] * (size_t)(t->ne[0] / tt->blck_size);
+    const struct llm_type_info *ti = llm_type_info(t->type);
+    t->nb[0] = ti->type_size;
+    t->nb[1] = t->nb[0] * (size_t)(t->ne[0] / ti->blck_size);
     for (int i = 2; i < LLM_MAX_DIMS; i++)
         t->nb[i] = t->nb[i - 1] * (size_t)t->ne[i - 1];
 }
@@ -323,8 +321,7 @@ struct llm_tensor *llm_view_root(struct llm_tensor *t)
 
 size_t llm_nbytes(const struct llm_tensor *t)
 {
-    const struct llm_type_traits *tt = llm_type_traits(t->type);
-    size_t n = (size_t)(t->ne[0] / tt->blck_size) * tt->type_size;
+    size_t n = llm_row_size(t->type, t->ne[0]);
     for (int i = 1; i < LLM_MAX_DIMS; i++)
         if (t->ne[i] > 1)
             n += (size_t)(t->ne[i] - 1) * t->nb[i];

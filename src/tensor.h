@@ -1,4 +1,4 @@
-/* Core IR: element types, tensors (ne/nb, op, sources, views) and the op enum.
+/* Core IR: element types and their geometry, tensors (ne/nb, op, sources, views) and the op enum.
  * A tensor is ne[4] elements per dimension (ne[0] contiguous) and nb[4] bytes per step, so a
  * kernel that honours nb runs unchanged on views, permutations and padded rows. */
 #ifndef LLM_TENSOR_H
@@ -44,6 +44,27 @@ enum llm_type {
     LLM_TYPE_MXFP4 = 39,
     LLM_TYPE_COUNT = 40, /* ids >= this (or retired ids) are unknown */
 };
+
+/* Geometry of an element type: one row per known id in src/type_info.c. Kernels (dequantize,
+ * quantize, dot products) are src/ops's business: llm_type_traits() in ops/types.h. */
+struct llm_type_info {
+    const char *name;   /* "F32", "Q4_K", ... as llama.cpp prints it */
+    int64_t blck_size;  /* elements per block (1 for plain types)     */
+    size_t type_size;   /* bytes per block                            */
+    bool is_quantized;
+};
+
+/* Geometry of type t, or NULL when t is not a known type id (retired or out of range). */
+const struct llm_type_info *llm_type_info(int t);
+
+/* Type from its name ("q8_0" or "Q8_0"); returns -1 when unknown. */
+int llm_type_from_name(const char *name);
+
+/* Name of type t ("Q8_0"), or "?" when t is not a known type id. */
+const char *llm_type_name(enum llm_type t);
+
+/* Bytes of a row of ne0 elements (ne0 must be a multiple of the block size). */
+size_t llm_row_size(enum llm_type t, int64_t ne0);
 
 #define LLM_MAX_DIMS 4
 #define LLM_MAX_SRC 4

@@ -134,7 +134,7 @@ static void put_half(uint8_t *p, float v)
  * bytes could be NaN or huge). Returns false for a type it does not know. */
 static bool random_blocks(enum llm_type type, int64_t n, uint8_t *p)
 {
-    const struct llm_type_traits *tt = llm_type_traits(type);
+    const struct llm_type_info *ti = llm_type_info(type);
     size_t d, dmin = SIZE_MAX;
     switch (type) {
     case LLM_TYPE_Q2_K: d = offsetof(struct block_q2_K, d); dmin = offsetof(struct block_q2_K, dmin); break;
@@ -142,11 +142,11 @@ static bool random_blocks(enum llm_type type, int64_t n, uint8_t *p)
     case LLM_TYPE_Q5_K: d = offsetof(struct block_q5_K, d); dmin = offsetof(struct block_q5_K, dmin); break;
     default: return false;
     }
-    const int64_t nblk = n / tt->blck_size;
-    for (size_t i = 0; i < (size_t)nblk * tt->type_size; i++)
+    const int64_t nblk = n / ti->blck_size;
+    for (size_t i = 0; i < (size_t)nblk * ti->type_size; i++)
         p[i] = (uint8_t)test_rand();
     for (int64_t b = 0; b < nblk; b++) {
-        uint8_t *blk = p + b * (int64_t)tt->type_size;
+        uint8_t *blk = p + b * (int64_t)ti->type_size;
         put_half(blk + d, 0.01f + 0.005f * frand());
         if (dmin != SIZE_MAX)
             put_half(blk + dmin, 0.005f + 0.0025f * frand());
@@ -158,7 +158,8 @@ static void fill_rand(enum llm_type type, int64_t n, float amp, void *buf)
 {
     const struct llm_type_traits *tt = llm_type_traits(type);
     if (!tt->from_float) {
-        CHECK(random_blocks(type, n, buf), "%s: no way to make valid %s data", tc.name, tt->name);
+        CHECK(random_blocks(type, n, buf), "%s: no way to make valid %s data", tc.name,
+              llm_type_name(type));
         return;
     }
     float *f = malloc((size_t)n * sizeof *f);
@@ -384,7 +385,7 @@ static void compare(const struct conf *cf, int run, const struct llm_tensor *roo
     double max_diff = 0;
     size_t at = 0;
     if (!same && is_float_type(root->type)) {
-        const size_t n = bytes / llm_type_traits(root->type)->type_size;
+        const size_t n = bytes / llm_type_info(root->type)->type_size;
         double scale = 1.0;
         for (size_t i = 0; i < n; i++) {
             double w = elem_f32(root->type, want, i), d = fabs((double)elem_f32(root->type, got, i) - w);
@@ -407,7 +408,7 @@ static void check_reference(const struct llm_tensor *root, void *results[N_RUNS]
 {
     const size_t bytes = llm_nbytes(root);
     if (is_float_type(root->type)) {
-        const size_t n = bytes / llm_type_traits(root->type)->type_size;
+        const size_t n = bytes / llm_type_info(root->type)->type_size;
         for (int r = 0; r < N_RUNS; r++) {
             size_t bad = 0;
             for (size_t i = 0; i < n; i++)
@@ -491,7 +492,7 @@ static const char *tname(enum llm_type t)
 /* A row length valid for type t: odd for plain types, several blocks otherwise. */
 static int64_t row_len(enum llm_type t, int64_t plain)
 {
-    const int64_t blck = llm_type_traits(t)->blck_size;
+    const int64_t blck = llm_type_info(t)->blck_size;
     return blck == 1 ? plain : blck == 256 ? 256 : 3 * blck;
 }
 
@@ -615,7 +616,7 @@ static void test_mul_mat(void)
                 CHECK(llm_cpu_mul_mat_uses_blas(out), "%s: does not take the BLAS path", tc.name);
             run_case(out);
         }
-        if (llm_type_traits(t)->blck_size < 256) /* K not a multiple of 256 */
+        if (llm_type_info(t)->blck_size < 256) /* K not a multiple of 256 */
             run_case(mul_mat_case(t, row_len(t, 37), 5, 3, false));
     }
     /* F32 weights against a permuted src1, on the dot and the BLAS path */
@@ -690,7 +691,7 @@ static void flash_case(enum llm_type kv, int64_t hd, int64_t hd_v, int64_t heads
     struct llm_tensor *q = llm_permute(ctx, input(LLM_TYPE_F32, hd, heads, n_q, 1, FILL_RAND, 1.0f, 0), 0, 2, 1, 3);
     struct llm_tensor *kc = in_rand(kv, hd * heads_kv, 40, 1, 1);
     struct llm_tensor *vc = in_rand(kv, hd_v * heads_kv, 40, 1, 1);
-    const size_t ek = llm_type_traits(kv)->type_size;
+    const size_t ek = llm_type_info(kv)->type_size;
     struct llm_tensor *k = llm_view_3d(ctx, kc, hd, n_kv, heads_kv, kc->nb[1], (size_t)hd * ek, 0);
     struct llm_tensor *v = llm_view_3d(ctx, vc, hd_v, n_kv, heads_kv, vc->nb[1], (size_t)hd_v * ek, 0);
     struct llm_tensor *m = mask == 0   ? NULL
@@ -728,7 +729,7 @@ static void test_cpy(void)
         ctx = begin("CPY %s permuted [13, 5] -> %s view [13, 5] of [20, 6]", tname(from), tname(to));
         a = llm_permute(ctx, in_rand(from, 13, 1, 5, 1), 0, 2, 1, 3);
         struct llm_tensor *dst = in_rand(to, 20, 6, 1, 1);
-        const size_t es = llm_type_traits(to)->type_size;
+        const size_t es = llm_type_info(to)->type_size;
         run_case(llm_cpy(ctx, a, llm_view_2d(ctx, dst, 13, 5, dst->nb[1], dst->nb[1] + 3 * es)));
     }
     /* shapes differ, elements pair up in row-major order: [13, 5] into a 1-d window of 65 */

@@ -1,4 +1,4 @@
-/* Core IR: graph ordering, the liveness allocator (no overlap of live buffers, same addresses for
+/* Core IR: type geometry, graph ordering, the liveness allocator (no overlap of live buffers, same addresses for
  * the same graph), the thread pool barrier, and the sampler. */
 #include <stdatomic.h>
 #include <stdint.h>
@@ -25,6 +25,31 @@ static bool ranges_overlap(const struct llm_tensor *a, const struct llm_tensor *
 {
     const char *a0 = a->data, *b0 = b->data;
     return a0 < b0 + llm_nbytes(b) && b0 < a0 + llm_nbytes(a);
+}
+
+/* Known ids have geometry and a name that maps back; retired and out-of-range ids do not. */
+static void test_type_info(void)
+{
+    static const int unknown[] = { -1, 4, 5, 31, 32, 33, 36, 37, 38, LLM_TYPE_COUNT, 1000 };
+    for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++)
+        CHECK(!llm_type_info(unknown[i]), "type id %d has geometry", unknown[i]);
+    CHECK_STR(llm_type_name((enum llm_type)4), "?");
+    CHECK_EQ_INT(llm_type_from_name("Q4_2"), -1);
+    int known = 0;
+    for (int t = 0; t < LLM_TYPE_COUNT; t++) {
+        const struct llm_type_info *ti = llm_type_info(t);
+        if (!ti)
+            continue;
+        known++;
+        CHECK(ti->blck_size >= 1 && ti->type_size >= 1 && ti->is_quantized == (ti->blck_size > 1),
+              "%s: block %lld, %zu bytes", ti->name, (long long)ti->blck_size, ti->type_size);
+        CHECK_STR(llm_type_name((enum llm_type)t), ti->name);
+        CHECK_EQ_INT(llm_type_from_name(ti->name), t);
+    }
+    CHECK_EQ_INT(known, 32);
+    CHECK_EQ_INT(llm_type_from_name("q4_k"), LLM_TYPE_Q4_K);
+    CHECK_EQ_INT(llm_row_size(LLM_TYPE_Q4_K, 512), 2 * 144);
+    CHECK_EQ_INT(llm_row_size(LLM_TYPE_F16, 7), 14);
 }
 
 static void test_graph_and_alloc(void)
@@ -209,6 +234,7 @@ static void test_sampler(void)
 
 int main(void)
 {
+    test_type_info();
     test_graph_and_alloc();
     test_threadpool();
     test_sampler();

@@ -39,18 +39,19 @@ static int64_t mismatches(const float *a, const float *b, int64_t n, bool nan_an
     return bad;
 }
 
-/* Dequantize nrows rows of ne0 elements from src (row bytes rs apart) with both kernels into
- * dst + dst_off floats, and count differing values. */
-static int64_t compare_rows(const struct llm_type_traits *tt, const uint8_t *src, size_t rs,
-                            int64_t ne0, int64_t nrows, int dst_off)
+/* Dequantize nrows rows of ne0 elements of type t from src (row bytes rs apart) with both kernels
+ * into dst + dst_off floats, and count differing values. */
+static int64_t compare_rows(int t, const uint8_t *src, size_t rs, int64_t ne0, int64_t nrows,
+                            int dst_off)
 {
+    const struct llm_type_traits *tt = llm_type_traits(t);
     size_t n = (size_t)(ne0 * nrows) + (size_t)dst_off;
     float *ref = malloc(n * sizeof(float)), *fast = malloc(n * sizeof(float));
     for (int64_t r = 0; r < nrows; r++) {
         tt->to_float(src + r * rs, ref + dst_off + r * ne0, ne0);
         tt->to_float_fast(src + r * rs, fast + dst_off + r * ne0, ne0);
     }
-    int64_t bad = mismatches(ref + dst_off, fast + dst_off, ne0 * nrows, tt->is_quantized);
+    int64_t bad = mismatches(ref + dst_off, fast + dst_off, ne0 * nrows, llm_type_info(t)->is_quantized);
     free(ref);
     free(fast);
     return bad;
@@ -58,9 +59,10 @@ static int64_t compare_rows(const struct llm_type_traits *tt, const uint8_t *src
 
 /* Source alignment a row may have: any byte for packed blocks, the element size for the plain
  * types (their rows are arrays of uint16_t). */
-static int src_align(const struct llm_type_traits *tt)
+static int src_align(int t)
 {
-    return tt->blck_size > 1 ? 1 : (int)tt->type_size;
+    const struct llm_type_info *ti = llm_type_info(t);
+    return ti->blck_size > 1 ? 1 : (int)ti->type_size;
 }
 
 /* The `q` tensor of the fixture (type t, NE0 x NROWS), or NULL. */
@@ -89,17 +91,16 @@ static uint8_t *load_q(const char *name, int t, size_t bytes)
 static void test_fixture(const char *name)
 {
     int t = llm_type_from_name(name);
-    const struct llm_type_traits *tt = llm_type_traits(t);
     size_t rs = llm_row_size(t, NE0), bytes = rs * NROWS;
     uint8_t *q = load_q(name, t, bytes);
     if (!q)
         return;
     uint8_t *buf = malloc(bytes + 8);
-    for (int off = 0; off < 8; off += src_align(tt)) {
+    for (int off = 0; off < 8; off += src_align(t)) {
         memcpy(buf + off, q, bytes);
-        int64_t bad = compare_rows(tt, buf + off, rs, NE0, NROWS, off % 3);
+        int64_t bad = compare_rows(t, buf + off, rs, NE0, NROWS, off % 3);
         CHECK(bad == 0, "%s fixture, source offset %d: %lld values differ", name, off, (long long)bad);
-        bad = compare_rows(tt, buf + off, 0, NE0 * NROWS, 1, 0); /* the whole tensor as one run */
+        bad = compare_rows(t, buf + off, 0, NE0 * NROWS, 1, 0); /* the whole tensor as one run */
         CHECK(bad == 0, "%s fixture as one run, offset %d: %lld values differ", name, off,
               (long long)bad);
     }
@@ -110,19 +111,19 @@ static void test_fixture(const char *name)
 static void test_random(const char *name)
 {
     int t = llm_type_from_name(name);
-    const struct llm_type_traits *tt = llm_type_traits(t);
+    const int64_t blck = llm_type_info(t)->blck_size;
     /* quantized: 1..3 blocks per row; plain: lengths that leave every vector tail */
     static const int64_t plain_len[] = { 1, 7, 8, 9, 15, 16, 17, 31, 33, 100 };
-    int cases = tt->blck_size > 1 ? 3 : (int)(sizeof plain_len / sizeof plain_len[0]);
+    int cases = blck > 1 ? 3 : (int)(sizeof plain_len / sizeof plain_len[0]);
     for (int c = 0; c < cases; c++) {
-        int64_t ne0 = tt->blck_size > 1 ? tt->blck_size * (c + 1) : plain_len[c];
+        int64_t ne0 = blck > 1 ? blck * (c + 1) : plain_len[c];
         for (int64_t nrows = 1; nrows <= 7; nrows += 2) {
             size_t rs = llm_row_size(t, ne0), bytes = rs * (size_t)nrows;
-            int off = (int)(test_rand() % 8) / src_align(tt) * src_align(tt);
+            int off = (int)(test_rand() % 8) / src_align(t) * src_align(t);
             uint8_t *buf = malloc(bytes + 8);
             for (size_t i = 0; i < bytes + 8; i++)
                 buf[i] = (uint8_t)test_rand();
-            int64_t bad = compare_rows(tt, buf + off, rs, ne0, nrows, (int)(test_rand() % 8));
+            int64_t bad = compare_rows(t, buf + off, rs, ne0, nrows, (int)(test_rand() % 8));
             CHECK(bad == 0, "%s random: ne0 %lld, %lld rows, offset %d: %lld values differ", name,
                   (long long)ne0, (long long)nrows, off, (long long)bad);
             free(buf);
@@ -146,7 +147,7 @@ static void test_special_halves(void)
         float a[N], b[N];
         tt->to_float(h, a, N);
         tt->to_float_fast(h, b, N);
-        CHECK(mismatches(a, b, N, false) == 0, "%s special values differ", tt->name);
+        CHECK(mismatches(a, b, N, false) == 0, "%s special values differ", llm_type_name(plain[k]));
     }
 }
 

@@ -3,7 +3,6 @@
  * what and where. */
 #include "harness.h"
 #include "model/gguf.h"
-#include "ops/types.h"
 
 #include <dirent.h>
 #include <inttypes.h>

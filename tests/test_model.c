@@ -81,7 +81,7 @@ static void check_shapes(const struct llm_model *m, const char *what)
     for (int64_t i = 0; i < m->n_tensors; i++) {
         const struct llm_tensor *t = &m->tensors[i];
         const struct gguf_tensor_info *ti = &m->file->tensors[i];
-        bad_nb += t->nb[0] != llm_type_traits(t->type)->type_size ||
+        bad_nb += t->nb[0] != llm_type_info(t->type)->type_size ||
                   t->nb[1] != llm_row_size(t->type, t->ne[0]) || t->nb[2] != t->nb[1] * (size_t)t->ne[1] ||
                   t->data != (const void *)(m->file->base + m->file->data_offset + ti->offset) ||
                   t->flags != LLM_TENSOR_WEIGHT;

@@ -20,7 +20,7 @@ static void init_tensor(struct llm_tensor *t, enum llm_type type, int64_t ne0, i
     memset(t, 0, sizeof *t);
     t->type = type;
     t->ne[0] = ne0, t->ne[1] = ne1, t->ne[2] = t->ne[3] = 1;
-    t->nb[0] = llm_type_traits(type)->type_size;
+    t->nb[0] = llm_type_info(type)->type_size;
     t->nb[1] = llm_row_size(type, ne0);
     t->nb[2] = t->nb[3] = t->nb[1] * (size_t)ne1;
     t->data = malloc(t->nb[2]);
@@ -61,7 +61,7 @@ static void test_case(enum llm_type type, int64_t K, int64_t M, int64_t N)
     d.op = LLM_OP_MUL_MAT;
     d.src[0] = &w, d.src[1] = &x;
     CHECK(llm_cpu_supports(&d) && llm_cpu_mul_mat_uses_blas(&d), "%s K%lld M%lld N%lld: not on the BLAS path",
-          tt->name, (long long)K, (long long)M, (long long)N);
+          llm_type_name(type), (long long)K, (long long)M, (long long)N);
 
     /* reference, in double */
     double *want = malloc((size_t)(M * N) * sizeof(double));
@@ -85,8 +85,9 @@ static void test_case(enum llm_type type, int64_t K, int64_t M, int64_t N)
             int64_t bad = 0;
             for (int64_t i = 0; i < M * N; i++)
                 bad += !(fabs(got[i] - want[i]) <= 1e-4 * (1.0 + fabs(want[i])));
-            CHECK(bad == 0, "%s K%lld M%lld N%lld nth %d run %d: %lld of %lld products wrong", tt->name,
-                  (long long)K, (long long)M, (long long)N, nth, rep, (long long)bad, (long long)(M * N));
+            CHECK(bad == 0, "%s K%lld M%lld N%lld nth %d run %d: %lld of %lld products wrong",
+                  llm_type_name(type), (long long)K, (long long)M, (long long)N, nth, rep,
+                  (long long)bad, (long long)(M * N));
         }
         free(j.wdata);
         llm_threadpool_free(pool);

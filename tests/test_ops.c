@@ -75,7 +75,7 @@ static struct llm_tensor *new_tensor_pad(enum llm_type type, int64_t ne0, int64_
     struct llm_tensor *t = tensor_pool_get();
     t->type = type;
     t->ne[0] = ne0, t->ne[1] = ne1, t->ne[2] = ne2, t->ne[3] = ne3;
-    t->nb[0] = llm_type_traits(type)->type_size;
+    t->nb[0] = llm_type_info(type)->type_size;
     t->nb[1] = llm_row_size(type, ne0) + pad;
     t->nb[2] = t->nb[1] * (size_t)ne1;
     t->nb[3] = t->nb[2] * (size_t)ne2;
@@ -112,6 +112,7 @@ static struct llm_tensor *new_permuted(enum llm_type type, int64_t ne[4], int a,
  * scales where the type has no quantizer). */
 static void fill(struct llm_tensor *t, float amp)
 {
+    const struct llm_type_info *info = llm_type_info(t->type);
     const struct llm_type_traits *tt = llm_type_traits(t->type);
     float row[8192];
     for (int64_t i3 = 0; i3 < t->ne[3]; i3++)
@@ -125,7 +126,7 @@ static void fill(struct llm_tensor *t, float amp)
                 }
                 for (int64_t i = 0; i < t->ne[0]; i++)
                     row[i] = frand() * amp;
-                if (tt->blck_size == 1) {
+                if (info->blck_size == 1) {
                     for (int64_t i = 0; i < t->ne[0]; i++)
                         tt->from_float(&row[i], r + i * t->nb[0], 1);
                 } else if (tt->from_float) {
@@ -134,8 +135,8 @@ static void fill(struct llm_tensor *t, float amp)
                     size_t nbytes = llm_row_size(t->type, t->ne[0]);
                     for (size_t i = 0; i < nbytes; i++)
                         ((uint8_t *)r)[i] = (uint8_t)test_rand();
-                    for (int64_t b = 0; b < t->ne[0] / tt->blck_size; b++) {
-                        char *blk = r + b * tt->type_size;
+                    for (int64_t b = 0; b < t->ne[0] / info->blck_size; b++) {
+                        char *blk = r + b * info->type_size;
                         uint16_t d = llm_fp32_to_fp16(0.01f + 0.01f * (frand() + 1)),
                                  dm = llm_fp32_to_fp16(0.005f * (frand() + 1));
                         if (t->type == LLM_TYPE_Q2_K)
@@ -443,10 +444,10 @@ static void test_get_rows(void)
 {
     for (size_t ti = 0; ti < N_TYPES; ti++) {
         enum llm_type t = all_types[ti];
-        const struct llm_type_traits *tt = llm_type_traits(t);
-        if (!tt->to_float)
+        if (!llm_type_traits(t)->to_float)
             continue;
-        int64_t ne0 = tt->blck_size == 1 ? irand(1, 100) : tt->blck_size * irand(1, 3), rows = irand(2, 40);
+        const int64_t blck = llm_type_info(t)->blck_size;
+        int64_t ne0 = blck == 1 ? irand(1, 100) : blck * irand(1, 3), rows = irand(2, 40);
         struct llm_tensor *a = new_tensor_pad(t, ne0, rows, 1, 1, ti % 2 ? 0 : 8);
         fill(a, 1.0f);
         int64_t n = irand(1, 9);
@@ -455,7 +456,7 @@ static void test_get_rows(void)
             ((int32_t *)ids->data)[i] = irand(0, (int)rows - 1);
         ((int32_t *)ids->data)[0] = (int32_t)rows - 1;
         char what[160];
-        snprintf(what, sizeof what, "GET_ROWS %s", tt->name);
+        snprintf(what, sizeof what, "GET_ROWS %s", llm_type_name(t));
         check_node(what, node(LLM_OP_GET_ROWS, new_tensor(LLM_TYPE_F32, ne0, n, 1, 1), a, ids, NULL, NULL), 0.0,
                    NULL);
         if (t == LLM_TYPE_F16) { /* an out-of-range id gives zeros */
@@ -579,19 +580,20 @@ static void test_mul_mat(void)
     const int64_t batches[] = { 1, 3, 40 };
     for (size_t ti = 0; ti < N_TYPES; ti++) {
         enum llm_type t = all_types[ti];
+        const struct llm_type_info *info = llm_type_info(t);
         const struct llm_type_traits *tt = llm_type_traits(t);
         for (int bi = 0; bi < 3; bi++) {
-            int64_t N = batches[bi], K = tt->blck_size == 1 ? 2 * irand(8, 150) + 1 : 256 * irand(1, 2);
+            int64_t N = batches[bi], K = info->blck_size == 1 ? 2 * irand(8, 150) + 1 : 256 * irand(1, 2);
             int64_t M = irand(1, 40), a2 = 2, b3 = 1, c2 = 2 * (bi + 1), d3 = 2;
             /* weights with padded rows; activations padded on odd batches */
-            struct llm_tensor *w = new_tensor_pad(t, K, M, a2, b3, bi == 1 ? tt->type_size * 2 : 0);
+            struct llm_tensor *w = new_tensor_pad(t, K, M, a2, b3, bi == 1 ? info->type_size * 2 : 0);
             struct llm_tensor *x = new_tensor_pad(LLM_TYPE_F32, K, N, c2, d3, bi == 0 ? 0 : 20);
             fill(w, 1.0f);
             fill(x, 1.0f);
             struct llm_tensor *mm = node(LLM_OP_MUL_MAT, new_tensor(LLM_TYPE_F32, M, N, c2, d3), w, x, NULL, NULL);
             char what[160];
-            snprintf(what, sizeof what, "MUL_MAT %s K%lld M%lld N%lld", tt->name, (long long)K, (long long)M,
-                     (long long)N);
+            snprintf(what, sizeof what, "MUL_MAT %s K%lld M%lld N%lld", llm_type_name(t), (long long)K,
+                     (long long)M, (long long)N);
             if (!llm_cpu_supports(mm)) {
                 printf("skip %s (no kernel for this type yet)\n", what);
                 continue;

@@ -1,4 +1,5 @@
 /* Type traits kernels against the reference data of models/quant (MODELS.md "quant/"):
+ * - the traits table has a row exactly for the ids the core IR knows the geometry of;
  * - fp16/bf16 conversions are exact and round to nearest even;
  * - to_float of every supported type reproduces `ref` of quant/<TYPE>.gguf exactly;
  * - from_float of the types gguf-py quantizes gives bytes identical to `q` when applied to `src`
@@ -279,15 +280,25 @@ static void test_fast_quantizers(const float *src)
         tt->from_float(x, a, N);
         tt->from_float_fast(x, b, N);
         CHECK(memcmp(a, b, bytes) == 0, "%s: from_float_fast bytes differ from from_float",
-              tt->name);
+              llm_type_name(t));
         free(a);
         free(b);
     }
     free(x);
 }
 
+/* llm_type_traits() answers for exactly the known type ids (kernels or not). */
+static void test_traits_rows(void)
+{
+    for (int t = -1; t <= LLM_TYPE_COUNT; t++)
+        CHECK(!llm_type_traits(t) == !llm_type_info(t), "type id %d: traits %p, geometry %p", t,
+              (const void *)llm_type_traits(t), (const void *)llm_type_info(t));
+    CHECK(!llm_type_traits(LLM_TYPE_IQ4_NL)->to_float, "IQ4_NL has a to_float");
+}
+
 int main(void)
 {
+    test_traits_rows();
     test_fp16();
     test_bf16();
     for (size_t i = 0; i < sizeof all_types / sizeof all_types[0]; i++)

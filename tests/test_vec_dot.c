@@ -55,7 +55,7 @@ static int scale_offsets(int t, size_t off[2])
  * false), or random block bytes with sane scales (covers every bit pattern of the quants). */
 static void make_weight(int t, int64_t n, void *row, float *tmp, int random_bytes)
 {
-    const struct llm_type_traits *tt = llm_type_traits(t);
+    const struct llm_type_info *ti = llm_type_info(t);
     size_t size = llm_row_size(t, n);
     size_t off[2];
     int nscale = scale_offsets(t, off);
@@ -63,14 +63,14 @@ static void make_weight(int t, int64_t n, void *row, float *tmp, int random_byte
         uint8_t *p = row;
         for (size_t i = 0; i < size; i++)
             p[i] = (uint8_t)test_rand();
-        for (int64_t b = 0; b < n / tt->blck_size; b++)
+        for (int64_t b = 0; b < n / ti->blck_size; b++)
             for (int k = 0; k < nscale; k++)
-                put_half(p + b * tt->type_size + off[k], (uniform() - (k ? 0.5f : 0.0f)) * 0.05f);
+                put_half(p + b * ti->type_size + off[k], (uniform() - (k ? 0.5f : 0.0f)) * 0.05f);
         return;
     }
     for (int64_t i = 0; i < n; i++)
         tmp[i] = sample();
-    tt->from_float(tmp, row, n);
+    llm_type_traits(t)->from_float(tmp, row, n);
 }
 
 /* Allowance for Q8_1's stored s = fp16(d * sum q): the min term of each block uses it. */
@@ -81,7 +81,7 @@ static double q8_1_allowance(int t, int64_t n, const void *w, const void *act)
     const struct block_q8_1 *y = act;
     double a = 0;
     for (int64_t b = 0; b < n / QK; b++) {
-        const uint8_t *blk = (const uint8_t *)w + b * llm_type_traits(t)->type_size;
+        const uint8_t *blk = (const uint8_t *)w + b * llm_type_info(t)->type_size;
         uint16_t mh;
         memcpy(&mh, blk + 2, sizeof mh); /* m follows d in both Q4_1 and Q5_1 */
         int sum = 0;
@@ -97,8 +97,9 @@ static void check_type(int t)
 {
     const struct llm_type_traits *tt = llm_type_traits(t);
     const struct llm_type_traits *yt = llm_type_traits(tt->vec_dot_type);
-    CHECK(tt->vec_dot && tt->vec_dot_ref, "%s has no vec_dot", tt->name);
-    CHECK(yt && yt->to_float && yt->from_float_fast, "%s: vec_dot_type %d unusable", tt->name,
+    const char *name = llm_type_name(t);
+    CHECK(tt->vec_dot && tt->vec_dot_ref, "%s has no vec_dot", name);
+    CHECK(yt && yt->to_float && yt->from_float_fast, "%s: vec_dot_type %d unusable", name,
           (int)tt->vec_dot_type);
     if (!tt->vec_dot || !tt->vec_dot_ref || !yt || !yt->to_float || !yt->from_float_fast)
         return;
@@ -106,10 +107,12 @@ static void check_type(int t)
     static const int64_t blocks[] = { 1, 2, 3, 5, 11, 16, 35 };
     int worst_fast = 0, worst_ref = 0;
     double worst_fast_err = 0, worst_ref_err = 0;
-    int nlen = tt->blck_size == 1 ? 9 : 7;
+    const int64_t blck = llm_type_info(t)->blck_size;
+    const int64_t y_blck = llm_type_info(tt->vec_dot_type)->blck_size;
+    int nlen = blck == 1 ? 9 : 7;
     for (int li = 0; li < nlen; li++) {
-        int64_t n = tt->blck_size == 1 ? plain_len[li] : blocks[li] * tt->blck_size;
-        if (n % yt->blck_size)
+        int64_t n = blck == 1 ? plain_len[li] : blocks[li] * blck;
+        if (n % y_blck)
             continue;
         void *w = malloc(llm_row_size(t, n)), *act = malloc(llm_row_size(tt->vec_dot_type, n));
         float *tmp = malloc((size_t)n * sizeof(float)), *wf = malloc((size_t)n * sizeof(float));
@@ -141,7 +144,7 @@ static void check_type(int t)
             worst_ref_err = e_ref > worst_ref_err ? e_ref : worst_ref_err;
             if (!(e_fast <= 1.0) || !(e_ref <= 1.0))
                 fprintf(stderr, "%s n=%lld rep=%d: fast %.9g ref %.9g exact %.9g (sum|xy| %g)\n",
-                        tt->name, (long long)n, rep, fast, ref, exact, mag);
+                        name, (long long)n, rep, fast, ref, exact, mag);
         }
         free(w);
         free(act);
@@ -150,9 +153,9 @@ static void check_type(int t)
         free(yf);
     }
     CHECK(worst_fast == 0, "%s: %d fast results off the reference (worst %.3g x tolerance)",
-          tt->name, worst_fast, worst_fast_err);
+          name, worst_fast, worst_fast_err);
     CHECK(worst_ref == 0, "%s: %d reference results off the float dot (worst %.3g x tolerance)",
-          tt->name, worst_ref, worst_ref_err);
+          name, worst_ref, worst_ref_err);
 }
 
 int main(void)

@@ -12,7 +12,6 @@
 #include "commands.h"
 #include "model/gguf.h"
 #include "model/model.h"
-#include "ops/types.h"
 
 #define ARR_SHOWN 3     /* arrays longer than ARR_FULL show their first ARR_SHOWN items */
 #define ARR_FULL 8

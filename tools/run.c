@@ -13,7 +13,6 @@
 #include "model/sampler.h"
 #include "model/vocab.h"
 #include "log.h"
-#include "ops/types.h"
 
 static const struct tool_alias run_aliases[] = {
     { "-ub", "--ubatch-size" }, { "-ctk", "--cache-type-k" }, { "-ctv", "--cache-type-v" },

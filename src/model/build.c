@@ -2,8 +2,6 @@
 
 #include <math.h>
 
-#include "../ops/types.h"
-
 /* W·x plus an optional bias. */
 static struct llm_tensor *linear(struct llm_ctx *ctx, struct llm_tensor *w, struct llm_tensor *b,
                                  struct llm_tensor *x)

@@ -3,8 +3,6 @@
  * overflow checks. After a successful parse the accessors need no further checks. */
 #include "gguf.h"
 
-#include "../ops/types.h"
-
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -298,7 +296,7 @@ static bool parse_tensor_info(struct cursor *c, struct gguf_tensor_info *ti, uin
     uint32_t type;
     if (!read_u32(c, &type, "tensor type"))
         return false;
-    const struct llm_type_traits *tt = type < LLM_TYPE_COUNT ? llm_type_traits((int)type) : NULL;
+    const struct llm_type_info *tt = type < LLM_TYPE_COUNT ? llm_type_info((int)type) : NULL;
     if (!tt)
         return fail(c, LLM_ERR_UNSUPPORTED, at, "unknown tensor type id %" PRIu32, type);
     ti->type = (enum llm_type)type;

@@ -3,8 +3,6 @@
  * renamed over the destination only when everything succeeded. */
 #include "gguf.h"
 
-#include "../ops/types.h"
-
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -264,7 +262,7 @@ void gguf_writer_copy_kv(struct gguf_writer *w, const struct gguf_kv *kv)
 void gguf_writer_add_tensor(struct gguf_writer *w, const char *name, enum llm_type type,
                             uint32_t n_dims, const int64_t *ne, const void *data)
 {
-    const struct llm_type_traits *tt = llm_type_traits((int)type);
+    const struct llm_type_info *tt = llm_type_info((int)type);
     if (strlen(name) > GGUF_MAX_NAME || n_dims < 1 || n_dims > LLM_MAX_DIMS || !tt) {
         record_error(w, LLM_ERR_ARG, "tensor '%.64s': bad name length, n_dims %" PRIu32 " or type %d",
                      name, n_dims, (int)type);

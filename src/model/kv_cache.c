@@ -2,8 +2,6 @@
 
 #include <stdio.h>
 
-#include "../ops/types.h"
-
 static int32_t pad_to(int32_t n, int32_t m)
 {
     return (n + m - 1) / m * m;
@@ -15,7 +13,7 @@ static int cache_tensor(struct llm_backend *b, struct llm_tensor *t, enum llm_ty
 {
     const size_t row = llm_row_size(type, n_embd), bytes = row * (size_t)n_cells;
     *t = (struct llm_tensor){ .type = type, .ne = { n_embd, n_cells, 1, 1 } };
-    t->nb[0] = llm_type_traits(type)->type_size;
+    t->nb[0] = llm_type_info(type)->type_size;
     t->nb[1] = row;
     t->nb[2] = t->nb[3] = bytes;
     snprintf(t->name, sizeof t->name, "%s_l%u", name, il);

@@ -295,10 +295,9 @@ static int make_tensors(struct llm_model *m, const char *path, struct llm_error 
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         const struct gguf_tensor_info *ti = &f->tensors[i];
         struct llm_tensor *t = &m->tensors[i];
-        const struct llm_type_traits *tt = llm_type_traits((int)ti->type); /* known: gguf_open checked */
         t->type = ti->type;
         memcpy(t->ne, ti->ne, sizeof t->ne);
-        t->nb[0] = tt->type_size;
+        t->nb[0] = llm_type_info((int)ti->type)->type_size; /* known: gguf_open checked */
         t->nb[1] = llm_row_size(ti->type, ti->ne[0]);
         t->nb[2] = t->nb[1] * (size_t)ti->ne[1];
         t->nb[3] = t->nb[2] * (size_t)ti->ne[2];

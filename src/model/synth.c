@@ -71,7 +71,7 @@ static bool use_more_bits(uint32_t il, uint32_t n)
  * then to F16 (it uses IQ4_NL for Q2_K/Q3_K; we take Q4_0, same size). */
 static enum llm_type fit_row(enum llm_type t, int64_t ne0)
 {
-    while (ne0 % llm_type_traits(t)->blck_size != 0) {
+    while (ne0 % llm_type_info(t)->blck_size != 0) {
         switch (t) {
         case LLM_TYPE_Q2_K: case LLM_TYPE_Q3_K: t = LLM_TYPE_Q4_0; break;
         case LLM_TYPE_Q4_K: t = LLM_TYPE_Q5_0; break;
@@ -283,7 +283,7 @@ static void put_f16(uint8_t *p, float v)
  * so values are roughly N(0, 0.02²). */
 static void random_blocks(enum llm_type type, uint8_t *dst, int64_t n_blocks, uint64_t *rng)
 {
-    const size_t bs = llm_type_traits(type)->type_size;
+    const size_t bs = llm_type_info(type)->type_size;
     for (int64_t b = 0; b < n_blocks; b++) {
         uint8_t *blk = dst + (size_t)b * bs;
         for (size_t i = 0; i < bs; i += 8) {
@@ -313,12 +313,13 @@ static void gen_row(const struct synth *s, int64_t ti, int64_t r, float *x)
     uint8_t *dst = (uint8_t *)t->data + (size_t)r * t->row_size;
     uint64_t rng = mix64(s->o->seed ^ mix64(((uint64_t)ti << 40) ^ (uint64_t)r));
     const int64_t n = t->ne[0];
+    const struct llm_type_info *info = llm_type_info(t->type);
     const struct llm_type_traits *tt = llm_type_traits(t->type);
     if (t->kind == K_NORM) {
         for (int64_t i = 0; i < n; i++)
             x[i] = 1.0f;
-    } else if (tt->is_quantized && !tt->from_float) {
-        random_blocks(t->type, dst, n / tt->blck_size, &rng);
+    } else if (info->is_quantized && !tt->from_float) {
+        random_blocks(t->type, dst, n / info->blck_size, &rng);
         return;
     } else {
         fill_normal(x, n, WEIGHT_STD, &rng);
@@ -424,7 +425,7 @@ static int add_metadata(const struct synth *s, struct gguf_writer *w, struct llm
     gguf_writer_add_str(w, "general.architecture", arch);
     gguf_writer_add_str(w, "general.name", name);
     gguf_writer_add_u32(w, "general.file_type", (uint32_t)s->ftype);
-    if (llm_type_traits(s->base)->is_quantized)
+    if (llm_type_info(s->base)->is_quantized)
         gguf_writer_add_u32(w, "general.quantization_version", 2);
 #define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", arch, suffix), key)
     gguf_writer_add_u32(w, KEY("context_length"), p->n_ctx);

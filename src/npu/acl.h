@@ -102,9 +102,11 @@ size_t aclmdlRITaskCount(aclmdlRI model_ri);
 
 const char *aclGetRecentErrMsg(void);
 
-/* Emulator extension: device time spent running tasks on stream (ns), bytes of device memory in
- * use now. */
+/* Emulator extensions: the stream's device busy time (ns: running tasks, and taking the next one
+ * when it was already queued); host time blocked in launches waiting for room in the stream's
+ * queue (ns); bytes of device memory in use now. */
 uint64_t aclrtStreamDeviceNs(aclrtStream stream);
+uint64_t aclrtStreamHostBlockedNs(aclrtStream stream);
 size_t aclrtDeviceMemoryInUse(void);
 
 /* Evaluates an ACL call; on failure returns the caller's llm_fail with file, line, call text and

@@ -26,12 +26,18 @@
 #endif
 
 #define RING_SLOTS 256            /* tasks in flight per stream before the host waits          */
-#define DEVICE_SPIN_NS 50000      /* device thread: busy-wait this long for the next task       */
+/* Device thread waiting for the next task: busy-waits DEVICE_PAUSE_NS, then yields its core to any
+ * runnable thread (the host, when the workers take every core) until DEVICE_YIELD_NS, then sleeps. */
+#define DEVICE_PAUSE_NS 5000
+#define DEVICE_YIELD_NS 100000
 /* Host wait policy, like CUDA's "auto" scheduling: when the device workers leave the host a core of
- * its own, the host busy-waits (a wake-up from sleep costs tens of µs on a VM); when they take
- * every core, it sleeps almost at once so as not to slow them down. */
+ * its own, the host keeps polling (a wake-up from sleep costs tens of µs on a VM); when they take
+ * every core, it sleeps almost at once so as not to slow them down. Polling busy-waits only
+ * HOST_PAUSE_NS, then yields between polls: until the scheduler has spread the threads over the
+ * cores, the host may share one with a device worker. */
 #define HOST_SPIN_OWN_CORE_NS 2000000
 #define HOST_SPIN_SHARED_NS 2000
+#define HOST_PAUSE_NS 2000
 
 enum task_kind { TASK_KERNEL, TASK_GRAPH, TASK_COPY };
 
@@ -58,6 +64,7 @@ struct acl_stream {
      * writes below do not evict it from the host's cache at every task (and the reverse). */
     _Alignas(64) atomic_uint_fast64_t tail;  /* tasks enqueued */
     atomic_uint_fast64_t wake_at; /* a sleeping host waits for head to reach this; UINT64_MAX: none */
+    uint64_t host_blocked_ns;     /* host time spent waiting for room in a full ring */
     /* Written by the device thread. */
     _Alignas(64) atomic_uint_fast64_t head;  /* tasks finished */
     atomic_uint_fast64_t device_ns;
@@ -156,19 +163,17 @@ static void run_task(struct acl_stream *s, struct task *t)
 /* Waits for a task or stop; false when stopping with nothing left. */
 static bool wait_for_work(struct acl_stream *s, uint64_t head)
 {
-    uint64_t t0 = 0;
-    for (unsigned i = 0; atomic_load(&s->tail) == head; i++) {
-        if (atomic_load(&s->stop))
-            return false;
-        if ((i & 63) == 0) {
-            uint64_t t = now_ns();
-            if (!t0)
-                t0 = t;
-            else if (t - t0 > DEVICE_SPIN_NS)
-                break;
-        }
-        cpu_relax();
+    const uint64_t t0 = now_ns();
+    uint64_t waited = 0;
+    while (atomic_load(&s->tail) == head && !atomic_load(&s->stop) &&
+           (waited = now_ns() - t0) < DEVICE_YIELD_NS) {
+        if (waited > DEVICE_PAUSE_NS)
+            sched_yield();
+        else
+            cpu_relax();
     }
+    if (atomic_load(&s->tail) != head)
+        return true;
     pthread_mutex_lock(&s->mu);
     atomic_store(&s->device_sleeping, 1);
     while (atomic_load(&s->tail) == head && !atomic_load(&s->stop))
@@ -178,16 +183,21 @@ static bool wait_for_work(struct acl_stream *s, uint64_t head)
     return atomic_load(&s->tail) != head;
 }
 
+/* Device time is busy time, as a device profiler shows it: a task that was already queued when the
+ * previous one finished is charged from that moment, so the device's own cost of taking the next
+ * task counts too; after an empty queue the clock starts when the task is seen. */
 static void *device_thread(void *arg)
 {
     struct acl_stream *s = arg;
+    uint64_t prev_end = 0;
     for (uint64_t head = atomic_load(&s->head);; head++) {
-        if (!wait_for_work(s, head))
+        bool queued = atomic_load(&s->tail) != head;
+        if (!queued && !wait_for_work(s, head))
             return NULL;
-        struct task *t = &s->ring[head % RING_SLOTS];
-        uint64_t t0 = now_ns();
-        run_task(s, t);
-        atomic_fetch_add_explicit(&s->device_ns, now_ns() - t0, memory_order_relaxed);
+        uint64_t t0 = queued && prev_end ? prev_end : now_ns();
+        run_task(s, &s->ring[head % RING_SLOTS]);
+        prev_end = now_ns();
+        atomic_fetch_add_explicit(&s->device_ns, prev_end - t0, memory_order_relaxed);
         atomic_store(&s->head, head + 1);
         if (head + 1 >= atomic_load(&s->wake_at)) { /* one wake-up per wait, not one per task */
             pthread_mutex_lock(&s->mu);
@@ -203,9 +213,13 @@ static void *device_thread(void *arg)
  * at most one sleeping waiter. */
 static void wait_done(struct acl_stream *s, uint64_t target)
 {
-    uint64_t t0 = now_ns();
-    while (atomic_load(&s->head) < target && now_ns() - t0 < s->host_spin_ns)
-        cpu_relax();
+    uint64_t t0 = now_ns(), waited = 0;
+    while (atomic_load(&s->head) < target && (waited = now_ns() - t0) < s->host_spin_ns) {
+        if (waited > HOST_PAUSE_NS)
+            sched_yield();
+        else
+            cpu_relax();
+    }
     if (atomic_load(&s->head) >= target)
         return;
     pthread_mutex_lock(&s->mu);
@@ -220,8 +234,11 @@ static void wait_done(struct acl_stream *s, uint64_t target)
 static struct task *slot_begin(struct acl_stream *s)
 {
     uint64_t tail = atomic_load_explicit(&s->tail, memory_order_relaxed);
-    if (tail - atomic_load(&s->head) >= RING_SLOTS)
+    if (tail - atomic_load(&s->head) >= RING_SLOTS) {
+        uint64_t t0 = now_ns();
         wait_done(s, tail - RING_SLOTS + 1);
+        s->host_blocked_ns += now_ns() - t0;
+    }
     return &s->ring[tail % RING_SLOTS];
 }
 
@@ -441,4 +458,9 @@ size_t aclmdlRITaskCount(aclmdlRI ri)
 uint64_t aclrtStreamDeviceNs(aclrtStream s)
 {
     return s ? atomic_load(&s->device_ns) : 0;
+}
+
+uint64_t aclrtStreamHostBlockedNs(aclrtStream s)
+{
+    return s ? s->host_blocked_ns : 0;
 }

@@ -5,7 +5,6 @@
 
 #include "../graph.h"
 #include "../ops/cpu.h"
-#include "../ops/types.h"
 #include "acl_internal.h"
 
 enum kernel_kind { KERNEL_COMPUTE, KERNEL_ROPE_CACHE, KERNEL_ROPE_APPLY };

@@ -18,7 +18,6 @@
 #include "../graphcache/graphcache.h"
 #include "../log.h"
 #include "../ops/cpu.h"
-#include "../ops/types.h"
 #include "acl.h"
 #include "aclnn.h"
 #include "launch_cost.h"
@@ -302,6 +301,8 @@ static void npu_get_stats(struct llm_backend *b, struct llm_graph_stats *out)
     *out = nb->stats;
     out->evictions = llm_graph_lru_evictions(nb->lru);
     out->device_us = (double)aclrtStreamDeviceNs(nb->stream) / 1e3;
+    /* time blocked on a full queue is the device's time, not host work */
+    out->host_launch_us -= (double)aclrtStreamHostBlockedNs(nb->stream) / 1e3;
 }
 
 static void destroy_ri(void *graph, void *user)
@@ -370,8 +371,8 @@ static int npu_init(struct npu_backend *nb, const struct llm_backend_params *p, 
     ACL_CHECK(aclrtSetDevice(0));
     ACL_CHECK(aclrtCreateStreamWithWorkers(&nb->stream, nb->n_workers));
     log_mode(nb->graph_mode);
-    if (nb->cost.us > 0)
-        llm_log(LLM_LOG_INFO, "npu launch cost model: %g us of host time per eager launch", nb->cost.us);
+    llm_log(LLM_LOG_INFO, "npu launch cost model: %g us of host time per eager launch, %d device workers",
+            nb->cost.us, nb->n_workers);
     return LLM_OK;
 }
 

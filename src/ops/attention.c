@@ -386,7 +386,7 @@ static void attend(struct attn_unit *u, bool fast)
 
 static bool unit_rows(const struct llm_tensor *t)
 {
-    return t->nb[0] == llm_type_traits(t->type)->type_size;
+    return t->nb[0] == llm_type_info(t->type)->type_size;
 }
 
 /* Parts each GQA group is cut into: 1 unless whole groups would leave threads idle or unevenly

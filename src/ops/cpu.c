@@ -20,7 +20,7 @@ static bool same_shape(const struct llm_tensor *a, const struct llm_tensor *b)
 
 static bool unit_stride(const struct llm_tensor *t)
 {
-    return t->nb[0] == llm_type_traits(t->type)->type_size;
+    return t->nb[0] == llm_type_info(t->type)->type_size;
 }
 
 /* F32, F16 or BF16 (with its row conversions, whose traits another module fills). */
@@ -34,8 +34,8 @@ static bool float_type(enum llm_type t)
 /* CPY/CONT conversions: same type (quantized only row for row), or F32 <-> F16/BF16. */
 static bool cpy_supported(const struct llm_tensor *a, const struct llm_tensor *d)
 {
-    const struct llm_type_traits *ta = llm_type_traits(a->type);
-    if (!ta || !llm_type_traits(d->type) || llm_nelements(a) != llm_nelements(d))
+    const struct llm_type_info *ta = llm_type_info(a->type);
+    if (!ta || !llm_type_info(d->type) || llm_nelements(a) != llm_nelements(d))
         return false;
     if (a->type == d->type)
         return ta->blck_size == 1 || (same_shape(a, d) && unit_stride(a) && unit_stride(d));
@@ -59,7 +59,7 @@ static bool get_rows_supported(const struct llm_tensor *n)
     if (!ta || !ids || ids->type != LLM_TYPE_I32 || !is_f32(n) || n->ne[0] != a->ne[0] ||
         n->ne[1] != ids->ne[0] || n->ne[2] != ids->ne[1] || n->ne[3] != ids->ne[2] || ids->ne[3] != 1)
         return false;
-    if (ta->blck_size > 1)
+    if (llm_type_info(a->type)->blck_size > 1)
         return ta->to_float && unit_stride(a) && unit_stride(n);
     return float_type(a->type);
 }

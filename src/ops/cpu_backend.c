@@ -7,7 +7,6 @@
 #include "../backend.h"
 #include "../threadpool.h"
 #include "cpu.h"
-#include "types.h"
 
 struct cpu_backend {
     struct llm_threadpool *pool;

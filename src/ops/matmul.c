@@ -40,7 +40,7 @@ static struct mm_geom geom(const struct llm_tensor *dst)
 
 static bool dot_path_ok(const struct mm_geom *g)
 {
-    return g->wt->vec_dot && g->vt && g->K % g->vt->blck_size == 0 &&
+    return g->wt->vec_dot && g->vt && g->K % llm_type_info(g->wt->vec_dot_type)->blck_size == 0 &&
            (g->wt->vec_dot_type == LLM_TYPE_F32 || g->vt->from_float_fast);
 }
 
@@ -85,8 +85,9 @@ bool cpu_mul_mat_supports(const struct llm_tensor *dst)
     if (!w || !x || !llm_type_traits(w->type) || x->type != LLM_TYPE_F32 || dst->type != LLM_TYPE_F32)
         return false;
     struct mm_geom g = geom(dst);
-    if (x->nb[0] != sizeof(float) || dst->nb[0] != sizeof(float) || w->nb[0] != g.wt->type_size ||
-        g.K % g.wt->blck_size || x->ne[0] != g.K || w->ne[2] == 0 || w->ne[3] == 0 ||
+    const struct llm_type_info *wi = llm_type_info(w->type);
+    if (x->nb[0] != sizeof(float) || dst->nb[0] != sizeof(float) || w->nb[0] != wi->type_size ||
+        g.K % wi->blck_size || x->ne[0] != g.K || w->ne[2] == 0 || w->ne[3] == 0 ||
         x->ne[2] % w->ne[2] || x->ne[3] % w->ne[3] || dst->ne[0] != g.M || dst->ne[1] != g.N ||
         dst->ne[2] != x->ne[2] || dst->ne[3] != x->ne[3])
         return false;
@@ -252,6 +253,8 @@ void llm_ref_mul_mat(struct llm_tensor *dst)
 {
     const struct llm_tensor *w = dst->src[0], *x = dst->src[1];
     const struct llm_type_traits *wt = llm_type_traits(w->type);
+    const struct llm_type_info *wi = llm_type_info(w->type);
+    const int64_t bs = wi->blck_size;
     int64_t K = w->ne[0], r2 = x->ne[2] / w->ne[2], r3 = x->ne[3] / w->ne[3];
     float blk[256];
     for (int64_t i3 = 0; i3 < dst->ne[3]; i3++)
@@ -260,12 +263,12 @@ void llm_ref_mul_mat(struct llm_tensor *dst)
                 for (int64_t m = 0; m < dst->ne[0]; m++) {
                     const char *wr = tensor_at(w, 0, m, i2 / r2, i3 / r3);
                     double s = 0.0;
-                    for (int64_t k0 = 0; k0 < K; k0 += wt->blck_size) {
+                    for (int64_t k0 = 0; k0 < K; k0 += bs) {
                         if (w->type == LLM_TYPE_F32)
                             blk[0] = ((const float *)wr)[k0];
                         else
-                            wt->to_float(wr + k0 / wt->blck_size * wt->type_size, blk, wt->blck_size);
-                        for (int64_t k = 0; k < wt->blck_size; k++)
+                            wt->to_float(wr + k0 / bs * wi->type_size, blk, bs);
+                        for (int64_t k = 0; k < bs; k++)
                             s += (double)blk[k] * *(const float *)tensor_at(x, k0 + k, n, i2, i3);
                     }
                     *(float *)tensor_at(dst, m, n, i2, i3) = (float)s;

@@ -40,17 +40,17 @@ static void store_float(enum llm_type t, void *p, float v)
 static void convert_span(enum llm_type ts, const char *x, size_t sx, enum llm_type td, char *z,
                          size_t sz, int64_t n)
 {
-    const struct llm_type_traits *tts = llm_type_traits(ts), *ttd = llm_type_traits(td);
-    bool unit = sx == tts->type_size && sz == ttd->type_size;
-    if (ts == td && (unit || tts->blck_size > 1)) {
+    const struct llm_type_info *si = llm_type_info(ts), *di = llm_type_info(td);
+    bool unit = sx == si->type_size && sz == di->type_size;
+    if (ts == td && (unit || si->blck_size > 1)) {
         memcpy(z, x, llm_row_size(ts, n));
     } else if (ts == td) {
         for (int64_t i = 0; i < n; i++)
-            memcpy(z + i * sz, x + i * sx, tts->type_size);
+            memcpy(z + i * sz, x + i * sx, si->type_size);
     } else if (unit && td == LLM_TYPE_F32) {
-        tts->to_float_fast(x, (float *)z, n);
+        llm_type_traits(ts)->to_float_fast(x, (float *)z, n);
     } else if (unit && ts == LLM_TYPE_F32) {
-        ttd->from_float_fast((const float *)x, z, n);
+        llm_type_traits(td)->from_float_fast((const float *)x, z, n);
     } else {
         for (int64_t i = 0; i < n; i++)
             store_float(td, z + i * sz, load_float(ts, x + i * sx));
@@ -89,6 +89,7 @@ void cpu_get_rows(const struct llm_cpu_params *p, struct llm_tensor *dst)
 void llm_ref_get_rows(struct llm_tensor *dst)
 {
     const struct llm_tensor *a = dst->src[0], *ids = dst->src[1];
+    const struct llm_type_info *ti = llm_type_info(a->type);
     const struct llm_type_traits *tt = llm_type_traits(a->type);
     float buf[256]; /* one block */
     for (int64_t k = 0; k < dst->ne[3]; k++)
@@ -98,14 +99,14 @@ void llm_ref_get_rows(struct llm_tensor *dst)
                 bool ok = id >= 0 && id < a->ne[1];
                 for (int64_t e = 0; e < dst->ne[0]; e++) {
                     float v = 0.0f;
-                    if (ok && tt->blck_size == 1) {
+                    if (ok && ti->blck_size == 1) {
                         v = load_float(a->type, tensor_at(a, e, id, j % a->ne[2], k % a->ne[3]));
                     } else if (ok) {
-                        int64_t b = e / tt->blck_size;
+                        int64_t b = e / ti->blck_size;
                         const char *blk = (const char *)tensor_at(a, 0, id, j % a->ne[2], k % a->ne[3]) +
-                                          b * tt->type_size;
-                        tt->to_float(blk, buf, tt->blck_size);
-                        v = buf[e % tt->blck_size];
+                                          b * ti->type_size;
+                        tt->to_float(blk, buf, ti->blck_size);
+                        v = buf[e % ti->blck_size];
                     }
                     *(float *)tensor_at(dst, e, i, j, k) = v;
                 }
@@ -190,8 +191,8 @@ void cpu_cpy(const struct llm_cpu_params *p, struct llm_tensor *dst)
 void llm_ref_cpy(struct llm_tensor *dst)
 {
     const struct llm_tensor *a = dst->src[0];
-    const struct llm_type_traits *tt = llm_type_traits(a->type);
-    if (tt->blck_size > 1) { /* quantized: same type and shape, whole rows */
+    const struct llm_type_info *ti = llm_type_info(a->type);
+    if (ti->blck_size > 1) { /* quantized: same type and shape, whole rows */
         for (int64_t r = 0; r < llm_nrows(a); r++) {
             int64_t i1, i2, i3;
             row_index(a, r, &i1, &i2, &i3);
@@ -206,7 +207,7 @@ void llm_ref_cpy(struct llm_tensor *dst)
         const void *x = tensor_at(a, s[0], s[1], s[2], s[3]);
         void *z = tensor_at(dst, d[0], d[1], d[2], d[3]);
         if (a->type == dst->type)
-            memcpy(z, x, tt->type_size);
+            memcpy(z, x, ti->type_size);
         else
             store_float(dst->type, z, load_float(a->type, x));
     }

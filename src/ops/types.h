@@ -1,5 +1,6 @@
-/* Type traits: one row per element type (geometry, dequantize, quantize). Adding a type means
- * filling one row in types.c. */
+/* Type traits: the kernel columns of each element type (dequantize, quantize, dot products). The
+ * geometry (name, block size, bytes) is core IR: llm_type_info() in tensor.h. Adding a type means a
+ * row in src/type_info.c and, when it gets kernels, one in types.c. */
 #ifndef LLM_TYPES_H
 #define LLM_TYPES_H
 
@@ -11,10 +12,6 @@ typedef void (*llm_from_float_fn)(const float *src, void *dst, int64_t n);
 typedef void (*llm_vec_dot_fn)(int64_t n, float *s, const void *x, const void *y);
 
 struct llm_type_traits {
-    const char *name;        /* "F32", "Q4_K", ... as llama.cpp prints it         */
-    int64_t blck_size;       /* elements per block (1 for plain types)            */
-    size_t type_size;        /* bytes per block                                   */
-    bool is_quantized;
     llm_to_float_fn to_float;     /* reference dequantize n elements (n % blck == 0), or NULL */
     llm_from_float_fn from_float; /* reference quantize n elements (n % blck == 0), or NULL   */
     /* Fast paths, chosen once at start-up from the CPU's features (AVX2/FMA/F16C or scalar).
@@ -27,17 +24,9 @@ struct llm_type_traits {
     enum llm_type vec_dot_type;        /* type activations are converted to for vec_dot   */
 };
 
-/* Traits of type t, or NULL when t is not a known type id (retired or out of range).
- * Known types without kernels have to_float == NULL. */
+/* Kernels of type t, or NULL when t is not a known type id (exactly when llm_type_info(t) is NULL).
+ * Known types without kernels get a row whose kernels are all NULL. */
 const struct llm_type_traits *llm_type_traits(int t);
-
-/* Type from its name ("q8_0" or "Q8_0"); returns -1 when unknown. */
-int llm_type_from_name(const char *name);
-
-const char *llm_type_name(enum llm_type t);
-
-/* Bytes of a row of ne0 elements (ne0 must be a multiple of the block size). */
-size_t llm_row_size(enum llm_type t, int64_t ne0);
 
 /* IEEE binary16 and bfloat16 conversions (exact reference versions). */
 float llm_fp16_to_fp32(uint16_t h);

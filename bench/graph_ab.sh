@@ -1,0 +1,205 @@
+#!/usr/bin/env bash
+# make bench, after run.sh: the ACL graph-mode A/B on the emulated NPU. For stories260K and the
+# Qwen2.5-0.5B Q8_0 shape (models/, made by `llm synth` when missing), one sitting of
+# llm-bench -p 0 -n 128 -r 3 -t 2: cpu once per model (it ignores -g and --npu-launch-us), then npu
+# with -g on,off x --npu-launch-us 0,5,10,20,40. Writes bench/results/graph_ab.md (measured tg t/s,
+# graph/eager ratio, the host and device µs per token from the backend's statistics, and the ratio
+# they predict: an asynchronous stream overlaps host and device, so a token costs about
+# max(host, device)) and bench/results/crossover.png (gnuplot: tg t/s against launch µs). The jsonl
+# and the plot data stay in bench/results/tmp. Installs gnuplot-nox when missing (bench only, not
+# `make deps`).
+set -euo pipefail
+BIN=${BIN:-bin}
+SHARED=${SHARED:-../shared}
+MODELS=models
+OUT=bench/results
+TMP=$OUT/tmp
+LAUNCH_US=0,5,10,20,40
+BENCH_PKGS="gnuplot-nox"
+mkdir -p "$MODELS" "$TMP"
+
+# bench-deps: the same pattern as the Makefile's deps target
+missing=""
+for p in $BENCH_PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+if [ -n "$missing" ]; then
+  echo "make bench: installing:$missing" >&2
+  # shellcheck disable=SC2086 # a list of names
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
+fi
+
+q8=$MODELS/qwen2-0.5b-q8_0.gguf
+if [ ! -s "$q8" ]; then
+  echo "make bench: generating $q8 (once)" >&2
+  "$BIN/llm" synth --arch qwen2 --preset qwen2-0.5b --type Q8_0 --seed 1 -o "$MODELS/qwen2-0.5b-q8_0.tmp.gguf"
+  mv "$MODELS/qwen2-0.5b-q8_0.tmp.gguf" "$q8"
+fi
+
+# file | label | llm-bench test arguments (both at full length: the whole A/B takes ~75 s on a quiet
+# 2-core VM, twice that when something else runs)
+specs=(
+  "$SHARED/models/stories260K.gguf|stories260K (F32)|-p 0 -n 128 -r 3 -t 2"
+  "$q8|qwen2 0.5B Q8_0 (synthetic shape)|-p 0 -n 128 -r 3 -t 2"
+)
+
+jsonl=$TMP/graph_ab.jsonl
+cmds=$TMP/graph_ab.cmds
+: >"$jsonl"
+: >"$cmds"
+start=$(date +%s)
+load=$(cut -d' ' -f1-3 /proc/loadavg)
+stat0=$(grep '^cpu ' /proc/stat)
+labels=()
+for spec in "${specs[@]}"; do
+  IFS='|' read -r file label args <<<"$spec"
+  labels+=("$label")
+  for dev in "-dev cpu" "-dev npu -g on,off --npu-launch-us $LAUNCH_US"; do
+    cmd="$BIN/llm-bench -m $file $dev $args -o jsonl"
+    echo "make bench: $cmd" >&2
+    echo "$cmd" >>"$cmds"
+    # shellcheck disable=SC2086 # words
+    "$BIN/llm-bench" -m "$file" $dev $args -o jsonl >>"$jsonl"
+  done
+done
+elapsed=$(($(date +%s) - start))
+stat1=$(grep '^cpu ' /proc/stat)
+
+python3 - "$jsonl" "$cmds" "$elapsed" "$load|$stat0|$stat1" "$TMP/crossover.dat" "$TMP/crossover.gp" "$OUT/crossover.png" \
+  "${labels[@]}" >"$OUT/graph_ab.md" <<'EOF'
+import json, sys
+jsonl, cmds, elapsed, load, dat, gp, png = sys.argv[1:8]
+labels = sys.argv[8:]
+tests = [json.loads(l) for l in open(jsonl) if l.strip()]
+commands = [l.strip() for l in open(cmds) if l.strip()]
+files = list(dict.fromkeys(t['model_filename'] for t in tests))
+label = dict(zip(files, labels))
+
+def host(t): return t['host_launch_us_per_token'] + t['host_match_us_per_token']
+def dev(t): return t['device_us_per_token']
+def pred_us(t): return max(host(t), dev(t))
+def n_tokens(t):  # timed tokens plus the one warm-up token the statistics also count
+    return t['n_gen'] * len(t['samples_ns']) + 1
+
+load, stat0, stat1 = load.split('|')
+# /proc/stat cpu line: user nice system idle iowait irq softirq steal ...; busy = all but idle, iowait
+jiffies = [b - a for a, b in zip(map(int, stat0.split()[1:9]), map(int, stat1.split()[1:9]))]
+total = sum(jiffies) or 1
+t0 = tests[0]
+print('# ACL graph mode A/B on the emulated NPU (tg)\n')
+print('`make bench` (bench/graph_ab.sh), one sitting, run time %s s, load average before: %s; during the run the '
+      'CPUs were %.0f %% busy (this run and anything else) and %.1f %% stolen by the hypervisor.'
+      % (elapsed, load, 100 * (total - jiffies[3] - jiffies[4]) / total, 100 * jiffies[7] / total))
+print('build %s (%s), cpu: %s, %d threads.\n' % (t0['build_commit'], t0['build_number'], t0['cpu_info'], t0['n_threads']))
+print('```')
+print('\n'.join(commands))
+print('```\n')
+print('launch µs is `--npu-launch-us`, the emulated driver cost of one eager launch (host time). The host')
+print('and device µs per token come from the backend\'s statistics (host = launching + graph matching,')
+print('the time the host thread spends enqueuing; device = the time the emulated device spends running')
+print('tasks). The stream is asynchronous, so host and device overlap and a token costs about the larger')
+print('of the two: predicted graph/eager = max(H, D) eager / max(H, D) graph.\n')
+
+summary, dat_blocks, ok_all, misses = [], [], True, []
+for f in files:
+    ts = [t for t in tests if t['model_filename'] == f]
+    cpu = next(t for t in ts if t['devices'] == 'cpu')
+    npu = {(t['acl_graph'], t['npu_launch_us']): t for t in ts if t['devices'] == 'npu'}
+    launches = sorted({k[1] for k in npu})
+    name = label.get(f, cpu['model_type'])
+    print('## %s\n' % name)
+    print('`%s`, %s, tg%d, %d repetitions. cpu: %.2f ± %.2f t/s.\n'
+          % (f, cpu['model_type'], cpu['n_gen'], len(cpu['samples_ns']), cpu['avg_ts'], cpu['stddev_ts']))
+    print('| launch µs | cpu t/s | npu eager t/s | npu graph t/s | graph/eager measured | eager host µs/token '
+          '| eager device µs/token | graph host µs/token | graph device µs/token | graph/eager predicted '
+          '| predicted/measured |')
+    print('|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|')
+    rows = []
+    for us in launches:
+        e, g = npu[(False, us)], npu[(True, us)]
+        meas = g['avg_ts'] / e['avg_ts']
+        pred = pred_us(e) / pred_us(g)
+        rows.append((us, meas, pred))
+        dev_pm = pred / meas - 1
+        if abs(dev_pm) > 0.15:
+            ok_all = False
+            misses.append('%s at %g µs: predicted %.2f, measured %.2f (%+.0f %%)' % (name, us, pred, meas, 100 * dev_pm))
+        print('| %g | %.2f | %.2f ± %.2f | %.2f ± %.2f | %.2f | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f (%+.0f %%) |' % (
+            us, cpu['avg_ts'], e['avg_ts'], e['stddev_ts'], g['avg_ts'], g['stddev_ts'], meas,
+            host(e), dev(e), host(g), dev(g), pred, pred / meas, 100 * dev_pm))
+        dat_blocks.append((name, us, e['avg_ts'], g['avg_ts'], cpu['avg_ts']))
+    # where eager turns host-bound: its host time grows by (launches per token) x launch µs until it
+    # reaches the device time (the median over the launch costs: one disturbed run moves it little)
+    e0 = npu[(False, launches[0])]
+    per_tok = e0['eager_launches'] / n_tokens(e0)
+    d_eager = sorted(dev(npu[(False, us)]) for us in launches)[len(launches) // 2]
+    knee = (d_eager - host(e0)) / per_tok if per_tok else float('nan')
+    g0 = npu[(True, launches[0])]
+    print('\nGraph counters (graph on, %g µs): %d captures, %d replays, %d hits, %d misses, %d evictions, '
+          '%d eager launches (the warm-up token, captured), %d ops replayed. Eager: %.0f launches per token.\n'
+          % (launches[0], g0['graph_captures'], g0['graph_replays'], g0['graph_hits'], g0['graph_misses'],
+             g0['graph_evictions'], g0['eager_launches'], g0['ops_replayed'], per_tok))
+
+    def crossover(col):
+        """Lowest launch cost from which graph/eager stays >= 1.5 (column 1 measured, 2 predicted)."""
+        x = None
+        for r in reversed(rows):
+            if r[col] < 1.5:
+                break
+            x = r[0]
+        return 'from %g µs on' % x if x is not None else 'nowhere up to %g µs' % launches[-1]
+    slower = [us for us, m, _ in rows if m < 1.0]
+    summary.append('- %s: graph/eager ≥ 1.5 %s (predicted: %s); eager turns host-bound '
+                   '(host = device) at ≈ %.1f µs per launch ((%.0f − %.0f) µs / %.0f launches per token)%s.' % (
+                       name, crossover(1), crossover(2), knee, d_eager, host(e0), per_tok,
+                       '; graph slower than eager at ' + ', '.join('%g µs' % us for us in slower) if slower else ''))
+
+print('## Summary\n')
+print('\n'.join(summary))
+if ok_all:
+    print('- every predicted/measured ratio is within ±15 %.')
+else:
+    print('- predicted/measured outside ±15 %: ' + '; '.join(misses) + '.')
+print('\n![tg t/s against launch µs](crossover.png)')
+
+# gnuplot: one block per model (x, eager, graph, cpu), then the script
+with open(dat, 'w') as fh:
+    for i, f in enumerate(files):
+        name = label.get(f, f)
+        fh.write('# %s\n' % name)
+        for n, us, e, g, c in dat_blocks:
+            if n == name:
+                fh.write('%g %.4f %.4f %.4f\n' % (us, e, g, c))
+        fh.write('\n\n')
+colors = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd']
+plots, labels_gp = [], []
+for i, f in enumerate(files):
+    name = label.get(f, f)
+    short = name.split(' (')[0]
+    c = colors[i % len(colors)]
+    plots.append("'%s' index %d using 1:3 with linespoints lw 2 pt 7 ps 1.3 lc rgb '%s' title '%s: graph on'" % (dat, i, c, short))
+    plots.append("'%s' index %d using 1:2 with linespoints lw 2 pt 6 ps 1.3 lc rgb '%s' title '%s: graph off (eager)'" % (dat, i, c, short))
+    plots.append("'%s' index %d using 1:4 with lines lw 1.5 dt 2 lc rgb '%s' title '%s: cpu'" % (dat, i, c, short))
+    n, us, e, g, _ = [b for b in dat_blocks if b[0] == name][-1]
+    labels_gp.append("set label '%.1fx' at %g, %g left offset 0.8, 0 tc rgb '%s'" % (g / e, us, (e * g) ** 0.5, c))
+with open(gp, 'w') as fh:
+    fh.write('''set terminal pngcairo size 1000,750 font "sans,12" noenhanced
+set output '%s'
+set title "Emulated NPU, tg%d: ACL graph on / off against the driver cost of one eager launch\\n(%s, %d threads; labels: graph/eager at the highest cost)"
+set xlabel "host cost per eager launch (µs, --npu-launch-us)"
+set ylabel "tg t/s (log scale)"
+set logscale y
+set format y "%%g"
+set xrange [-1:45]
+set xtics (0, 5, 10, 20, 40)
+set grid xtics ytics mytics
+set key below horizontal maxcols 3 box
+set bmargin 8
+set lmargin 11
+%s
+plot %s
+''' % (png, t0['n_gen'], t0['cpu_info'], t0['n_threads'], '\n'.join(labels_gp), ', \\\n     '.join(plots)))
+EOF
+
+command -v gnuplot >/dev/null || { echo "make bench: gnuplot not found (apt-get install gnuplot-nox)" >&2; exit 1; }
+gnuplot "$TMP/crossover.gp"
+echo "make bench: wrote $OUT/graph_ab.md and $OUT/crossover.png (A/B ${elapsed}s)" >&2
+cat "$OUT/graph_ab.md"
