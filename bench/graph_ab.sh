@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # make bench, after run.sh: the ACL graph-mode A/B on the emulated NPU. For stories260K and the
 # Qwen2.5-0.5B Q8_0 shape (models/, made by `llm synth` when missing), one sitting of
-# llm-bench -p 0 -n 128 -r 3 -t 2: cpu once per model (it ignores -g and --npu-launch-us), then npu
+# llm-bench -p 0 -n 128 -t 2 (-r 10 / -r 3): cpu once per model (it ignores -g and --npu-launch-us), then npu
 # with -g on,off x --npu-launch-us 0,5,10,20,40. Writes bench/results/graph_ab.md (measured tg t/s,
 # graph/eager ratio, the host and device µs per token from the backend's statistics, and the ratio
-# they predict: an asynchronous stream overlaps host and device, so a token costs about
-# max(host, device)) and bench/results/crossover.png (gnuplot: tg t/s against launch µs). The jsonl
+# they predict: an asynchronous stream overlaps host launching and device work, so a token costs
+# about the host's serial work between tokens plus max(host launching, device)) and bench/results/crossover.png (gnuplot: tg t/s against launch µs). The jsonl
 # and the plot data stay in bench/results/tmp. Installs gnuplot-nox when missing (bench only, not
 # `make deps`).
 set -euo pipefail
@@ -34,10 +34,10 @@ if [ ! -s "$q8" ]; then
   mv "$MODELS/qwen2-0.5b-q8_0.tmp.gguf" "$q8"
 fi
 
-# file | label | llm-bench test arguments (both at full length: the whole A/B takes ~75 s on a quiet
-# 2-core VM, twice that when something else runs)
+# file | label | llm-bench test arguments (tg128 at full length; stories260K's repetitions take ~10 ms,
+# so it gets 10 of them against one slow start; the whole A/B takes ~80 s on a quiet 2-core VM)
 specs=(
-  "$SHARED/models/stories260K.gguf|stories260K (F32)|-p 0 -n 128 -r 3 -t 2"
+  "$SHARED/models/stories260K.gguf|stories260K (F32)|-p 0 -n 128 -r 10 -t 2"
   "$q8|qwen2 0.5B Q8_0 (synthetic shape)|-p 0 -n 128 -r 3 -t 2"
 )
 
@@ -75,7 +75,8 @@ label = dict(zip(files, labels))
 
 def host(t): return t['host_launch_us_per_token'] + t['host_match_us_per_token']
 def dev(t): return t['device_us_per_token']
-def pred_us(t): return max(host(t), dev(t))
+def serial(t): return t['host_serial_us_per_token']
+def pred_us(t): return serial(t) + max(host(t), dev(t))
 def n_tokens(t):  # timed tokens plus the one warm-up token the statistics also count
     return t['n_gen'] * len(t['samples_ns']) + 1
 
@@ -93,10 +94,11 @@ print('```')
 print('\n'.join(commands))
 print('```\n')
 print('launch µs is `--npu-launch-us`, the emulated driver cost of one eager launch (host time). The host')
-print('and device µs per token come from the backend\'s statistics (host = launching + graph matching,')
-print('the time the host thread spends enqueuing; device = the time the emulated device spends running')
-print('tasks). The stream is asynchronous, so host and device overlap and a token costs about the larger')
-print('of the two: predicted graph/eager = max(H, D) eager / max(H, D) graph.\n')
+print('and device µs per token come from the backend\'s statistics: H = launching + graph matching (the')
+print('host enqueuing a token\'s work), D = device busy time, S = host serial time (from one token\'s end')
+print('to the next token\'s submission: logits, sampling, inputs). The stream is asynchronous, so within a')
+print('token H and D overlap and cost about the larger of the two; S cannot overlap (the next token needs')
+print('this one\'s logits). Predicted graph/eager = (S + max(H, D)) eager / (S + max(H, D)) graph.\n')
 
 summary, dat_blocks, ok_all, misses = [], [], True, []
 for f in files:
@@ -108,10 +110,9 @@ for f in files:
     print('## %s\n' % name)
     print('`%s`, %s, tg%d, %d repetitions. cpu: %.2f ± %.2f t/s.\n'
           % (f, cpu['model_type'], cpu['n_gen'], len(cpu['samples_ns']), cpu['avg_ts'], cpu['stddev_ts']))
-    print('| launch µs | cpu t/s | npu eager t/s | npu graph t/s | graph/eager measured | eager host µs/token '
-          '| eager device µs/token | graph host µs/token | graph device µs/token | graph/eager predicted '
-          '| predicted/measured |')
-    print('|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|')
+    print('| launch µs | cpu t/s | npu eager t/s | npu graph t/s | graph/eager measured | eager H / D / S µs/token '
+          '| graph H / D / S µs/token | graph/eager predicted | predicted/measured |')
+    print('|---:|---:|---:|---:|---:|---:|---:|---:|---:|')
     rows = []
     for us in launches:
         e, g = npu[(False, us)], npu[(True, us)]
@@ -122,9 +123,10 @@ for f in files:
         if abs(dev_pm) > 0.15:
             ok_all = False
             misses.append('%s at %g µs: predicted %.2f, measured %.2f (%+.0f %%)' % (name, us, pred, meas, 100 * dev_pm))
-        print('| %g | %.2f | %.2f ± %.2f | %.2f ± %.2f | %.2f | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f (%+.0f %%) |' % (
-            us, cpu['avg_ts'], e['avg_ts'], e['stddev_ts'], g['avg_ts'], g['stddev_ts'], meas,
-            host(e), dev(e), host(g), dev(g), pred, pred / meas, 100 * dev_pm))
+        print('| %g | %.2f | %.2f ± %.2f | %.2f ± %.2f | %.2f | %.1f / %.1f / %.1f | %.1f / %.1f / %.1f | %.2f '
+              '| %.2f (%+.0f %%) |' % (
+                  us, cpu['avg_ts'], e['avg_ts'], e['stddev_ts'], g['avg_ts'], g['stddev_ts'], meas,
+                  host(e), dev(e), serial(e), host(g), dev(g), serial(g), pred, pred / meas, 100 * dev_pm))
         dat_blocks.append((name, us, e['avg_ts'], g['avg_ts'], cpu['avg_ts']))
     # where eager turns host-bound: its host time grows by (launches per token) x launch µs until it
     # reaches the device time (the median over the launch costs: one disturbed run moves it little)

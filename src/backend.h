@@ -26,6 +26,8 @@ struct llm_graph_stats {
     double host_launch_us;   /* host time building executors and enqueuing eager launches,
                                 the launch cost model included, waits for a full queue not  */
     double host_match_us;    /* host time matching graphs against the cache / recording them */
+    double host_serial_us;   /* host time between the end of one graph and the submission of the
+                                next (logits, sampling, inputs): work the device cannot overlap */
     double device_us;        /* time the device spent running tasks                         */
 };
 

@@ -25,6 +25,7 @@ struct llm_threadpool {
     atomic_uint run_gen;     /* bumped to start a run          */
     atomic_int n_done;       /* workers finished the run       */
     atomic_int stop;
+    int idle_pauses;         /* busy-wait iterations between runs before yielding */
     atomic_uint bar_count;   /* barrier arrivals               */
     atomic_uint bar_gen;     /* barrier generation             */
     pthread_mutex_t mu;
@@ -73,7 +74,7 @@ static void *worker(void *arg)
         int i = 0;
         while (atomic_load_explicit(&p->run_gen, memory_order_acquire) == seen &&
                !atomic_load(&p->stop)) {
-            if (i < SPIN_PAUSES) {
+            if (i < p->idle_pauses) {
                 cpu_relax();
             } else if (i < SPIN_YIELDS) {
                 sched_yield();
@@ -103,6 +104,7 @@ struct llm_threadpool *llm_threadpool_new(int n_threads)
         return NULL;
     }
     p->n = n_threads;
+    p->idle_pauses = SPIN_PAUSES;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     p->threads = calloc((size_t)n_threads, sizeof *p->threads);
@@ -140,6 +142,11 @@ void llm_threadpool_free(struct llm_threadpool *p)
     pthread_cond_destroy(&p->cv);
     free(p->threads);
     free(p);
+}
+
+void llm_threadpool_yield_early(struct llm_threadpool *p)
+{
+    p->idle_pauses = 0;
 }
 
 int llm_threadpool_n_threads(const struct llm_threadpool *p)

@@ -10,6 +10,10 @@ struct llm_threadpool;
 struct llm_threadpool *llm_threadpool_new(int n_threads);
 void llm_threadpool_free(struct llm_threadpool *p);
 int llm_threadpool_n_threads(const struct llm_threadpool *p);
+/* Between runs, workers yield their core at once instead of busy-waiting first: for a pool driven
+ * by a thread that is not the only other runnable one (an emulated device whose host thread needs a
+ * core between runs). Call before the first run. */
+void llm_threadpool_yield_early(struct llm_threadpool *p);
 
 void llm_threadpool_run(struct llm_threadpool *p, void (*fn)(int ith, int nth, void *arg), void *arg);
 

@@ -313,7 +313,7 @@ static void fixture_free(struct fixture *fx)
 static const char *const extra_names[] = { "acl_graph", "graph_captures", "graph_replays", "graph_hits",
                                            "graph_misses", "graph_evictions", "eager_launches", "npu_launch_us",
                                            "ops_replayed", "host_launch_us_per_token", "host_match_us_per_token",
-                                           "device_us_per_token" };
+                                           "host_serial_us_per_token", "device_us_per_token" };
 
 static void test_json_exact(void)
 {
@@ -333,7 +333,8 @@ static void test_json_exact(void)
                                "    \"graph_hits\": 0,\n    \"graph_misses\": 0,\n    \"graph_evictions\": 0,\n"
                                "    \"eager_launches\": 0,\n    \"npu_launch_us\": 0,\n    \"ops_replayed\": 0,\n"
                                "    \"host_launch_us_per_token\": 0.000000,\n    \"host_match_us_per_token\": 0.000000,\n"
-                               "    \"device_us_per_token\": 0.000000,\n    \"samples_ns\"");
+                               "    \"host_serial_us_per_token\": 0.000000,\n    \"device_us_per_token\": 0.000000,\n"
+                               "    \"samples_ns\"");
         CHECK_EQ_INT(n, 2);
         strip_all(ref, "    \"samples_ns\"");
         CHECK(strcmp(out, ref) == 0, "json differs:\n%s\n--- want ---\n%s", out, ref);
@@ -367,7 +368,8 @@ static void test_jsonl_exact(void)
         int n = strip_all(out, "\"acl_graph\": true, \"graph_captures\": 0, \"graph_replays\": 0, \"graph_hits\": 0, "
                                "\"graph_misses\": 0, \"graph_evictions\": 0, \"eager_launches\": 0, \"npu_launch_us\": 0, "
                                "\"ops_replayed\": 0, \"host_launch_us_per_token\": 0.000000, "
-                               "\"host_match_us_per_token\": 0.000000, \"device_us_per_token\": 0.000000, ");
+                               "\"host_match_us_per_token\": 0.000000, \"host_serial_us_per_token\": 0.000000, "
+                               "\"device_us_per_token\": 0.000000, ");
         CHECK_EQ_INT(n, 2);
         CHECK(strcmp(out, ref) == 0, "jsonl differs:\n%s\n--- want ---\n%s", out, ref);
         free(out);
@@ -469,7 +471,7 @@ static void test_csv(void)
                 CHECK(is_fixed6(got[i]) && is_fixed6(want[i]), "%s: %s", names[i], got[i]);
         }
         for (int i = nw; i < ng; i++) /* on cpu: acl_graph 1, counters 0, per-token times 0 */
-            CHECK(!strcmp(got[i], i == nw ? "1" : i - nw < n_extra - 3 ? "0" : "0.000000"), "%s = %s",
+            CHECK(!strcmp(got[i], i == nw ? "1" : i - nw < n_extra - 4 ? "0" : "0.000000"), "%s = %s",
                   extra_names[i - nw], got[i]);
         rl = strchr(rl, '\n') + 1;
         ol = strchr(ol, '\n') + 1;
@@ -538,13 +540,14 @@ static void test_sql(void)
                            "  graph_replays INTEGER,\n  graph_hits INTEGER,\n  graph_misses INTEGER,\n"
                            "  graph_evictions INTEGER,\n  eager_launches INTEGER,\n  npu_launch_us INTEGER,\n"
                            "  ops_replayed INTEGER,\n  host_launch_us_per_token REAL,\n  host_match_us_per_token REAL,\n"
-                           "  device_us_per_token REAL\n);");
+                           "  host_serial_us_per_token REAL,\n  device_us_per_token REAL\n);");
     char *w2 = replace_all(w1, "stddev_ts) VALUES", "stddev_ts, acl_graph, graph_captures, graph_replays, "
                                                     "graph_hits, graph_misses, graph_evictions, eager_launches, "
                                                     "npu_launch_us, ops_replayed, host_launch_us_per_token, "
-                                                    "host_match_us_per_token, device_us_per_token) VALUES");
+                                                    "host_match_us_per_token, host_serial_us_per_token, "
+                                                    "device_us_per_token) VALUES");
     char *want = replace_all(w2, "');\n", "', '1', '0', '0', '0', '0', '0', '0', '0', '0', '0.000000', '0.000000', "
-                                          "'0.000000');\n");
+                                          "'0.000000', '0.000000');\n");
     sql_mask_timing(out);
     sql_mask_timing(want);
     CHECK(strcmp(out, want) == 0, "sql differs:\n%s\n--- want ---\n%s", out, want);

@@ -268,13 +268,13 @@ static void print_extras(const struct bench_state *s, const struct bench_result 
         fprintf(stderr,
                 "llm-bench: %s: device %s, acl_graph %s, npu launch cost %d us: graph captures %llu, replays %llu, "
                 "hits %llu, misses %llu, evictions %llu, eager launches %llu, ops replayed %llu; per token: host "
-                "launch %.2f us, host match %.2f us, device %.2f us\n",
+                "launch %.2f us, host match %.2f us, host serial %.2f us, device %.2f us\n",
                 name, bench_dev_name(r->inst.device), r->inst.acl_graph ? "on" : "off", r->inst.launch_us,
                 (unsigned long long)r->graph.captures, (unsigned long long)r->graph.replays,
                 (unsigned long long)r->graph.hits, (unsigned long long)r->graph.misses,
                 (unsigned long long)r->graph.evictions, (unsigned long long)r->graph.eager_launches,
                 (unsigned long long)r->graph.ops_replayed, r->graph.host_launch_us / n, r->graph.host_match_us / n,
-                r->graph.device_us / n);
+                r->graph.host_serial_us / n, r->graph.device_us / n);
     }
     if (!s->have_roofline || r->n_samples == 0)
         return;

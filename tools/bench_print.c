@@ -17,7 +17,7 @@ enum field {
     F_TEST_TIME, F_AVG_NS, F_STDDEV_NS, F_AVG_TS, F_STDDEV_TS,
     /* ours: the A/B dimension and the ACL graph statistics */
     F_ACL_GRAPH, F_GRAPH_CAPTURES, F_GRAPH_REPLAYS, F_GRAPH_HITS, F_GRAPH_MISSES, F_GRAPH_EVICTIONS,
-    F_EAGER_LAUNCHES, F_NPU_LAUNCH_US, F_OPS_REPLAYED, F_HOST_LAUNCH_US, F_HOST_MATCH_US, F_DEVICE_US, N_FIELDS
+    F_EAGER_LAUNCHES, F_NPU_LAUNCH_US, F_OPS_REPLAYED, F_HOST_LAUNCH_US, F_HOST_MATCH_US, F_HOST_SERIAL_US, F_DEVICE_US, N_FIELDS
 };
 
 static const struct {
@@ -49,7 +49,8 @@ static const struct {
     [F_GRAPH_EVICTIONS] = { "graph_evictions", T_INT }, [F_EAGER_LAUNCHES] = { "eager_launches", T_INT },
     [F_NPU_LAUNCH_US] = { "npu_launch_us", T_INT }, [F_OPS_REPLAYED] = { "ops_replayed", T_INT },
     [F_HOST_LAUNCH_US] = { "host_launch_us_per_token", T_FLOAT },
-    [F_HOST_MATCH_US] = { "host_match_us_per_token", T_FLOAT }, [F_DEVICE_US] = { "device_us_per_token", T_FLOAT },
+    [F_HOST_MATCH_US] = { "host_match_us_per_token", T_FLOAT },
+    [F_HOST_SERIAL_US] = { "host_serial_us_per_token", T_FLOAT }, [F_DEVICE_US] = { "device_us_per_token", T_FLOAT },
 };
 
 /* A result with its summary statistics. */
@@ -134,6 +135,7 @@ static const char *value(const struct record *rec, enum field f, char *buf)
     case F_OPS_REPLAYED: snprintf(buf, cap, "%" PRIu64, r->graph.ops_replayed); return buf;
     case F_HOST_LAUNCH_US: snprintf(buf, cap, "%f", per_token(r, r->graph.host_launch_us)); return buf;
     case F_HOST_MATCH_US: snprintf(buf, cap, "%f", per_token(r, r->graph.host_match_us)); return buf;
+    case F_HOST_SERIAL_US: snprintf(buf, cap, "%f", per_token(r, r->graph.host_serial_us)); return buf;
     case F_DEVICE_US: snprintf(buf, cap, "%f", per_token(r, r->graph.device_us)); return buf;
     case N_FIELDS: break;
     }

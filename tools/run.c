@@ -293,9 +293,10 @@ static void print_stats(const struct llm_context *ctx, int n_prompt, int n_gen)
             (unsigned long long)st.captures, (unsigned long long)st.replays, (unsigned long long)st.hits,
             (unsigned long long)st.misses, (unsigned long long)st.evictions, (unsigned long long)st.eager_graphs,
             (unsigned long long)st.eager_launches, (unsigned long long)st.ops_replayed);
-    fprintf(stderr, "llm-run: host launch %.1f us, host match %.1f us, device %.1f us (per token of %d: %.2f / %.2f / %.2f us)\n",
-            st.host_launch_us, st.host_match_us, st.device_us, n_tok, st.host_launch_us / n_tok,
-            st.host_match_us / n_tok, st.device_us / n_tok);
+    fprintf(stderr, "llm-run: host launch %.1f us, host match %.1f us, host serial %.1f us, device %.1f us "
+            "(per token of %d: %.2f / %.2f / %.2f / %.2f us)\n",
+            st.host_launch_us, st.host_match_us, st.host_serial_us, st.device_us, n_tok, st.host_launch_us / n_tok,
+            st.host_match_us / n_tok, st.host_serial_us / n_tok, st.device_us / n_tok);
 }
 
 static int generate(struct run_opts *o)

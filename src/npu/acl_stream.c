@@ -294,6 +294,8 @@ aclError aclrtCreateStreamWithWorkers(aclrtStream *stream, int n_workers)
     atomic_store(&s->wake_at, UINT64_MAX);
     s->ring = aligned_alloc(64, RING_SLOTS * sizeof *s->ring);
     s->pool = llm_threadpool_new(n_workers);
+    if (s->pool && cores <= n_workers) /* the host needs a core back between runs */
+        llm_threadpool_yield_early(s->pool);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->work_cv, NULL);
     pthread_cond_init(&s->done_cv, NULL);

@@ -48,6 +48,7 @@ struct npu_backend {
     bool rope_valid;             /* reset per graph: the first ROPE node refills the table       */
     struct rope_key rope_key;
     struct llm_graph_stats stats;
+    double last_sync_us;         /* when the previous graph was waited for; 0 before the first */
 };
 
 static double now_us(void)
@@ -207,6 +208,8 @@ static int capture(struct npu_backend *nb, const struct llm_graph *g, struct llm
 static int npu_graph_compute(struct llm_backend *b, struct llm_graph *g, struct llm_error *err)
 {
     struct npu_backend *nb = b->ctx;
+    if (nb->last_sync_us > 0)
+        nb->stats.host_serial_us += now_us() - nb->last_sync_us;
     bool use_graph = nb->graph_mode && (nb->prefill_graph || llm_graph_query_len(g) <= 1);
     if (!use_graph) {
         nb->stats.eager_graphs++;
@@ -240,6 +243,7 @@ static void npu_synchronize(struct llm_backend *b)
 {
     struct npu_backend *nb = b->ctx;
     aclrtSynchronizeStream(nb->stream);
+    nb->last_sync_us = now_us();
 }
 
 static void *npu_buffer_alloc(struct llm_backend *b, size_t size)
