@@ -22,6 +22,14 @@ LIB     := $(BUILD)/libllm.a
 
 DEB_PKGS := libopenblas-dev libargtable2-dev libcjson-dev clang unicode-data valgrind python3
 
+# The tests and benchmarks read the shared models and llama.cpp references: without them, stop at
+# once with one line (never skip the reference tests silently).
+ifneq ($(filter test test-unit test-asan fuzz bench,$(MAKECMDGOALS)),)
+ifneq ($(words $(wildcard $(SHARED)/models/stories260K.gguf $(SHARED)/ref/gen)),2)
+$(error $(SHARED) has no shared fixtures (models/, ref/): put them beside the checkout as ../shared or run make $(MAKECMDGOALS) SHARED=/path/to/shared)
+endif
+endif
+
 .PHONY: all deps run test test-unit test-asan fuzz bench clean
 all: $(BIN)/llm $(BIN)/llm-run $(BIN)/llm-bench $(BIN)/llm-roofline
 
@@ -70,7 +78,7 @@ deps:
 	fi
 
 run: deps all
-	@bash tools/run-default.sh $(BIN) $(SHARED)
+	@bash tools/run-default.sh $(BIN)
 
 test-unit: all $(TEST_BIN)
 	@mkdir -p $(BUILD)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Command-line behaviour of bin/llm: the stories260K story byte for byte (ref/gen/
-# stories260K.once.greedy200.txt), llm info on every shared model, and bad input giving exactly one
+# stories260K.once.greedy200.txt), also as make run tells it and on the npu, llm info on every shared model, and bad input giving exactly one
 # "llm: error: ..." line and a non-zero exit.
 set -u
 LLM=${LLM:-bin/llm}
@@ -28,6 +28,11 @@ expect_error() {
 if [ $? -eq 0 ] && cmp -s <(printf '%s\n' "$(cat "$SHARED/ref/gen/stories260K.once.greedy200.txt")") "$tmp/story"; then ok
 else fail "200-token story differs: $(head -c 300 "$tmp/story")"; fi
 grep -q 'generated 200 tokens' "$tmp/err" && ok || fail "no generation summary on stderr"
+
+# make run tells it from the model the repository ships: the same file, so the same bytes.
+cmp -s models/stories260K.gguf "$M/stories260K.gguf" && ok || fail "models/stories260K.gguf differs from $M/stories260K.gguf"
+bash tools/run-default.sh "$(dirname "$LLM")" >"$tmp/run-default" 2>/dev/null
+cmp -s "$tmp/story" "$tmp/run-default" && ok || fail "make run's story differs: $(head -c 300 "$tmp/run-default")"
 
 # The same story on the emulated npu, graph mode on (default) and off; -v shows the mode and statistics.
 for g in on off; do

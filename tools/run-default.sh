@@ -1,11 +1,6 @@
 #!/usr/bin/env bash
-# `make run`: generate a story with the default model: ../shared/models/stories260K.gguf when it
-# exists, else a small model made by `llm synth` (random weights: the text is noise).
+# `make run`: a 200-token greedy story from models/stories260K.gguf, the model the repository ships
+# (karpathy's tinyllamas, MIT; see models/README.md), so a clone alone tells the same story.
 set -euo pipefail
-bin=${1:-bin}; shared=${2:-../shared}
-model="$shared/models/stories260K.gguf"
-if [ ! -f "$model" ]; then
-  model=models/synth-tiny-llama-f32.gguf
-  [ -f "$model" ] || "$bin/llm" synth --arch llama --preset tiny --type F32 --seed 1 -o "$model"
-fi
-exec "$bin/llm-run" -m "$model" -p "Once upon a time" -n 200 --temp 0
+bin=${1:-bin}
+exec "$bin/llm-run" -m models/stories260K.gguf -p "Once upon a time" -n 200 --temp 0
