@@ -5,6 +5,7 @@
  * must match in field names, order, quoting and number formats. Also the roofline measurement. */
 #include <cjson/cJSON.h>
 #include <ctype.h>
+#include <inttypes.h>
 #include <stdint.h>
 
 #include "../tools/bench.h"
@@ -482,21 +483,6 @@ static void test_csv(void)
     fixture_free(&fx);
 }
 
-/* A copy of s with every from replaced by to. */
-static char *replace_all(const char *s, const char *from, const char *to)
-{
-    char *buf = NULL;
-    size_t len = 0, fl = strlen(from);
-    FILE *m = open_memstream(&buf, &len);
-    for (const char *p; (p = strstr(s, from)) != NULL; s = p + fl) {
-        fwrite(s, 1, (size_t)(p - s), m);
-        fputs(to, m);
-    }
-    fputs(s, m);
-    fclose(m);
-    return buf;
-}
-
 /* In every INSERT, check the formats of avg_ns, stddev_ns, avg_ts, stddev_ts (values 36..39) and
  * replace them by 'T'. */
 static void sql_mask_timing(char *s)
@@ -524,6 +510,16 @@ static void sql_mask_timing(char *s)
     }
 }
 
+/* Our companion table, after llama-bench's CREATE TABLE. */
+static const char sql_extra_create[] =
+    "CREATE TABLE IF NOT EXISTS llm_bench_extra (\n  llama_bench_rowid INTEGER,\n  test_time TEXT,\n  avg_ns INTEGER,\n"
+    "  acl_graph INTEGER,\n  graph_captures INTEGER,\n  graph_replays INTEGER,\n  graph_hits INTEGER,\n"
+    "  graph_misses INTEGER,\n  graph_evictions INTEGER,\n  eager_launches INTEGER,\n  npu_launch_us INTEGER,\n"
+    "  ops_replayed INTEGER,\n  host_launch_us_per_token REAL,\n  host_match_us_per_token REAL,\n"
+    "  host_serial_us_per_token REAL,\n  device_us_per_token REAL\n);\n\n";
+
+/* sql: llama-bench's text exactly (timings masked), with our CREATE TABLE after its own and, after each
+ * of its INSERTs, ours: linked to the new rowid only if that row has the test's test_time and avg_ns. */
 static void test_sql(void)
 {
     char *ref = test_read_file(test_path("ref/llama-bench/stories260K.p16.n8.r2.t1.sql"), NULL);
@@ -534,25 +530,34 @@ static void test_sql(void)
         return;
     }
     char *out = print_all(&fx, BENCH_OUT_SQL);
-    /* the reference with our columns added after stddev_ts */
-    char *w1 = replace_all(ref, "  stddev_ts REAL\n);",
-                           "  stddev_ts REAL,\n  acl_graph INTEGER,\n  graph_captures INTEGER,\n"
-                           "  graph_replays INTEGER,\n  graph_hits INTEGER,\n  graph_misses INTEGER,\n"
-                           "  graph_evictions INTEGER,\n  eager_launches INTEGER,\n  npu_launch_us INTEGER,\n"
-                           "  ops_replayed INTEGER,\n  host_launch_us_per_token REAL,\n  host_match_us_per_token REAL,\n"
-                           "  host_serial_us_per_token REAL,\n  device_us_per_token REAL\n);");
-    char *w2 = replace_all(w1, "stddev_ts) VALUES", "stddev_ts, acl_graph, graph_captures, graph_replays, "
-                                                    "graph_hits, graph_misses, graph_evictions, eager_launches, "
-                                                    "npu_launch_us, ops_replayed, host_launch_us_per_token, "
-                                                    "host_match_us_per_token, host_serial_us_per_token, "
-                                                    "device_us_per_token) VALUES");
-    char *want = replace_all(w2, "');\n", "', '1', '0', '0', '0', '0', '0', '0', '0', '0', '0.000000', '0.000000', "
-                                          "'0.000000', '0.000000');\n");
+    char *want = NULL;
+    size_t want_len = 0, row = 0;
+    bool created = false;
+    FILE *m = open_memstream(&want, &want_len);
+    for (const char *line = ref; *line;) {
+        size_t n = strcspn(line, "\n");
+        fprintf(m, "%.*s\n", (int)n, line);
+        if (n == 0 && !created) { /* the blank line after llama-bench's CREATE TABLE */
+            fputs(sql_extra_create, m);
+            created = true;
+        }
+        if (!strncmp(line, "INSERT INTO llama_bench (", 25) && row < fx.n) {
+            const struct bench_result *r = &fx.r[row++];
+            fprintf(m, "INSERT INTO llm_bench_extra (llama_bench_rowid, test_time, avg_ns, acl_graph, graph_captures, "
+                       "graph_replays, graph_hits, graph_misses, graph_evictions, eager_launches, npu_launch_us, "
+                       "ops_replayed, host_launch_us_per_token, host_match_us_per_token, host_serial_us_per_token, "
+                       "device_us_per_token) SELECT rowid, test_time, avg_ns, '1', '0', '0', '0', '0', '0', '0', '0', "
+                       "'0', '0.000000', '0.000000', '0.000000', '0.000000' FROM llama_bench WHERE rowid = "
+                       "last_insert_rowid() AND test_time = '%s' AND avg_ns = '%" PRIu64 "';\n",
+                    r->test_time, bench_avg_ns(r->samples_ns, r->n_samples));
+        }
+        line += n + (line[n] == '\n');
+    }
+    fclose(m);
+    CHECK_EQ_INT(row, 2);
     sql_mask_timing(out);
     sql_mask_timing(want);
     CHECK(strcmp(out, want) == 0, "sql differs:\n%s\n--- want ---\n%s", out, want);
-    free(w1);
-    free(w2);
     free(want);
     free(out);
     free(ref);

@@ -84,13 +84,27 @@ elif fmt in ('json', 'jsonl'):
             for v in x.split(', '):
                 if v != '%g' % float(v): err('samples_ts format ' + v)
 elif fmt == 'sql':
+    # llama-bench's text once ours is taken out: our CREATE TABLE (after llama-bench's) and, after
+    # each llama_bench INSERT, the llm_bench_extra INSERT keyed to the new rowid, test_time and avg_ns.
     mask = lambda s: re.sub(r"'[^']*'", "'V'", s)
     rl, ol = ref.splitlines(), out.splitlines()
-    rl[rl.index('  stddev_ts REAL')] = '  stddev_ts REAL,'
-    i = rl.index(');')
-    rl[i:i] = ['  %s %s%s' % (n, t, ',' if n != EXTRA[-1] else '') for n, t in zip(EXTRA, EXTRA_SQL)]
-    rl = [l.replace('stddev_ts) VALUES', 'stddev_ts, ' + ', '.join(EXTRA) + ') VALUES')
-            .replace("');", "', " + ', '.join("'%s'" % v for v in EXTRA_CPU) + ");") for l in rl]
+    create = ['CREATE TABLE IF NOT EXISTS llm_bench_extra (', '  llama_bench_rowid INTEGER,', '  test_time TEXT,',
+              '  avg_ns INTEGER,'] + ['  %s %s,' % (n, t) for n, t in zip(EXTRA, EXTRA_SQL)] + [');', '']
+    create[-3] = create[-3].rstrip(',')
+    i = ol.index('CREATE TABLE IF NOT EXISTS llm_bench_extra (') if create[0] in ol else len(ol)
+    if i != rl.index(');') + 2 or ol[i:i + len(create)] != create: err('sql llm_bench_extra table: %r' % ol[i:i + len(create)])
+    del ol[i:i + len(create)]
+    extra_re = (r"INSERT INTO llm_bench_extra \(llama_bench_rowid, test_time, avg_ns, %s\) SELECT rowid, test_time, "
+                r"avg_ns, %s FROM llama_bench WHERE rowid = last_insert_rowid\(\) AND test_time = '([^']*)' AND "
+                r"avg_ns = '(\d+)';" % (', '.join(EXTRA), ', '.join("'%s'" % v for v in EXTRA_CPU)))
+    mine = []
+    for k in range(len(ol) - 1, -1, -1):
+        if ol[k].startswith('INSERT INTO llm_bench_extra'):
+            m = re.fullmatch(extra_re, ol[k])
+            if not m or k == 0 or not ol[k - 1].startswith('INSERT INTO llama_bench ('): err('sql extra insert: ' + ol[k][:160])
+            elif "'%s', '%s', " % m.groups() not in ol[k - 1]: err('sql extra insert keys %r' % (m.groups(),))
+            mine.append(ol.pop(k))
+    if len(mine) != len([l for l in rl if l.startswith('INSERT')]): err('sql extra inserts: %d' % len(mine))
     if len(rl) != len(ol): err('sql lines %d != %d' % (len(ol), len(rl)))
     for r, o in zip(rl, ol):
         if not r.startswith('INSERT'):
@@ -100,7 +114,7 @@ elif fmt == 'sql':
         names = re.search(r'\((.*?)\) VALUES', r).group(1).split(', ')
         w = dict(zip(names, re.findall(r"'([^']*)'", r)))
         g = dict(zip(names, re.findall(r"'([^']*)'", o)))
-        check_record([n for n in names if n not in EXTRA], w, g, g)
+        check_record(names, w, g, g)
 elif fmt == 'md':
     rl, ol = ref.splitlines(), out.splitlines()
     if len(rl) != len(ol): err('md lines %d != %d' % (len(ol), len(rl)))

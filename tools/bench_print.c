@@ -1,5 +1,6 @@
 /* llm-bench printers: llama-bench's md, csv, json, jsonl and sql layouts (field names, order,
- * quoting, number formats), with our graph fields appended after llama-bench's. */
+ * quoting, number formats), with our graph fields appended after llama-bench's (sql: in a companion
+ * table, so that llama-bench's table stays exactly llama-bench's). */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,8 @@ enum field {
     F_TEST_TIME, F_AVG_NS, F_STDDEV_NS, F_AVG_TS, F_STDDEV_TS,
     /* ours: the A/B dimension and the ACL graph statistics */
     F_ACL_GRAPH, F_GRAPH_CAPTURES, F_GRAPH_REPLAYS, F_GRAPH_HITS, F_GRAPH_MISSES, F_GRAPH_EVICTIONS,
-    F_EAGER_LAUNCHES, F_NPU_LAUNCH_US, F_OPS_REPLAYED, F_HOST_LAUNCH_US, F_HOST_MATCH_US, F_HOST_SERIAL_US, F_DEVICE_US, N_FIELDS
+    F_EAGER_LAUNCHES, F_NPU_LAUNCH_US, F_OPS_REPLAYED, F_HOST_LAUNCH_US, F_HOST_MATCH_US, F_HOST_SERIAL_US, F_DEVICE_US, N_FIELDS,
+    N_LLAMA_FIELDS = F_ACL_GRAPH /* llama-bench's fields are [0, N_LLAMA_FIELDS) */
 };
 
 static const struct {
@@ -296,6 +298,69 @@ static void put_samples(FILE *out, const struct record *rec, const char *between
     fputs(" ]", out);
 }
 
+/* ---- sql ----
+ * llama_bench is llama-bench's table column for column: whichever tool creates it, both append to
+ * it, and compare-llama-bench.py reads both. Our fields go to llm_bench_extra, one row per row of
+ * ours, linked by llama_bench_rowid = llama_bench.rowid (llama_bench has no key, and may not get one):
+ * - the sqlite3 CLI (or executescript) runs the statements in order on one connection, so right
+ *   after our llama_bench INSERT last_insert_rowid() is that row's, whatever other connections do;
+ * - if that INSERT failed (the CLI goes on after errors, e.g. in an older llama-bench's table that
+ *   lacks a newer column), last_insert_rowid() names an earlier row: the extra row is inserted only
+ *   if the named row has our test_time and avg_ns, so it is dropped, not misattached;
+ * - rowids without an INTEGER PRIMARY KEY are not stable: VACUUM renumbers them after a delete
+ *   (SQLite 3.40 does) and a deleted last rowid is reused. So the extra row keeps test_time and
+ *   avg_ns, joins match them too (a stale link drops out instead of pairing wrong rows), and they
+ *   can relink it.
+ * llm_bench_extra's columns must never change (CREATE TABLE IF NOT EXISTS keeps an older one, and
+ * our INSERTs would fail in it): new fields get a new table keyed the same way. */
+
+#define SQL_EXTRA_KEY_COLUMNS "  llama_bench_rowid INTEGER,\n  test_time TEXT,\n  avg_ns INTEGER,\n"
+
+static void sql_create(FILE *out, const char *table, const char *key_columns, int from, int to)
+{
+    static const char *const types[] = { [T_STRING] = "TEXT", [T_INT] = "INTEGER", [T_BOOL] = "INTEGER",
+                                         [T_FLOAT] = "REAL" };
+    fprintf(out, "CREATE TABLE IF NOT EXISTS %s (\n%s", table, key_columns);
+    for (int f = from; f < to; f++)
+        fprintf(out, "  %s %s%s\n", fields[f].name, types[fields[f].type], f + 1 < to ? "," : "");
+    fputs(");\n\n", out);
+}
+
+static void sql_names(FILE *out, int from, int to)
+{
+    for (int f = from; f < to; f++)
+        fprintf(out, "%s%s", f > from ? ", " : "", fields[f].name);
+}
+
+static void sql_values(FILE *out, const struct record *rec, int from, int to)
+{
+    char buf[64];
+    for (int f = from; f < to; f++) {
+        if (f > from)
+            fputs(", ", out);
+        put_sql(out, value(rec, (enum field)f, buf));
+    }
+}
+
+/* llama-bench's INSERT, then ours taking the new rowid (see above). */
+static void sql_insert(FILE *out, const struct record *rec)
+{
+    char buf[64];
+    fputs("INSERT INTO llama_bench (", out);
+    sql_names(out, 0, N_LLAMA_FIELDS);
+    fputs(") VALUES (", out);
+    sql_values(out, rec, 0, N_LLAMA_FIELDS);
+    fputs(");\nINSERT INTO llm_bench_extra (llama_bench_rowid, test_time, avg_ns, ", out);
+    sql_names(out, N_LLAMA_FIELDS, N_FIELDS);
+    fputs(") SELECT rowid, test_time, avg_ns, ", out);
+    sql_values(out, rec, N_LLAMA_FIELDS, N_FIELDS);
+    fputs(" FROM llama_bench WHERE rowid = last_insert_rowid() AND test_time = ", out);
+    put_sql(out, value(rec, F_TEST_TIME, buf));
+    fputs(" AND avg_ns = ", out);
+    put_sql(out, value(rec, F_AVG_NS, buf));
+    fputs(";\n", out);
+}
+
 static void print_fields(const struct bench_printer *pr, const struct record *rec)
 {
     FILE *out = pr->out;
@@ -330,18 +395,7 @@ static void print_fields(const struct bench_printer *pr, const struct record *re
         put_samples(out, rec, "");
         fputs("}\n", out);
         break;
-    case BENCH_OUT_SQL:
-        fputs("INSERT INTO llama_bench (", out);
-        for (int f = 0; f < N_FIELDS; f++)
-            fprintf(out, "%s%s", f ? ", " : "", fields[f].name);
-        fputs(") VALUES (", out);
-        for (int f = 0; f < N_FIELDS; f++) {
-            if (f)
-                fputs(", ", out);
-            put_sql(out, value(rec, (enum field)f, buf));
-        }
-        fputs(");\n", out);
-        break;
+    case BENCH_OUT_SQL: sql_insert(out, rec); break;
     case BENCH_OUT_MD: case BENCH_OUT_NONE:
         break;
     }
@@ -349,8 +403,6 @@ static void print_fields(const struct bench_printer *pr, const struct record *re
 
 void bench_print_header(struct bench_printer *pr, const struct bench_env *env)
 {
-    static const char *const sql_types[] = { [T_STRING] = "TEXT", [T_INT] = "INTEGER", [T_BOOL] = "INTEGER",
-                                             [T_FLOAT] = "REAL" };
     (void)env;
     pr->first = true;
     switch (pr->fmt) {
@@ -362,10 +414,8 @@ void bench_print_header(struct bench_printer *pr, const struct bench_env *env)
         break;
     case BENCH_OUT_JSON: fputs("[\n", pr->out); break;
     case BENCH_OUT_SQL:
-        fputs("CREATE TABLE IF NOT EXISTS llama_bench (\n", pr->out);
-        for (int f = 0; f < N_FIELDS; f++)
-            fprintf(pr->out, "  %s %s%s\n", fields[f].name, sql_types[fields[f].type], f + 1 < N_FIELDS ? "," : "");
-        fputs(");\n\n", pr->out);
+        sql_create(pr->out, "llama_bench", "", 0, N_LLAMA_FIELDS);
+        sql_create(pr->out, "llm_bench_extra", SQL_EXTRA_KEY_COLUMNS, N_LLAMA_FIELDS, N_FIELDS);
         break;
     case BENCH_OUT_JSONL: case BENCH_OUT_NONE: break;
     }
