@@ -13,6 +13,8 @@
 #include "graph.h"
 
 struct llm_backend;
+struct llm_profile;
+struct llm_trace;
 
 /* What a backend did since it was created (all zero on cpu, which has no graph cache). */
 struct llm_graph_stats {
@@ -63,6 +65,9 @@ struct llm_backend_iface {
                        struct llm_error *err);
     /* Statistics so far (graph cache, launches, host and device time). */
     void (*get_stats)(struct llm_backend *b, struct llm_graph_stats *out);
+    /* From now on record every executed node in prof and trace every node and host step in trace
+     * (either may be NULL; both must outlive the backend or the next observe call). */
+    void (*observe)(struct llm_backend *b, struct llm_profile *prof, struct llm_trace *trace);
     void (*free)(struct llm_backend *b);
 };
 

@@ -7,6 +7,8 @@
 
 #include "../alloc.h"
 #include "../graph.h"
+#include "../profile.h"
+#include "../trace.h"
 #include "build.h"
 #include "weights.h"
 
@@ -178,6 +180,10 @@ static int context_init(struct llm_context *c, struct llm_error *err)
     c->backend = llm_backend_new(&bp, err);
     if (!c->backend)
         return err ? err->code : LLM_ERR_NOMEM;
+    if (c->p.profile || c->p.trace) {
+        llm_trace_track(c->p.trace, LLM_TRACE_HOST, "host");
+        c->backend->iface->observe(c->backend, c->p.profile, c->p.trace);
+    }
     c->alloc = llm_allocator_new(backend_alloc, backend_release, c->backend);
     c->gctx = llm_ctx_new(64 * (int)c->model->hp.n_layer + 256);
     if (!c->alloc || !c->gctx)
@@ -286,17 +292,41 @@ static int read_logits(struct llm_context *c, int32_t n_out, struct llm_error *e
     return rc;
 }
 
+/* One host step of a decode on the host track of the trace. */
+static void host_span(struct llm_context *c, const char *name, double t0)
+{
+    llm_trace_span(c->p.trace, LLM_TRACE_HOST, name, "host", t0, llm_now_us() - t0, NULL);
+}
+
 static int decode_ubatch(struct llm_context *c, const int32_t *tokens, int32_t n, bool logits_all,
                          struct llm_error *err)
 {
     const int32_t n_out = logits_all ? n : 1;
+    struct llm_profile *prof = c->p.profile;
+    const enum llm_phase phase = n > 1 ? LLM_PHASE_PREFILL : LLM_PHASE_DECODE;
+    if (prof)
+        prof->phase = phase;
+    double t0 = llm_now_us();
     int rc = prepare_graph(c, n, llm_kv_cache_window(&c->kv, n), n_out, err);
+    host_span(c, "graph build + allocation", t0);
+    t0 = llm_now_us();
     if (!rc)
         rc = upload_inputs(c, tokens, n, err);
+    host_span(c, "input upload", t0);
+    t0 = llm_now_us();
     if (!rc)
         rc = llm_backend_compute(c->backend, c->graph, err);
+    if (prof && !rc) {
+        prof->graphs[phase]++;
+        prof->tokens[phase] += (uint64_t)n;
+        prof->graph_us[phase] += llm_now_us() - t0;
+    }
+    host_span(c, "graph compute", t0);
+    t0 = llm_now_us();
     if (!rc)
         rc = read_logits(c, n_out, err);
+    host_span(c, "logits read", t0);
+    llm_trace_flush(c->p.trace);
     if (!rc)
         c->kv.n_used += n;
     return rc;

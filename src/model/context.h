@@ -21,6 +21,8 @@ struct llm_context_params {
     enum llm_device device;/* backend running every layer: cpu (default) or npu    */
     int acl_graph;         /* npu graph mode: 1 on, 0 off, -1 GGML_CANN_ACL_GRAPH   */
     double npu_launch_us;  /* npu host µs per eager launch; < 0: LLM_NPU_LAUNCH_US  */
+    struct llm_profile *profile; /* per-op times by phase, or NULL (src/profile.h)  */
+    struct llm_trace *trace;     /* timeline of host and backend threads, or NULL  */
 };
 
 struct llm_context_params llm_context_default_params(void);

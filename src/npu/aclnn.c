@@ -5,6 +5,8 @@
 
 #include "../graph.h"
 #include "../ops/cpu.h"
+#include "../profile.h"
+#include "../trace.h"
 #include "acl_internal.h"
 
 enum kernel_kind { KERNEL_COMPUTE, KERNEL_ROPE_CACHE, KERNEL_ROPE_APPLY };
@@ -19,6 +21,8 @@ struct kernel_args {
     float *table;      /* rope kinds: the cos/sin table */
     void *wdata;
     size_t wsize;
+    struct llm_profile *prof; /* observers, NULL when off */
+    struct llm_trace *trace;
 };
 
 _Static_assert(sizeof(struct kernel_args) <= ACL_KERNEL_ARGS_MAX, "kernel args exceed a task's room");
@@ -38,11 +42,24 @@ static void npu_kernel(const struct acl_kernel_ctx *k, void *argp)
         dst.src[i] = a->has_src >> i & 1 ? (struct llm_tensor *)&a->src[i] : NULL;
     struct llm_cpu_params p = { .ith = k->ith, .nth = k->nth, .wdata = a->wdata, .wsize = a->wsize,
                                 .barrier = k->barrier, .pool = k->pool };
+    const bool watch = a->prof || a->trace;
+    const double t0 = watch ? llm_now_us() : 0.0;
     switch (a->kind) {
     case KERNEL_COMPUTE: llm_cpu_compute(&p, &dst); break;
     case KERNEL_ROPE_CACHE: llm_cpu_rope_fill_table(&p, &dst, a->table); break;
     case KERNEL_ROPE_APPLY: llm_cpu_rope_apply(&p, &dst, a->table); break;
     }
+    if (!watch)
+        return;
+    if (a->kind != KERNEL_ROPE_CACHE) {
+        llm_observe_node(a->prof, a->trace, LLM_TRACE_WORKER + k->ith, k->ith == 0, &dst, t0);
+        return;
+    }
+    /* the table is part of the node's ROPE work: its time counts there, not as another node */
+    const double dur = llm_now_us() - t0;
+    if (a->prof && k->ith == 0)
+        llm_profile_entry_of(a->prof, a->prof->phase, &dst)->us += dur;
+    llm_trace_span(a->trace, LLM_TRACE_WORKER + k->ith, "rope cache", "ROPE", t0, dur, NULL);
 }
 
 /* A tensor the kernel touches must have data inside one device allocation. */
@@ -85,6 +102,8 @@ static aclError build(const char *name, const struct llm_tensor *node, enum kern
     }
     ex->args.kind = kind;
     ex->args.table = table;
+    ex->args.prof = NULL;
+    ex->args.trace = NULL;
     ex->workspace_size = kind == KERNEL_COMPUTE ? llm_cpu_work_size(node, n_workers) : 0;
     ex->block_dim = llm_cpu_worth_splitting(node) ? 0 : 1;
     *workspace_size = ex->workspace_size;
@@ -138,4 +157,10 @@ aclError aclnnLaunch(void *workspace, uint64_t workspace_size, aclOpExecutor *ex
 void aclnnDestroyExecutor(aclOpExecutor *executor)
 {
     free(executor);
+}
+
+void aclnnSetObservers(aclOpExecutor *executor, struct llm_profile *prof, struct llm_trace *trace)
+{
+    executor->args.prof = prof;
+    executor->args.trace = trace;
 }

@@ -35,4 +35,11 @@ aclError aclnnLaunch(void *workspace, uint64_t workspace_size, aclOpExecutor *ex
 /* Frees an executor that will not be launched. */
 void aclnnDestroyExecutor(aclOpExecutor *executor);
 
+struct llm_profile;
+struct llm_trace;
+
+/* Emulator extension (a profiler's hook): the kernel records its run in prof and trace (see
+ * src/profile.h), from the device worker that runs it; NULL = off. */
+void aclnnSetObservers(aclOpExecutor *executor, struct llm_profile *prof, struct llm_trace *trace);
+
 #endif

@@ -11,6 +11,7 @@
  * finds them where its capture left them. The table is filled by a device kernel at the first ROPE
  * node of each graph (and again only when a later ROPE node's parameters differ), so a replay
  * recomputes it from the positions of the token it runs: nothing host-computed is frozen. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -18,6 +19,8 @@
 #include "../graphcache/graphcache.h"
 #include "../log.h"
 #include "../ops/cpu.h"
+#include "../profile.h"
+#include "../trace.h"
 #include "acl.h"
 #include "aclnn.h"
 #include "launch_cost.h"
@@ -49,6 +52,9 @@ struct npu_backend {
     struct rope_key rope_key;
     struct llm_graph_stats stats;
     double last_sync_us;         /* when the previous graph was waited for; 0 before the first */
+    double launch_acc_us;        /* host time inside launches (phase 2), for the profile's split */
+    struct llm_profile *prof;    /* observers, NULL when off */
+    struct llm_trace *trace;
 };
 
 static double now_us(void)
@@ -124,6 +130,7 @@ static void rope_key_of(const struct llm_tensor *rope, struct rope_key *k)
 /* Phase 2 of one executor: the workspace (grown outside capture only), then the launch. */
 static int launch(struct npu_backend *nb, aclOpExecutor *ex, uint64_t ws, struct llm_error *err)
 {
+    const double t0 = now_us();
     if (ws > nb->workspace_size) {
         int rc = grow_device_buffer(nb, &nb->workspace, &nb->workspace_size, ws, err);
         if (rc) {
@@ -131,7 +138,10 @@ static int launch(struct npu_backend *nb, aclOpExecutor *ex, uint64_t ws, struct
             return rc;
         }
     }
-    ACL_CHECK(aclnnLaunch(nb->workspace, nb->workspace_size, ex, nb->stream));
+    aclnnSetObservers(ex, nb->prof, nb->trace);
+    aclError rc = aclnnLaunch(nb->workspace, nb->workspace_size, ex, nb->stream);
+    nb->launch_acc_us += now_us() - t0;
+    ACL_CHECK(rc);
     return LLM_OK;
 }
 
@@ -175,11 +185,19 @@ static int launch_graph(struct npu_backend *nb, const struct llm_graph *g, struc
         const struct llm_tensor *node = g->nodes[i];
         if (llm_op_is_noop(node->op) || llm_nelements(node) == 0)
             continue;
-        double t0 = now_us();
+        const double t0 = now_us(), in_launch = nb->launch_acc_us;
         int rc = launch_node(nb, node, err);
+        const double built = now_us();
         npu_launch_cost_pay(&nb->cost);
-        nb->stats.host_launch_us += now_us() - t0;
+        const double t1 = now_us();
+        nb->stats.host_launch_us += t1 - t0;
         nb->stats.eager_launches++;
+        if (nb->prof) { /* executor build, then launch and the driver's cost */
+            const double launching = nb->launch_acc_us - in_launch + (t1 - built);
+            nb->prof->build_us[nb->prof->phase] += (t1 - t0) - launching;
+            nb->prof->launch_us[nb->prof->phase] += launching;
+        }
+        llm_trace_span(nb->trace, LLM_TRACE_HOST, llm_op_name(node->op), "launch", t0, t1 - t0, NULL);
         if (rc)
             return rc;
     }
@@ -190,10 +208,14 @@ static int launch_graph(struct npu_backend *nb, const struct llm_graph *g, struc
 static int capture(struct npu_backend *nb, const struct llm_graph *g, struct llm_graph_entry *entry,
                    struct llm_error *err)
 {
+    double t0 = now_us();
     ACL_CHECK(aclmdlRICaptureBegin(nb->stream, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL));
+    llm_trace_span(nb->trace, LLM_TRACE_HOST, "aclmdlRICaptureBegin", "graph", t0, now_us() - t0, NULL);
     int rc = launch_graph(nb, g, err);
     aclmdlRI ri = NULL;
+    t0 = now_us();
     aclError end = aclmdlRICaptureEnd(nb->stream, &ri);
+    llm_trace_span(nb->trace, LLM_TRACE_HOST, "aclmdlRICaptureEnd", "graph", t0, now_us() - t0, NULL);
     if (rc || end != ACL_SUCCESS) {
         if (ri)
             aclmdlRIDestroy(ri);
@@ -216,6 +238,7 @@ static int npu_graph_compute(struct llm_backend *b, struct llm_graph *g, struct 
         return launch_graph(nb, g, err);
     }
     double t0 = now_us();
+    const uint64_t evictions = llm_graph_lru_evictions(nb->lru);
     struct llm_graph_entry *entry = llm_graph_lru_find(nb->lru, g);
     if (entry) {
         nb->stats.hits++;
@@ -225,7 +248,14 @@ static int npu_graph_compute(struct llm_backend *b, struct llm_graph *g, struct 
         if (!entry)
             return llm_fail(err, LLM_ERR_NOMEM, "npu: out of memory for a graph record");
     }
-    nb->stats.host_match_us += now_us() - t0;
+    double t1 = now_us();
+    nb->stats.host_match_us += t1 - t0;
+    if (nb->prof)
+        nb->prof->match_us[nb->prof->phase] += t1 - t0;
+    llm_trace_span(nb->trace, LLM_TRACE_HOST, "graph match", "graph", t0, t1 - t0, NULL);
+    if (llm_graph_lru_evictions(nb->lru) != evictions)
+        llm_trace_instant(nb->trace, LLM_TRACE_HOST, "cache eviction", "graph", t1, NULL);
+    llm_trace_instant(nb->trace, LLM_TRACE_HOST, entry->graph ? "cache hit" : "cache miss", "graph", t1, NULL);
     if (!entry->graph) {
         int rc = capture(nb, g, entry, err);
         if (rc)
@@ -233,7 +263,11 @@ static int npu_graph_compute(struct llm_backend *b, struct llm_graph *g, struct 
     }
     t0 = now_us();
     ACL_CHECK(aclmdlRIExecuteAsync(entry->graph, nb->stream));
-    nb->stats.host_launch_us += now_us() - t0;
+    t1 = now_us();
+    nb->stats.host_launch_us += t1 - t0;
+    if (nb->prof)
+        nb->prof->replay_us[nb->prof->phase] += t1 - t0;
+    llm_trace_span(nb->trace, LLM_TRACE_HOST, "aclmdlRIExecuteAsync", "graph", t0, t1 - t0, NULL);
     nb->stats.replays++;
     nb->stats.ops_replayed += aclmdlRITaskCount(entry->graph);
     return LLM_OK;
@@ -242,8 +276,10 @@ static int npu_graph_compute(struct llm_backend *b, struct llm_graph *g, struct 
 static void npu_synchronize(struct llm_backend *b)
 {
     struct npu_backend *nb = b->ctx;
+    const double t0 = now_us();
     aclrtSynchronizeStream(nb->stream);
     nb->last_sync_us = now_us();
+    llm_trace_span(nb->trace, LLM_TRACE_HOST, "aclrtSynchronizeStream", "sync", t0, nb->last_sync_us - t0, NULL);
 }
 
 static void *npu_buffer_alloc(struct llm_backend *b, size_t size)
@@ -309,6 +345,19 @@ static void npu_get_stats(struct llm_backend *b, struct llm_graph_stats *out)
     out->host_launch_us -= (double)aclrtStreamHostBlockedNs(nb->stream) / 1e3;
 }
 
+static void npu_observe(struct llm_backend *b, struct llm_profile *prof, struct llm_trace *trace)
+{
+    struct npu_backend *nb = b->ctx;
+    aclrtSynchronizeStream(nb->stream); /* kernels already queued keep the observers they had */
+    nb->prof = prof;
+    nb->trace = trace;
+    for (int i = 0; i < nb->n_workers; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "npu worker %d", i);
+        llm_trace_track(trace, LLM_TRACE_WORKER + i, name);
+    }
+}
+
 static void destroy_ri(void *graph, void *user)
 {
     (void)user;
@@ -349,6 +398,7 @@ static const struct llm_backend_iface npu_iface = {
     .tensor_memset = npu_tensor_memset,
     .tensor_copy = npu_tensor_copy,
     .get_stats = npu_get_stats,
+    .observe = npu_observe,
     .free = npu_free,
 };
 

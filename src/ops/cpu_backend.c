@@ -1,11 +1,14 @@
 /* The cpu backend: runs a graph node by node on the thread pool. Nodes too small to repay a
  * barrier round trip (most of a tiny model's decode graph) run on thread 0 alone; the other threads
  * skip them and meet it again at the next node worth splitting. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../backend.h"
+#include "../profile.h"
 #include "../threadpool.h"
+#include "../trace.h"
 #include "cpu.h"
 
 struct cpu_backend {
@@ -15,6 +18,8 @@ struct cpu_backend {
     size_t work_size;
     bool *split;         /* per node of the current graph: run on all threads? */
     int split_cap;
+    struct llm_profile *prof; /* observers (NULL when off) */
+    struct llm_trace *trace;
 };
 
 struct run {
@@ -40,14 +45,22 @@ static void compute_nodes(int ith, int nth, void *arg)
     alone.ith = 0;
     alone.nth = 1;
     alone.barrier = no_barrier;
+    struct llm_profile *prof = r->cb->prof;
+    struct llm_trace *trace = r->cb->trace;
+    const bool watch = prof || trace;
+    const int tid = LLM_TRACE_WORKER + ith;
     bool behind = false; /* thread 0 ran nodes alone since the last barrier */
     for (int i = 0; i < r->g->n_nodes; i++) {
         struct llm_tensor *node = r->g->nodes[i];
         if (llm_op_is_noop(node->op))
             continue;
+        double t0 = watch ? llm_now_us() : 0.0;
         if (!r->cb->split[i]) {
-            if (ith == 0)
+            if (ith == 0) {
                 llm_cpu_compute(&alone, node);
+                if (watch)
+                    llm_observe_node(prof, trace, tid, true, node, t0);
+            }
             behind = true;
             continue;
         }
@@ -55,6 +68,8 @@ static void compute_nodes(int ith, int nth, void *arg)
             llm_threadpool_barrier(r->cb->pool);
         llm_cpu_compute(&split, node);
         llm_threadpool_barrier(r->cb->pool);
+        if (watch) /* thread 0's span includes the wait for the slowest thread: the node's wall time */
+            llm_observe_node(prof, trace, tid, ith == 0, node, t0);
         behind = false;
     }
 }
@@ -183,6 +198,18 @@ static void cpu_get_stats(struct llm_backend *b, struct llm_graph_stats *out)
     *out = (struct llm_graph_stats){ 0 };
 }
 
+static void cpu_observe(struct llm_backend *b, struct llm_profile *prof, struct llm_trace *trace)
+{
+    struct cpu_backend *cb = b->ctx;
+    cb->prof = prof;
+    cb->trace = trace;
+    for (int i = 0; i < llm_threadpool_n_threads(cb->pool); i++) {
+        char name[32];
+        snprintf(name, sizeof name, "cpu thread %d", i);
+        llm_trace_track(trace, LLM_TRACE_WORKER + i, name);
+    }
+}
+
 static void cpu_free(struct llm_backend *b)
 {
     struct cpu_backend *cb = b->ctx;
@@ -209,6 +236,7 @@ static const struct llm_backend_iface cpu_iface = {
     .tensor_memset = cpu_tensor_memset,
     .tensor_copy = cpu_tensor_copy,
     .get_stats = cpu_get_stats,
+    .observe = cpu_observe,
     .free = cpu_free,
 };
 

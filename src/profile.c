@@ -1,0 +1,99 @@
+#include "profile.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "graph.h"
+#include "trace.h"
+
+static const char *const phase_names[LLM_PHASE_COUNT] = { "prefill", "decode" };
+
+const char *llm_phase_name(enum llm_phase ph)
+{
+    return (unsigned)ph < LLM_PHASE_COUNT ? phase_names[ph] : "?";
+}
+
+double llm_node_bytes_read(const struct llm_tensor *node)
+{
+    double bytes = 0;
+    for (int i = 0; i < LLM_MAX_SRC; i++)
+        if (node->src[i])
+            bytes += (double)llm_nbytes(node->src[i]);
+    return bytes;
+}
+
+double llm_node_flops(const struct llm_tensor *node)
+{
+    const struct llm_tensor *a = node->src[0], *b = node->src[1];
+    switch (node->op) {
+    case LLM_OP_MUL_MAT: /* K · M · N multiply-adds */
+        return 2.0 * (double)a->ne[0] * (double)llm_nelements(node);
+    case LLM_OP_FLASH_ATTN: /* Q·K and P·V over every (query, head, cell) */
+        return 2.0 * (double)a->ne[1] * (double)a->ne[2] * (double)b->ne[1] * (double)(a->ne[0] + node->ne[0]);
+    default:
+        return (double)llm_nelements(node);
+    }
+}
+
+struct llm_profile_entry *llm_profile_entry_of(struct llm_profile *p, enum llm_phase ph,
+                                               const struct llm_tensor *node)
+{
+    int type = node->op == LLM_OP_MUL_MAT ? (int)node->src[0]->type : (int)LLM_TYPE_F32;
+    return &p->op[ph][node->op][(unsigned)type < LLM_TYPE_COUNT ? type : 0];
+}
+
+void llm_profile_node(struct llm_profile *p, const struct llm_tensor *node, double us)
+{
+    if (!p)
+        return;
+    struct llm_profile_entry *e = llm_profile_entry_of(p, p->phase, node);
+    e->count++;
+    e->us += us;
+    e->bytes += llm_node_bytes_read(node);
+    e->flops += llm_node_flops(node);
+}
+
+/* printf into buf at *n, never past cap (a truncated args object is still cut at a field). */
+static void append(char *buf, size_t cap, size_t *n, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static void append(char *buf, size_t cap, size_t *n, const char *fmt, ...)
+{
+    if (*n >= cap)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(buf + *n, cap - *n, fmt, ap);
+    va_end(ap);
+    *n = w < 0 ? cap : *n + (size_t)w;
+}
+
+/* "name":"F32[64,8,1,1]" for the args of a node's span. */
+static void shape_field(char *buf, size_t cap, size_t *n, const char *name, const struct llm_tensor *t)
+{
+    append(buf, cap, n, ",\"%s\":\"%s[%lld,%lld,%lld,%lld]\"", name, llm_type_name(t->type), (long long)t->ne[0],
+           (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3]);
+}
+
+void llm_observe_node(struct llm_profile *prof, struct llm_trace *trace, int tid, bool lead,
+                      const struct llm_tensor *node, double t0)
+{
+    const double dur = llm_now_us() - t0;
+    if (lead)
+        llm_profile_node(prof, node, dur);
+    if (!trace)
+        return;
+    char args[768], name[160];
+    static const char *const src_names[LLM_MAX_SRC] = { "src0", "src1", "src2", "src3" };
+    size_t n = 0;
+    llm_trace_escape(name, sizeof name, node->name);
+    append(args, sizeof args - 1, &n, "{\"op\":\"%s\",\"node\":\"%s\"", llm_op_name(node->op), name);
+    shape_field(args, sizeof args - 1, &n, "dst", node);
+    for (int i = 0; i < LLM_MAX_SRC; i++)
+        if (node->src[i])
+            shape_field(args, sizeof args - 1, &n, src_names[i], node->src[i]);
+    if (n >= sizeof args - 1) /* no room for every shape: keep the op alone */
+        n = (size_t)snprintf(args, sizeof args - 1, "{\"op\":\"%s\"", llm_op_name(node->op));
+    memcpy(args + n, "}", 2);
+    llm_trace_span(trace, tid, node->name[0] ? node->name : llm_op_name(node->op), llm_op_name(node->op), t0, dur, args);
+}
