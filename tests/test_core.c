@@ -1,6 +1,10 @@
 /* Core IR: type geometry, graph ordering, the liveness allocator (no overlap of live buffers, same addresses for
- * the same graph), the thread pool barrier, and the sampler. */
+ * the same graph), the thread pool barrier, and the sampler: greedy ties, the repetition penalty's
+ * sign rule, window and once-per-token rule, and for each stage of the chain (penalty, top-k, top-p,
+ * min-p, temperature) alone and all together, the exact set of tokens 20000 seeded draws can give
+ * and their frequencies against the expected probabilities. */
 #include <stdatomic.h>
+#include <math.h>
 #include <stdint.h>
 
 #include "alloc.h"
@@ -232,11 +236,165 @@ static void test_sampler(void)
     llm_sampler_free(s);
 }
 
+/* ---- sampler: candidate sets and distributions ------------------------------------------------ */
+
+#define SV 10        /* vocabulary of the sampler cases */
+#define DRAWS 20000
+
+/* Probabilities of ids 0..9 (sum 1), scrambled so that id order is not probability order. The
+ * logits are ln w + 3: ids 1, 4, 8, 3, 6, 0 are positive and 9, 5, 2, 7 negative, so the penalty's
+ * two rules both apply. Sorted: 1 .30, 4 .20, 8 .15, 3 .12, 6 .08, 0 .06, 9 .04, 5 .03, 2 .015, 7 .005. */
+static const double sampler_w[SV] = { 0.06, 0.30, 0.015, 0.12, 0.20, 0.03, 0.08, 0.005, 0.15, 0.04 };
+
+struct sampler_case {
+    const char *name;
+    float temp, top_p, min_p, penalty;
+    int32_t top_k, last_n;
+    int32_t history[8];   /* accepted tokens, oldest first */
+    int n_history;
+    int32_t penalized[4]; /* the distinct tokens of the last last_n accepted ones */
+    int n_penalized;
+    int32_t support[SV];  /* the candidates left by the chain, worked out by hand */
+    int n_support;
+};
+
+/* The cases; each comment derives the support by llama.cpp's rules: top-k keeps the k best; top-p
+ * the shortest prefix of the sorted candidates (renormalised) whose sum reaches p, at least one;
+ * min-p the candidates with p ≥ min_p · p_max; temperature (last) divides the logits. */
+static const struct sampler_case sampler_cases[] = {
+    /* top-k 4: the four best */
+    { "top-k 4", 1.0f, 1.0f, 0.0f, 1.0f, 4, 64, { 0 }, 0, { 0 }, 0, { 1, 4, 8, 3 }, 4 },
+    /* top-p 0.8: sums .30 .50 .65 .77 .85, the fifth reaches 0.8 */
+    { "top-p 0.8", 1.0f, 0.8f, 0.0f, 1.0f, 0, 64, { 0 }, 0, { 0 }, 0, { 1, 4, 8, 3, 6 }, 5 },
+    /* top-p 0.01: the first alone reaches it (and at least one is kept) */
+    { "top-p 0.01", 1.0f, 0.01f, 0.0f, 1.0f, 0, 64, { 0 }, 0, { 0 }, 0, { 1 }, 1 },
+    /* min-p 0.45: p ≥ 0.135 keeps .30 .20 .15, not .12 */
+    { "min-p 0.45", 1.0f, 1.0f, 0.45f, 1.0f, 0, 64, { 0 }, 0, { 0 }, 0, { 1, 4, 8 }, 3 },
+    /* temperature 2 alone: every token, p ∝ w^(1/2) */
+    { "temp 2", 2.0f, 1.0f, 0.0f, 1.0f, 0, 64, { 0 }, 0, { 0 }, 0, { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9 }, 10 },
+    /* penalty 1.5 over the last 3 of 8, 1, 7, 7: 1 (logit 1.80 → 1.20) and 7 (−2.30 → −3.45) once
+     * each, 8 has left the window; nothing is cut */
+    { "penalty 1.5 last 3", 1.0f, 1.0f, 0.0f, 1.5f, 0, 3, { 8, 1, 7, 7 }, 4, { 1, 7 }, 2,
+      { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9 }, 10 },
+    /* temperature comes last: top-p 0.8 on untempered p keeps five (as above); tempered by 0.5
+     * first (p ∝ w²: .50 .22 .13 ...) it would keep three */
+    { "top-p 0.8, temp 0.5", 0.5f, 0.8f, 0.0f, 1.0f, 0, 64, { 0 }, 0, { 0 }, 0, { 1, 4, 8, 3, 6 }, 5 },
+    /* min-p 0.45 on untempered p keeps three (as above); tempered by 2 first (p ∝ w^(1/2)) the
+     * floor would be w ≥ 0.45² · 0.30 = 0.061 and keep five */
+    { "min-p 0.45, temp 2", 2.0f, 1.0f, 0.45f, 1.0f, 0, 64, { 0 }, 0, { 0 }, 0, { 1, 4, 8 }, 3 },
+    /* the whole chain. Penalty as above: 4 (1.39) now leads 1 (1.20); top-k 6: 4 1 8 3 6 0;
+     * top-p 0.9 on those: p .258 .213 .194 .155 .103 .077, sums .258 .471 .664 .819 .923 keep five;
+     * min-p 0.45: p ≥ 0.116 keeps 4 1 8 3; temperature 2 then only reshapes. Tempering first would
+     * keep all six (sums .211 .403 .587 .750 .884 1; floor 0.095 under the last, 0.116). */
+    { "chain", 2.0f, 0.9f, 0.45f, 1.5f, 6, 3, { 8, 1, 7, 7 }, 4, { 1, 7 }, 2, { 4, 1, 8, 3 }, 4 },
+};
+
+static bool in_list(const int32_t *ids, int n, int32_t id)
+{
+    for (int i = 0; i < n; i++)
+        if (ids[i] == id)
+            return true;
+    return false;
+}
+
+/* Draw DRAWS tokens with the case's parameters and history; the drawn ids must be exactly the
+ * support, each with frequency within 5 standard deviations (sqrt(p(1 − p)/DRAWS)) of
+ * p = softmax over the support of (penalised logit) / temp, computed here in double. */
+static void check_sampler_case(const struct sampler_case *sc)
+{
+    float logits[SV];
+    double lp[SV], z = 0.0, p[SV];
+    for (int i = 0; i < SV; i++) {
+        logits[i] = (float)(log(sampler_w[i]) + 3.0);
+        lp[i] = logits[i];
+        if (in_list(sc->penalized, sc->n_penalized, i))
+            lp[i] = lp[i] > 0 ? lp[i] / sc->penalty : lp[i] * sc->penalty;
+    }
+    for (int i = 0; i < SV; i++)
+        z += in_list(sc->support, sc->n_support, i) ? exp(lp[i] / sc->temp) : 0.0;
+    for (int i = 0; i < SV; i++)
+        p[i] = in_list(sc->support, sc->n_support, i) ? exp(lp[i] / sc->temp) / z : 0.0;
+
+    struct llm_sampler_params sp = { .temp = sc->temp, .top_k = sc->top_k, .top_p = sc->top_p,
+                                     .min_p = sc->min_p, .repeat_penalty = sc->penalty,
+                                     .repeat_last_n = sc->last_n, .seed = 20240 };
+    struct llm_sampler *s = llm_sampler_new(&sp, SV);
+    CHECK(s != NULL);
+    if (!s)
+        return;
+    for (int i = 0; i < sc->n_history; i++)
+        llm_sampler_accept(s, sc->history[i]);
+    int count[SV] = { 0 }, outside = 0;
+    for (int d = 0; d < DRAWS; d++) {
+        int32_t t = llm_sampler_sample(s, logits);
+        if (t >= 0 && t < SV)
+            count[t]++;
+        else
+            outside++;
+    }
+    llm_sampler_free(s);
+    CHECK(outside == 0, "%s: %d draws out of the vocabulary", sc->name, outside);
+    char got[64] = "", want[64] = "";
+    for (int i = 0; i < SV; i++) {
+        if (count[i])
+            snprintf(got + strlen(got), sizeof got - strlen(got), " %d", i);
+        if (p[i] > 0)
+            snprintf(want + strlen(want), sizeof want - strlen(want), " %d", i);
+    }
+    CHECK(strcmp(got, want) == 0, "%s: drawn tokens {%s } != candidates {%s }", sc->name, got, want);
+    double worst = 0.0; /* in standard deviations */
+    for (int i = 0; i < SV; i++) {
+        if (p[i] == 0.0)
+            continue;
+        double sd = sqrt(p[i] * (1.0 - p[i]) / DRAWS), diff = fabs((double)count[i] / DRAWS - p[i]);
+        double dev = diff <= 1e-12 ? 0.0 : diff / sd; /* a sole candidate (sd 0) must be drawn always */
+        worst = dev > worst ? dev : worst;
+        CHECK(dev <= 5.0, "%s: token %d drawn %.4f of the time, expected %.4f (%.1f sd)", sc->name, i,
+              (double)count[i] / DRAWS, p[i], dev);
+    }
+    printf("sampler %s: support {%s }, worst frequency %.2f sd from expected\n", sc->name, got, worst);
+}
+
+/* Greedy draws that pin the repetition penalty's rules: a positive logit is divided, a negative
+ * one multiplied, a token repeated in the window is penalised once, and a token that has left the
+ * last repeat_last_n accepted ones is not penalised. */
+static void test_repeat_penalty_rules(void)
+{
+    struct llm_sampler_params p = llm_sampler_default_params();
+    p.temp = 0;
+    p.repeat_penalty = 1.5f;
+    p.repeat_last_n = 2;
+    const float pos[3] = { 2.0f, 1.0f, 0.0f }; /* 2 / 1.5 = 1.33 > 1 > 2 / 1.5² = 0.89 */
+    const float neg[3] = { -1.0f, -1.4f, -9.0f }; /* −1 · 1.5 = −1.5 < −1.4 < −1 / 1.5 */
+    struct llm_sampler *s = llm_sampler_new(&p, 3);
+    llm_sampler_accept(s, 0);
+    CHECK_EQ_INT(llm_sampler_sample(s, neg), 1); /* negative logit multiplied */
+    llm_sampler_accept(s, 0);
+    CHECK_EQ_INT(llm_sampler_sample(s, pos), 0); /* twice in the window, divided once */
+    llm_sampler_free(s);
+    p.repeat_penalty = 3.0f;
+    s = llm_sampler_new(&p, 3);
+    llm_sampler_accept(s, 0);
+    CHECK_EQ_INT(llm_sampler_sample(s, pos), 1); /* 2 / 3 < 1 */
+    llm_sampler_accept(s, 2);
+    llm_sampler_accept(s, 2);
+    CHECK_EQ_INT(llm_sampler_sample(s, pos), 0); /* 0 left the last 2: not penalised */
+    llm_sampler_free(s);
+}
+
+static void test_sampler_chain(void)
+{
+    test_repeat_penalty_rules();
+    for (size_t i = 0; i < sizeof sampler_cases / sizeof sampler_cases[0]; i++)
+        check_sampler_case(&sampler_cases[i]);
+}
+
 int main(void)
 {
     test_type_info();
     test_graph_and_alloc();
     test_threadpool();
     test_sampler();
+    test_sampler_chain();
     return test_done("test_core");
 }

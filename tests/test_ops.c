@@ -5,7 +5,11 @@
  * sums run in float instead of double (RMS_NORM, SILU, SOFT_MAX, ROPE, FLASH_ATTN) 1e-10; MUL_MAT
  * 1e-10 with F32 activations (F32 weights, BLAS path), otherwise the error of rounding the
  * activations to the weights' vec_dot_type (F16/BF16 1e-5, 8-bit 1e-3), and 1e-10 against a
- * reference that applies the same rounding to its activations. */
+ * reference that applies the same rounding to its activations. Every weight type the backend takes
+ * must run MUL_MAT (a refusal is a failure, not a skip). ROPE, whose reference computes its angles
+ * independently of the fast kernel, is also checked, both kernels, against the spec's formula
+ * evaluated here in double (linear scaling and freq factors included) and against hand-worked
+ * values. */
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -382,11 +386,103 @@ static struct llm_tensor *rope_node(struct llm_tensor *a, struct llm_tensor *pos
     return r;
 }
 
+/* Element (j, i1, i2) of a ROPE node's result, computed here in double from the formula of
+ * ../shared/spec/gguf.md §3.7 (a third opinion beside the fast kernel and llm_ref_rope):
+ * θ_i = pos · freq_scale · freq_base^(−2i/n_dims) / factor_i, NORMAL pairs (2i, 2i+1), NEOX pairs
+ * (i, i + n_dims/2), the rotated pair times attn_factor, dims from n_dims on copied. */
+static double rope_oracle(const struct llm_tensor *r, int64_t j, int64_t i1, int64_t i2)
+{
+    const struct llm_tensor *a = r->src[0], *ff = r->src[2];
+    const int n_dims = r->op_params[1], half = n_dims / 2;
+    const bool neox = r->op_params[2] == 2;
+    if (j >= n_dims)
+        return get_elem(a, j, i1, i2, 0);
+    const int i = neox ? (int)(j % half) : (int)(j / 2);
+    const int64_t j0 = neox ? i : 2 * i, j1 = neox ? i + half : 2 * i + 1;
+    const double pos = ((const int32_t *)r->src[1]->data)[i2];
+    double theta = pos * llm_get_op_f32(r, 6) * exp(-2.0 * i / n_dims * log(llm_get_op_f32(r, 5)));
+    if (ff)
+        theta /= ((const float *)ff->data)[i];
+    const double x0 = get_elem(a, j0, i1, i2, 0), x1 = get_elem(a, j1, i1, i2, 0);
+    const double y = j == j0 ? x0 * cos(theta) - x1 * sin(theta) : x0 * sin(theta) + x1 * cos(theta);
+    return y * llm_get_op_f32(r, 8);
+}
+
+/* Largest |t − rope_oracle| over the elements of ROPE node r whose result t holds. */
+static double rope_oracle_err(const struct llm_tensor *r, const struct llm_tensor *t)
+{
+    double worst = 0.0;
+    for (int64_t i2 = 0; i2 < r->ne[2]; i2++)
+        for (int64_t i1 = 0; i1 < r->ne[1]; i1++)
+            for (int64_t j = 0; j < r->ne[0]; j++) {
+                double e = fabs(get_elem(t, j, i1, i2, 0) - rope_oracle(r, j, i1, i2));
+                worst = e > worst || isnan(e) ? e : worst;
+            }
+    return worst;
+}
+
+/* Both the fast kernel's result (r, as computed last) and llm_ref_rope's against rope_oracle.
+ * Tolerance 1e-6 absolute for |x| < 2 and attn_factor ≤ 1.3: measured worst 2.5e-7 for the fast
+ * kernel (cos and sin rounded to float) and 1.2e-7 for the reference (the float result); a wrong
+ * angle errs by O(|x|). */
+static void check_rope_oracle(const char *what, struct llm_tensor *r)
+{
+    struct llm_tensor *ref = clone_dst(r);
+    llm_ref_rope(ref);
+    double ef = rope_oracle_err(r, r), er = rope_oracle_err(r, ref);
+    CHECK(ef <= 1e-6, "%s: fast kernel vs the formula: max error %.3g", what, ef);
+    CHECK(er <= 1e-6, "%s: llm_ref_rope vs the formula: max error %.3g", what, er);
+}
+
+/* Two nodes whose results are worked out by hand (values of cos and sin only): each kernel must
+ * give them, so a wrong angle cannot hide behind an oracle that shares its mistake. */
+static void test_rope_by_hand(void)
+{
+    /* NORMAL, n_dims 2 of 3: i = 0 so θ = pos · freq_scale / factor_0 = 3 · 0.5 / 2 = 0.75 */
+    struct llm_tensor *a = new_tensor(LLM_TYPE_F32, 3, 1, 1, 1), *pos = new_tensor(LLM_TYPE_I32, 1, 1, 1, 1);
+    struct llm_tensor *ff = new_tensor(LLM_TYPE_F32, 2, 1, 1, 1);
+    memcpy(a->data, (float[]){ 1.0f, 0.0f, 5.0f }, 3 * sizeof(float));
+    ((int32_t *)pos->data)[0] = 3;
+    memcpy(ff->data, (float[]){ 2.0f, 0.25f }, 2 * sizeof(float));
+    const double want1[3] = { cos(0.75), sin(0.75), 5.0 };
+    /* NEOX, n_dims 4, base 100, pos 10, freq_scale 0.5, factors (5, 0.25), attn 1:
+     * θ_0 = 10·0.5·1/5 = 1, θ_1 = 10·0.5·100^(−1/2)/0.25 = 2; pairs (0, 2) and (1, 3) */
+    struct llm_tensor *b = new_tensor(LLM_TYPE_F32, 4, 1, 1, 1), *pos2 = new_tensor(LLM_TYPE_I32, 1, 1, 1, 1);
+    struct llm_tensor *ff2 = new_tensor(LLM_TYPE_F32, 2, 1, 1, 1);
+    memcpy(b->data, (float[]){ 1.0f, 2.0f, 0.0f, 0.0f }, 4 * sizeof(float));
+    ((int32_t *)pos2->data)[0] = 10;
+    memcpy(ff2->data, (float[]){ 5.0f, 0.25f }, 2 * sizeof(float));
+    const double want2[4] = { cos(1.0), 2 * cos(2.0), sin(1.0), 2 * sin(2.0) };
+    struct {
+        struct llm_tensor *node;
+        const double *want;
+    } cases[2] = {
+        { rope_node(a, pos, ff, 2, 0, 10000.0f, 0.5f, 1.0f), want1 },
+        { rope_node(b, pos2, ff2, 4, 2, 100.0f, 0.5f, 1.0f), want2 },
+    };
+    for (int c = 0; c < 2; c++) {
+        struct llm_tensor *r = cases[c].node, *ref = clone_dst(r);
+        compute(r, 1, NULL);
+        llm_ref_rope(ref);
+        double ef = 0.0, er = 0.0;
+        for (int64_t j = 0; j < r->ne[0]; j++) {
+            ef = fmax(ef, fabs(get_elem(r, j, 0, 0, 0) - cases[c].want[j]));
+            er = fmax(er, fabs(get_elem(ref, j, 0, 0, 0) - cases[c].want[j]));
+        }
+        CHECK(ef <= 1e-6, "ROPE by hand %d: fast kernel off by %.3g", c, ef);
+        CHECK(er <= 1e-6, "ROPE by hand %d: llm_ref_rope off by %.3g", c, er);
+    }
+}
+
+/* Fast kernel against llm_ref_rope (NMSE), and both against the formula, over NORMAL and NEOX,
+ * partial rotation (n_dims < head size), padded and head-strided sources, attn_factor, linear
+ * scaling (freq_scale 0.25, 0.5, 0.125) and freq factors (with and without scaling). */
 static void test_rope(void)
 {
+    test_rope_by_hand();
     struct llm_rope_cache *cache = llm_rope_cache_new();
     CHECK(cache != NULL, "rope cache");
-    for (int iter = 0; iter < 8; iter++) {
+    for (int iter = 0; iter < 10; iter++) {
         int64_t hd = 2 * irand(2, 40), heads = irand(1, 5), n = irand(1, 7);
         int mode = iter % 2 ? 2 : 0, n_dims = iter % 3 == 0 ? (int)hd - 2 * irand(1, (int)hd / 2 - 1) : (int)hd;
         int64_t ne[4] = { hd, heads, n, 1 };
@@ -402,12 +498,16 @@ static void test_rope(void)
             for (int i = 0; i < n_dims / 2; i++)
                 ((float *)ff->data)[i] = 1.0f + 7.0f * (frand() + 1.0f);
         }
-        struct llm_tensor *r = rope_node(a, pos, ff, n_dims, mode, iter < 4 ? 10000.0f : 1e6f,
-                                         iter == 3 ? 0.25f : 1.0f, iter == 4 ? 1.3f : 1.0f);
+        const float scale = iter == 3 ? 0.25f : iter == 6 || iter == 9 ? 0.5f : iter == 7 ? 0.125f : 1.0f;
+        struct llm_tensor *r = rope_node(a, pos, ff, n_dims, mode, iter < 4 ? 10000.0f : 1e6f, scale,
+                                         iter == 4 ? 1.3f : iter == 9 ? 0.8f : 1.0f);
         char what[160];
-        snprintf(what, sizeof what, "ROPE mode %d hd %lld n_dims %d", mode, (long long)hd, n_dims);
+        snprintf(what, sizeof what, "ROPE mode %d hd %lld n_dims %d freq_scale %g%s", mode, (long long)hd,
+                 n_dims, (double)scale, ff ? " freq factors" : "");
         check_node(what, r, 1e-10, NULL);
+        check_rope_oracle(what, r);
         check_node(what, r, 1e-10, cache);
+        check_rope_oracle(what, r);
         /* a second node with the same positions and parameters reuses the table of the first */
         struct llm_tensor *r2 = rope_node(make_src(ne, 0), pos, ff, n_dims, mode, llm_get_op_f32(r, 5),
                                           llm_get_op_f32(r, 6), llm_get_op_f32(r, 8));
@@ -421,6 +521,7 @@ static void test_rope(void)
             double e = nmse(r2, ref2, &finite);
             CHECK(finite && e <= 1e-10, "ROPE cached second node nth=%d: NMSE %.3g", nth, e);
         }
+        check_rope_oracle(what, r2);
     }
     /* YaRN is refused */
     int64_t ne[4] = { 8, 1, 1, 1 };
@@ -551,7 +652,7 @@ static double check_rounded(struct llm_tensor *mm, enum llm_type vdt)
     const struct llm_type_traits *vt = llm_type_traits(vdt);
     struct llm_tensor *x = mm->src[1];
     if (!vt->to_float || !vt->from_float)
-        return -1.0;
+        return -1.0; /* no rounded reference: the caller counts it as a failure */
     struct llm_tensor *xr = new_tensor(LLM_TYPE_F32, x->ne[0], x->ne[1], x->ne[2], x->ne[3]);
     void *tmp = alloc_buf(llm_row_size(vdt, x->ne[0]));
     for (int64_t i3 = 0; i3 < x->ne[3]; i3++)
@@ -567,7 +668,8 @@ static double check_rounded(struct llm_tensor *mm, enum llm_type vdt)
     ref->src[1] = xr;
     llm_ref_compute(ref);
     bool finite;
-    return nmse(mm, ref, &finite);
+    double e = nmse(mm, ref, &finite);
+    return finite ? e : -1.0;
 }
 
 static double dot_tol(enum llm_type vdt)
@@ -575,13 +677,29 @@ static double dot_tol(enum llm_type vdt)
     return vdt == LLM_TYPE_F32 ? 1e-10 : vdt == LLM_TYPE_F16 || vdt == LLM_TYPE_BF16 ? 1e-5 : 1e-3;
 }
 
+/* Every type whose weights the cpu backend takes (llm_cpu_supports_type: to_float, the BLAS path)
+ * runs MUL_MAT in 3 batch sizes: a refused node, or a dot path without its rounded-activation
+ * reference, is a counted failure, never a skip. The types of all_types (those with vec_dot
+ * kernels) must be among them, and Q8_1 / Q8_K (to_float but no vec_dot) go through BLAS. */
 static void test_mul_mat(void)
 {
     const int64_t batches[] = { 1, 3, 40 };
+    int n_run = 0, n_types = 0;
+    bool listed[LLM_TYPE_COUNT] = { false };
     for (size_t ti = 0; ti < N_TYPES; ti++) {
-        enum llm_type t = all_types[ti];
-        const struct llm_type_info *info = llm_type_info(t);
+        CHECK(llm_cpu_supports_type(all_types[ti]), "%s: the cpu backend refuses weights of this type",
+              llm_type_name(all_types[ti]));
+        listed[all_types[ti]] = true;
+    }
+    for (int t = 0; t < LLM_TYPE_COUNT; t++) {
         const struct llm_type_traits *tt = llm_type_traits(t);
+        if (!tt)
+            continue;
+        CHECK(!tt->vec_dot_ref || listed[t], "%s has a vec_dot kernel but is not in all_types", llm_type_name(t));
+        if (!llm_cpu_supports_type(t))
+            continue;
+        n_types++;
+        const struct llm_type_info *info = llm_type_info(t);
         for (int bi = 0; bi < 3; bi++) {
             int64_t N = batches[bi], K = info->blck_size == 1 ? 2 * irand(8, 150) + 1 : 256 * irand(1, 2);
             int64_t M = irand(1, 40), a2 = 2, b3 = 1, c2 = 2 * (bi + 1), d3 = 2;
@@ -594,23 +712,27 @@ static void test_mul_mat(void)
             char what[160];
             snprintf(what, sizeof what, "MUL_MAT %s K%lld M%lld N%lld", llm_type_name(t), (long long)K,
                      (long long)M, (long long)N);
-            if (!llm_cpu_supports(mm)) {
-                printf("skip %s (no kernel for this type yet)\n", what);
+            CHECK(llm_cpu_supports(mm), "%s: refused by the cpu backend", what);
+            if (!llm_cpu_supports(mm))
                 continue;
-            }
+            n_run++;
             /* the BLAS path keeps F32 activations; the dot path rounds them to vec_dot_type */
             enum llm_type vdt = tt->vec_dot ? tt->vec_dot_type : LLM_TYPE_F32;
             bool blas = llm_cpu_mul_mat_uses_blas(mm);
             CHECK(blas == (N >= (t == LLM_TYPE_F32 || t == LLM_TYPE_F16 || t == LLM_TYPE_BF16 ? 8 : 24) || !tt->vec_dot), "%s: unexpected path (blas %d)", what, blas);
             double e = check_node(what, mm, blas ? 1e-10 : dot_tol(vdt), NULL);
             if (!blas && vdt != LLM_TYPE_F32) {
-                /* Q8_1 blocks carry d·Σq rounded to f16, which vec_dot uses for the weights' min */
+                /* Q8_1 blocks carry d·Σq rounded to f16, which vec_dot uses for the weights' min;
+                 * -1 (no rounded reference, or a non-finite result) fails */
                 double er = check_rounded(mm, vdt), tol = vdt == LLM_TYPE_Q8_1 ? 1e-6 : 1e-10;
-                CHECK(er <= tol, "%s vs rounded-activation reference: NMSE %.3g", what, er);
+                CHECK(er >= 0.0 && er <= tol, "%s vs rounded-activation reference: NMSE %.3g", what, er);
                 printf("%s: NMSE %.2g (vs rounded activations %.2g)\n", what, e, er);
             }
         }
     }
+    printf("MUL_MAT: %d weight types x 3 batch sizes run\n", n_types);
+    CHECK(n_types >= (int)N_TYPES, "only %d weight types take MUL_MAT", n_types);
+    CHECK_EQ_INT(n_run, 3 * n_types);
 }
 
 /* ---- flash attention ------------------------------------------------------------------------ */

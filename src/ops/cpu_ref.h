@@ -15,7 +15,7 @@ void llm_ref_scale(struct llm_tensor *dst);
 void llm_ref_silu(struct llm_tensor *dst);
 void llm_ref_swiglu(struct llm_tensor *dst);
 void llm_ref_rms_norm(struct llm_tensor *dst);
-void llm_ref_rope(struct llm_tensor *dst);
+void llm_ref_rope(struct llm_tensor *dst);     /* angles from the spec formula, not rope.c's fast path */
 void llm_ref_soft_max(struct llm_tensor *dst);
 void llm_ref_flash_attn(struct llm_tensor *dst);
 /* dot(dequantized src0 row, src1 row) in double: no rounding of the activations. */
