@@ -304,11 +304,15 @@ static void test_elementwise(void)
     for (int iter = 0; iter < 12; iter++) {
         int64_t ne[4], bne[4];
         rand_shape(ne);
+        if (iter % 4 == 1)
+            ne[0] = 6 * irand(1, 11);
         int layout = iter % 3;
         for (int d = 0; d < 4; d++) /* each dim of src1: full or broadcast */
             bne[d] = test_rand() % 2 ? ne[d] : 1;
         if (iter % 4 == 0)
             bne[0] = ne[0];
+        else if (iter % 4 == 1) /* a proper divisor of ne0: src1's row repeats within a row */
+            bne[0] = ne[0] / (iter % 8 == 1 ? 2 : 3);
         struct llm_tensor *a = make_src(ne, layout), *b = make_src(bne, (layout + 1) % 3);
         struct llm_tensor *b_full = make_src(ne, (layout + 2) % 3);
         char what[160];
