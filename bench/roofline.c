@@ -2,12 +2,30 @@
  * 512 MiB, and 1 thread) and FP32 FMA peak (1 thread and every core). llm-bench --roofline measures
  * the same in its own run; this tool shows the figures alone, e.g. to watch a noisy machine. */
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "roofline.h"
 
-int main(void)
+static void usage(FILE *out)
 {
+    fprintf(out, "usage: llm-roofline [-h]\n\n"
+                 "Measure this machine's memory read bandwidth (every core and 1 thread, 512 MiB) and FP32\n"
+                 "FMA peak (1 thread and every core), as llm-bench --roofline does; takes a few seconds.\n\n"
+                 "options:\n  -h, --help   print this help\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1) {
+        if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+            usage(stdout);
+            return 0;
+        }
+        fprintf(stderr, "llm: error: llm-roofline takes no arguments, got '%s' (try 'llm-roofline -h')\n",
+                argc == 2 || strcmp(argv[1], "-h") ? argv[1] : argv[2]);
+        return 1;
+    }
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int n = cores > 0 ? (int)cores : 1;
     struct roofline all, one;

@@ -1,5 +1,8 @@
-/* Minimal test harness: CHECK* macros count passes and failures; test_done() prints
- * "<name>: N passed, N failed" and returns the exit status. tests/run.sh sums the lines. */
+/* Minimal test harness: CHECK* macros count passes and failures, SKIP counts a check that could
+ * not run (a fixture that legitimately does not exist) and says why; test_done() prints
+ * "<name>: N passed, N failed" (", N skipped" when there are skips) and returns the exit status.
+ * tests/run.sh sums the lines and shows the SKIP lines. A missing input that should exist is a
+ * failure (CHECK), never a SKIP. */
 #ifndef LLM_TEST_HARNESS_H
 #define LLM_TEST_HARNESS_H
 
@@ -9,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int t_passed, t_failed;
+static int t_passed, t_failed, t_skipped;
 
 #define CHECK(cond, ...)                                                        \
     do {                                                                        \
@@ -21,6 +24,15 @@ static int t_passed, t_failed;
             fprintf(stderr, " " __VA_ARGS__);                                   \
             fputc('\n', stderr);                                                \
         }                                                                       \
+    } while (0)
+
+/* One check that could not run: counted and shown, never passed. Printf-style reason. */
+#define SKIP(...)                                                               \
+    do {                                                                        \
+        t_skipped++;                                                            \
+        fprintf(stderr, "SKIP %s:%d: ", __FILE__, __LINE__);                    \
+        fprintf(stderr, __VA_ARGS__);                                           \
+        fputc('\n', stderr);                                                    \
     } while (0)
 
 #define CHECK_EQ_INT(a, b) CHECK((long long)(a) == (long long)(b), "%lld != %lld", \
@@ -90,7 +102,11 @@ static inline char *test_read_file(const char *path, size_t *len)
 
 static inline int test_done(const char *name)
 {
-    printf("%s: %d passed, %d failed\n", name, t_passed, t_failed);
+    fflush(stderr);
+    if (t_skipped > 0)
+        printf("%s: %d passed, %d failed, %d skipped\n", name, t_passed, t_failed, t_skipped);
+    else
+        printf("%s: %d passed, %d failed\n", name, t_passed, t_failed);
     return t_failed ? 1 : 0;
 }
 

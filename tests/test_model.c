@@ -137,11 +137,15 @@ static void test_llama_bench_reference(void)
     size_t n = fread(text, 1, sizeof text - 1, fp);
     fclose(fp);
     text[n] = '\0';
+    /* a reference that does not parse, or lacks a field, fails every check below */
     cJSON *root = cJSON_Parse(text);
+    CHECK(root != NULL && n < sizeof text - 1, "reference json does not parse (%zu bytes read)", n);
     cJSON *first = cJSON_GetArrayItem(root, 0);
     const char *type = cJSON_GetStringValue(cJSON_GetObjectItem(first, "model_type"));
     double size = cJSON_GetNumberValue(cJSON_GetObjectItem(first, "model_size"));
     double params = cJSON_GetNumberValue(cJSON_GetObjectItem(first, "model_n_params"));
+    CHECK(type != NULL && !isnan(size) && !isnan(params),
+          "reference json: model_type, model_size or model_n_params missing");
     struct llm_model *m = NULL;
     struct llm_error err = { 0 };
     CHECK(llm_model_load(test_path("models/stories260K.gguf"), &m, &err) == 0, "%s", err.msg);

@@ -9,6 +9,7 @@
 
 #include "harness.h"
 #include "model/gguf.h"
+#include "ops/cpu_features.h"
 #include "ops/types.h"
 
 #define NE0 512
@@ -147,6 +148,14 @@ static void *load(const char *file, const char *name, int want_type, size_t want
 static const char *const all_types[] = { "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0",
                                          "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K" };
 
+/* How many types each loop actually compared (a type that is silently left out is a failure). */
+static int n_dequantized, n_quantized_bytes, n_fast_quantizers, n_fast_distinct, n_k_quantizers;
+
+/* Types with a from_float (F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q8_1 Q4_K Q6_K Q8_K) and, of those,
+ * types whose from_float_fast is an AVX2 kernel of its own (F16 BF16 Q8_0 Q8_1 Q8_K). */
+#define N_FROM_FLOAT 12
+#define N_FAST_AVX2 5
+
 static void test_dequantize(const char *name)
 {
     int t = llm_type_from_name(name);
@@ -171,6 +180,7 @@ static void test_dequantize(const char *name)
         }
         CHECK(mismatches == 0, "%s to_float: %d of %d values differ from ref (max abs diff %g)",
               name, mismatches, NELEM, maxdiff);
+        n_dequantized++;
     }
     free(q);
     free(ref);
@@ -196,6 +206,7 @@ static void test_quantize_bytes(const char *name, const float *src)
             first = i;
     CHECK(first == qbytes, "%s from_float: bytes differ from q, first at byte %zu (row %zu)",
           name, first, first / rs);
+    n_quantized_bytes++;
     free(mine);
     free(q);
 }
@@ -240,6 +251,7 @@ static void test_k_quantizers(const float *src)
         if (t == LLM_TYPE_Q8_K)
             continue;
         float *ref = load(quant_file(llm_type_name(t)), "ref", LLM_TYPE_F32, NELEM * sizeof(float));
+        n_k_quantizers += ref != NULL;
         for (int r = 0; ref && r < NROWS; r++) {
             double mine = roundtrip_nmse(t, src + r * NE0, NE0), theirs = 0, sig = 0;
             for (int i = r * NE0; i < (r + 1) * NE0; i++) {
@@ -281,6 +293,8 @@ static void test_fast_quantizers(const float *src)
         tt->from_float_fast(x, b, N);
         CHECK(memcmp(a, b, bytes) == 0, "%s: from_float_fast bytes differ from from_float",
               llm_type_name(t));
+        n_fast_quantizers++;
+        n_fast_distinct += tt->from_float_fast != tt->from_float;
         free(a);
         free(b);
     }
@@ -304,15 +318,29 @@ int main(void)
     for (size_t i = 0; i < sizeof all_types / sizeof all_types[0]; i++)
         test_dequantize(all_types[i]);
 
+    CHECK_EQ_INT(n_dequantized, sizeof all_types / sizeof all_types[0]);
+
     float *src = load(test_path("models/quant/source.gguf"), "src", LLM_TYPE_F32,
                       NELEM * sizeof(float));
+    static const char *const exact[] = { "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1" };
     if (src) {
-        const char *exact[] = { "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1" };
         for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++)
             test_quantize_bytes(exact[i], src);
         test_k_quantizers(src);
         test_fast_quantizers(src);
     }
     free(src);
+    /* every loop covered what it lists: the types with reference bytes, Q4_K and Q6_K against
+     * ggml's quantizer, and the activation quantizers with a fast path (the vec_dot types Q8_0,
+     * Q8_1, Q8_K and the F16/BF16 conversions) */
+    CHECK_EQ_INT(n_quantized_bytes, sizeof exact / sizeof exact[0]);
+    CHECK_EQ_INT(n_k_quantizers, 2);
+    CHECK(n_fast_quantizers == N_FROM_FLOAT, "%d types have from_float_fast, expected %d",
+          n_fast_quantizers, N_FROM_FLOAT);
+    if (llm_cpu_has_avx2())
+        CHECK(n_fast_distinct == N_FAST_AVX2, "%d fast activation quantizers compared, expected %d",
+              n_fast_distinct, N_FAST_AVX2);
+    else
+        SKIP("no AVX2: from_float_fast is from_float for every type, no fast quantizer compared");
     return test_done("test_quants");
 }

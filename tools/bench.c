@@ -47,7 +47,23 @@ struct bench_state {
     size_t index, count;          /* for --progress */
     bool have_roofline;
     struct roofline roof;
+    struct bench_printer *prs;    /* the printers; their headers wait for the first test that runs */
+    int n_prs;
+    const struct bench_env *env;
+    bool header_done;
 };
+
+/* Headers go out once the first test has its model and context: a model that fails to load, or any
+ * error before that, leaves stdout empty. */
+static void print_headers(struct bench_state *s)
+{
+    if (s->header_done)
+        return;
+    for (int k = 0; k < s->n_prs; k++)
+        bench_print_header(&s->prs[k], s->env);
+    fflush(stdout);
+    s->header_done = true;
+}
 
 static uint64_t now_ns(void)
 {
@@ -223,6 +239,7 @@ static int run_test(struct bench_state *s, const struct bench_instance *t, struc
         return RUN_FAILED;
     }
     s->tokens = tokens;
+    print_headers(s);
     time_t now = time(NULL);
     struct tm tm;
     gmtime_r(&now, &tm);
@@ -301,24 +318,7 @@ static void print_extras(const struct bench_state *s, const struct bench_result 
     }
 }
 
-/* Reject KV cache types llama-bench knows but our context lacks, before anything runs. */
-static int check_kv_types(const struct bench_params *p)
-{
-    const struct bench_ints *lists[] = { &p->type_k, &p->type_v };
-    for (int l = 0; l < 2; l++)
-        for (int i = 0; i < lists[l]->n; i++) {
-            int k = lists[l]->v[i];
-            if (k != BENCH_KV_F16 && k != BENCH_KV_F32) {
-                tool_error("KV cache type '%s' is not supported (%s: f16 or f32)", bench_kv_name(k),
-                           l == 0 ? "-ctk" : "-ctv");
-                return -1;
-            }
-        }
-    return 0;
-}
-
-static int run_all(struct bench_state *s, const struct bench_instance *plan, struct bench_printer *prs, int n_prs,
-                   const struct bench_env *env)
+static int run_all(struct bench_state *s, const struct bench_instance *plan)
 {
     size_t n_samples = s->p->reps > 0 ? (size_t)s->p->reps : 1;
     uint64_t *samples = calloc(n_samples, sizeof *samples);
@@ -333,8 +333,8 @@ static int run_all(struct bench_state *s, const struct bench_instance *plan, str
         rc = run_test(s, &plan[i], &res, samples);
         if (rc != RUN_OK)
             break;
-        for (int k = 0; k < n_prs; k++)
-            if (bench_print_test(&prs[k], env, &res) != 0) {
+        for (int k = 0; k < s->n_prs; k++)
+            if (bench_print_test(&s->prs[k], s->env, &res) != 0) {
                 tool_error("out of memory");
                 rc = RUN_FAILED;
             }
@@ -348,12 +348,13 @@ int cmd_bench(int argc, char **argv)
 {
     struct bench_defaults d = bench_system_defaults();
     struct bench_params p;
-    char msg[512];
+    char msg[512], prog[128];
+    tool_prog_name(argv[0], prog, sizeof prog);
     enum bench_parse_status ps = bench_parse(argc, argv, &d, &p, msg, sizeof msg);
     if (ps != BENCH_PARSE_OK) {
         bench_params_free(&p);
         if (ps == BENCH_PARSE_HELP) {
-            bench_usage(stdout, argv[0], &d);
+            bench_usage(stdout, prog, &d);
             return 0;
         }
         if (ps == BENCH_PARSE_NOMEM) {
@@ -361,12 +362,13 @@ int cmd_bench(int argc, char **argv)
             return 1;
         }
         fputs(msg, stderr);
-        bench_usage(stdout, argv[0], &d);
+        bench_usage(stdout, prog, &d);
         return 1;
     }
     struct bench_instance *plan = NULL;
     struct bench_state s = { .p = &p };
-    if (check_kv_types(&p) != 0) {
+    if (bench_validate(&p, msg, sizeof msg) != 0) {
+        tool_error("%s (try '%s -h')", msg, prog);
         bench_params_free(&p);
         return 1;
     }
@@ -408,11 +410,12 @@ int cmd_bench(int argc, char **argv)
     interrupted = 0;
     sigaction(SIGINT, &sa, &old);
 
-    for (int k = 0; k < n_prs; k++)
-        bench_print_header(&prs[k], &env);
-    int rc = run_all(&s, plan, prs, n_prs, &env);
+    s.prs = prs;
+    s.n_prs = n_prs;
+    s.env = &env;
+    int rc = run_all(&s, plan);
     /* the tests that finished stay a complete document, also after Ctrl-C or an error */
-    for (int k = 0; k < n_prs; k++)
+    for (int k = 0; s.header_done && k < n_prs; k++)
         bench_print_footer(&prs[k], &env);
     if (rc == RUN_INTERRUPTED)
         fprintf(stderr, "llm-bench: interrupted\n");

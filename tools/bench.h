@@ -54,6 +54,8 @@ struct bench_params {
     int delay;                      /* --delay seconds before each test           */
     enum bench_output output, output_err; /* -o (stdout), -oe (stderr)            */
     bool verbose, progress, no_warmup, roofline;
+    char empty[96];                 /* "-p '5-1'": the first value that gave no items (llama-bench
+                                       then runs the default; bench_validate refuses it), or "" */
 };
 
 /* Defaults that depend on the machine and the environment. */
@@ -75,6 +77,12 @@ enum bench_parse_status { BENCH_PARSE_OK, BENCH_PARSE_HELP, BENCH_PARSE_INVALID,
 enum bench_parse_status bench_parse(int argc, char **argv, const struct bench_defaults *d,
                                     struct bench_params *p, char *msg, size_t msg_cap);
 void bench_params_free(struct bench_params *p);
+
+/* Checks llama-bench leaves to run time, all before anything runs, each naming its option: a
+ * value that gave no items, -r >= 1, --delay >= 0, -p/-n/-d/-pg >= 0 and their sum (the context)
+ * within int, -b/-ub >= 1, -t 1..TOOL_MAX_THREADS, --npu-launch-us <= 1e6, KV types f16/f32.
+ * Returns 0, or -1 with the reason in msg (no "error:" prefix). */
+int bench_validate(const struct bench_params *p, char *msg, size_t cap);
 
 /* Is list l different from the default list (more than one value or another value)? md shows the
  * column then. name is the field name ("n_batch"). */

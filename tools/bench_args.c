@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "commands.h"
 #include "graphcache/graphcache.h"
 
 #define DEFAULT_MODEL "models/7B/ggml-model-q4_0.gguf"
@@ -448,7 +449,34 @@ static const struct opt *find_opt(const char *arg)
     return NULL;
 }
 
-static enum vstatus apply(struct vctx *c, const struct opt *o, const char *val, struct bench_params *p)
+/* Items in the list o fills (-1 for scalar options). */
+static int list_len(const struct opt *o, const struct bench_params *p)
+{
+    const char *field = (const char *)p + o->off;
+    switch (o->kind) {
+    case K_RANGE: case K_RANGE_NEG: case K_PG: case K_KV: case K_FA: case K_DEV: case K_ACL:
+        return ((const struct bench_ints *)field)->n;
+    case K_MODEL:
+        return ((const struct bench_strs *)field)->n;
+    default:
+        return -1;
+    }
+}
+
+static enum vstatus apply_value(struct vctx *c, const struct opt *o, const char *val, struct bench_params *p);
+
+/* Parse one value; remember the first list value that adds nothing ("-p 5-1", "-p ''"). */
+static enum vstatus apply(struct vctx *c, const struct opt *o, const char *arg, const char *val,
+                          struct bench_params *p)
+{
+    int before = list_len(o, p);
+    enum vstatus st = apply_value(c, o, val, p);
+    if (st == V_OK && before >= 0 && list_len(o, p) == before && !p->empty[0])
+        snprintf(p->empty, sizeof p->empty, "%s '%.60s'", arg, val);
+    return st;
+}
+
+static enum vstatus apply_value(struct vctx *c, const struct opt *o, const char *val, struct bench_params *p)
 {
     char *field = (char *)p + o->off;
     struct bench_ints *list = (struct bench_ints *)field;
@@ -527,7 +555,7 @@ enum bench_parse_status bench_parse(int argc, char **argv, const struct bench_de
             return BENCH_PARSE_HELP;
         }
         if (o && (o->kind == K_FLAG || ++i < argc))
-            st = apply(&c, o, o->kind == K_FLAG ? NULL : argv[i], p);
+            st = apply(&c, o, arg, o->kind == K_FLAG ? NULL : argv[i], p);
         if (st == V_INVALID) {
             if (c.len < c.cap)
                 snprintf(msg + c.len, c.cap - c.len, "error: invalid parameter for argument: %s\n", arg);
@@ -539,6 +567,70 @@ enum bench_parse_status bench_parse(int argc, char **argv, const struct bench_de
             return BENCH_PARSE_NOMEM;
     }
     return fill_defaults(p, d) == 0 ? BENCH_PARSE_OK : BENCH_PARSE_NOMEM;
+}
+
+/* Each value of l within [lo, hi]; else the message names opt. */
+static int check_list(const struct bench_ints *l, const char *opt, long long lo, long long hi, char *msg,
+                      size_t cap)
+{
+    for (int i = 0; i < l->n; i++)
+        if (l->v[i] < lo || l->v[i] > hi) {
+            if (hi == INT_MAX)
+                snprintf(msg, cap, "invalid value %d for %s: must be >= %lld", l->v[i], opt, lo);
+            else
+                snprintf(msg, cap, "invalid value %d for %s: must be between %lld and %lld", l->v[i], opt, lo, hi);
+            return -1;
+        }
+    return 0;
+}
+
+static int list_max(const struct bench_ints *l)
+{
+    int m = 0;
+    for (int i = 0; i < l->n; i++)
+        m = l->v[i] > m ? l->v[i] : m;
+    return m;
+}
+
+int bench_validate(const struct bench_params *p, char *msg, size_t cap)
+{
+    if (p->empty[0]) {
+        snprintf(msg, cap, "%s gives no values", p->empty);
+        return -1;
+    }
+    if (p->reps < 1) {
+        snprintf(msg, cap, "invalid value %d for -r: must be >= 1", p->reps);
+        return -1;
+    }
+    if (p->delay < 0) {
+        snprintf(msg, cap, "invalid value %d for --delay: must be >= 0", p->delay);
+        return -1;
+    }
+    if (check_list(&p->n_prompt, "-p", 0, INT_MAX, msg, cap) || check_list(&p->n_gen, "-n", 0, INT_MAX, msg, cap) ||
+        check_list(&p->n_pg, "-pg", 0, INT_MAX, msg, cap) || check_list(&p->n_depth, "-d", 0, INT_MAX, msg, cap) ||
+        check_list(&p->n_batch, "-b", 1, INT_MAX, msg, cap) || check_list(&p->n_ubatch, "-ub", 1, INT_MAX, msg, cap) ||
+        check_list(&p->n_threads, "-t", 1, TOOL_MAX_THREADS, msg, cap) ||
+        check_list(&p->launch_us, "--npu-launch-us", 0, 1000000, msg, cap))
+        return -1;
+    /* a test's context holds its prompt, generation and depth */
+    long long pg = 0;
+    for (int i = 0; i + 1 < p->n_pg.n; i += 2)
+        pg = (long long)p->n_pg.v[i] + p->n_pg.v[i + 1] > pg ? (long long)p->n_pg.v[i] + p->n_pg.v[i + 1] : pg;
+    long long most = (long long)list_max(&p->n_prompt) + list_max(&p->n_gen);
+    most = (pg > most ? pg : most) + list_max(&p->n_depth);
+    if (most > INT_MAX) {
+        snprintf(msg, cap, "-p/-n/-pg plus -d need a context of %lld tokens, more than %d", most, INT_MAX);
+        return -1;
+    }
+    const struct bench_ints *kv[] = { &p->type_k, &p->type_v };
+    for (int l = 0; l < 2; l++)
+        for (int i = 0; i < kv[l]->n; i++)
+            if (kv[l]->v[i] != BENCH_KV_F16 && kv[l]->v[i] != BENCH_KV_F32) {
+                snprintf(msg, cap, "KV cache type '%s' is not supported (%s: f16 or f32)", bench_kv_name(kv[l]->v[i]),
+                         l == 0 ? "-ctk" : "-ctv");
+                return -1;
+            }
+    return 0;
 }
 
 bool bench_param_differs(const struct bench_params *p, const struct bench_defaults *d, const char *name)

@@ -3,6 +3,8 @@
 #ifndef LLM_COMMANDS_H
 #define LLM_COMMANDS_H
 
+#include <stddef.h>
+
 /* cmd_<name>(argc, argv) for each entry of the table in llm.c */
 int cmd_run(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
@@ -10,8 +12,16 @@ int cmd_info(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 
-/* Print "llm: error: <msg>" on stderr (one line). */
+/* Print "llm: error: <msg>" on stderr: always one line, whatever the message holds (control
+ * characters, e.g. from a file name or a file's text, are shown escaped). */
 void tool_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* How a command names itself in usage lines and hints: "llm-run" when the program was called as
+ * llm-run (argv0 "bin/llm-run"), "llm run" when called as "llm run" (argv0 "run"). */
+const char *tool_prog_name(const char *argv0, char *buf, size_t cap);
+
+/* Most threads a command accepts (-t): ggml's GGML_MAX_N_THREADS, llama.cpp's own limit. */
+#define TOOL_MAX_THREADS 512
 
 /* Parse argv with an argtable2 table whose first entry is the -h/--help arg_lit and whose last is
  * the arg_end (an allocation failure of any entry is reported). Returns 0 when parsed, 1 when

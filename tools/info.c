@@ -74,28 +74,29 @@ static void fmt_number(char *buf, size_t cap, enum gguf_vtype t, const uint8_t *
 
 /* ---- text output ------------------------------------------------------------------------------- */
 
+/* A file's string between double quotes, escaped (controls, quotes, bytes that are not UTF-8), cut
+ * after max bytes with its full length. */
 static void print_quoted(FILE *out, struct gguf_str s, uint64_t max)
 {
-    uint64_t n = s.len < max ? s.len : max;
+    size_t n = s.len < max ? (size_t)s.len : (size_t)max;
+    size_t cap = 4 * n + 8;
+    char *buf = malloc(cap);
     fputc('"', out);
-    for (uint64_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s.ptr[i];
-        switch (c) {
-        case '"': fputs("\\\"", out); break;
-        case '\\': fputs("\\\\", out); break;
-        case '\n': fputs("\\n", out); break;
-        case '\r': fputs("\\r", out); break;
-        case '\t': fputs("\\t", out); break;
-        default:
-            if (c < 0x20 || c == 0x7F)
-                fprintf(out, "\\x%02x", c);
-            else
-                fputc(c, out);
-        }
+    if (buf) {
+        llm_escape(buf, cap, s.ptr, n, n, LLM_ESC_QUOTES);
+        fputs(buf, out);
+        free(buf);
     }
     fputc('"', out);
     if (n < s.len)
         fprintf(out, "... (%" PRIu64 " bytes)", s.len);
+}
+
+/* A key or tensor name for a table cell: escaped, so no file can break the table's lines. */
+static const char *cell(char *buf, size_t cap, struct gguf_str s)
+{
+    llm_escape(buf, cap, s.ptr, (size_t)s.len, 200, 0);
+    return buf;
 }
 
 static void print_elem(FILE *out, const struct gguf_kv *kv, enum gguf_vtype t, uint64_t i)
@@ -116,7 +117,8 @@ static void print_kv(FILE *out, const struct gguf_kv *kv)
         snprintf(type, sizeof type, "arr[%s,%" PRIu64 "]", gguf_vtype_name(kv->arr_type), kv->arr_n);
     else
         snprintf(type, sizeof type, "%s", gguf_vtype_name(kv->type));
-    fprintf(out, "  %-44.*s %-18s ", (int)kv->key.len, kv->key.ptr, type);
+    char key[1024];
+    fprintf(out, "  %-44s %-18s ", cell(key, sizeof key, kv->key), type);
     if (kv->type != GGUF_ARRAY) {
         print_elem(out, kv, kv->type, 0);
     } else if (kv->arr_type == GGUF_ARRAY) {
@@ -180,7 +182,8 @@ static void print_hparams(FILE *out, const struct llm_model *m)
 static void print_text(FILE *out, const struct gguf_file *f, const struct llm_model *m,
                        const char *note)
 {
-    fprintf(out, "file: %s\n", f->path);
+    char path[1024];
+    fprintf(out, "file: %s\n", cell(path, sizeof path, (struct gguf_str){ f->path, strlen(f->path) }));
     fprintf(out, "GGUF v%" PRIu32 ", alignment %" PRIu32 ", %" PRIu64 " metadata entries, %" PRIu64
             " tensors, data at offset %" PRIu64 ", file size %zu\n", f->version, f->alignment,
             f->n_kv, f->n_tensors, f->data_offset, f->size);
@@ -195,14 +198,16 @@ static void print_text(FILE *out, const struct gguf_file *f, const struct llm_mo
         const struct gguf_tensor_info *ti = &f->tensors[i];
         char shape[96];
         shape_text(ti, shape, sizeof shape);
-        fprintf(out, "  %5" PRIu64 "  %-32.*s %-6s %-22s %12" PRIu64 " %12" PRIu64 "\n", i,
-                (int)ti->name.len, ti->name.ptr, llm_type_name(ti->type), shape, ti->offset,
-                ti->nbytes);
+        char name[1024];
+        fprintf(out, "  %5" PRIu64 "  %-32s %-6s %-22s %12" PRIu64 " %12" PRIu64 "\n", i,
+                cell(name, sizeof name, ti->name), llm_type_name(ti->type), shape, ti->offset, ti->nbytes);
     }
+    char shown[4 * sizeof ((struct llm_error *)0)->msg + 8];
     if (m)
         print_hparams(out, m);
     else
-        fprintf(out, "note: not a loadable llama/qwen2 model: %s\n", note);
+        fprintf(out, "note: not a loadable llama/qwen2 model: %s\n",
+                (llm_escape(shown, sizeof shown, note, strlen(note), strlen(note), 0), shown));
 }
 
 /* ---- JSON output ------------------------------------------------------------------------------- */
@@ -235,6 +240,39 @@ static cJSON *json_str(struct gguf_str s)
     cJSON *j = cJSON_CreateString(buf);
     free(buf);
     return j;
+}
+
+/* cJSON escapes C0 controls only: give the C1 controls, the line separators and the bidi overrides
+ * (all inside strings: JSON's own syntax is ASCII) their \u escapes too, so the text stays inert on
+ * a terminal and decodes to the same string. */
+static char *json_inert(const char *s)
+{
+    size_t n = strlen(s);
+    char *out = malloc(3 * n + 1), *o = out;
+    if (!out)
+        return NULL;
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        unsigned cp = 0;
+        size_t len = 0;
+        if (p[0] == 0xC2 && p[1] >= 0x80 && p[1] <= 0x9F) {
+            cp = p[1];
+            len = 2;
+        } else if (p[0] == 0xE2 && p[1] == 0x80 && p[2] >= 0xA8 && p[2] <= 0xAE) {
+            cp = 0x2000u + (p[2] - 0x80u);
+            len = 3;
+        } else if (p[0] == 0xE2 && p[1] == 0x81 && p[2] >= 0xA6 && p[2] <= 0xA9) {
+            cp = 0x2040u + (p[2] - 0x80u);
+            len = 3;
+        }
+        if (len) {
+            o += sprintf(o, "\\u%04x", cp);
+            p += len;
+        } else {
+            *o++ = (char)*p++;
+        }
+    }
+    *o = '\0';
+    return out;
 }
 
 static cJSON *json_elem(const struct gguf_kv *kv, enum gguf_vtype t, uint64_t i)
@@ -375,12 +413,14 @@ int cmd_info(int argc, char **argv)
         cJSON *root = json_info(f, m, merr.msg);
         char *s = cJSON_Print(root);
         cJSON_Delete(root);
-        if (!s) {
+        char *inert = s ? json_inert(s) : NULL;
+        cJSON_free(s);
+        if (!inert) {
             tool_error("out of memory");
             goto done;
         }
-        puts(s);
-        cJSON_free(s);
+        puts(inert);
+        free(inert);
     } else {
         print_text(stdout, f, m, merr.msg);
     }

@@ -1,5 +1,4 @@
 /* bin/llm: dispatch on the program name (llm-run, llm-bench) or on a first word. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -20,16 +19,6 @@ static const struct command commands[] = {
     { "help", NULL, "this list" },
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
-
-void tool_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("llm: error: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-}
 
 static void usage(FILE *out)
 {

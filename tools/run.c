@@ -1,14 +1,19 @@
 /* llm-run: generate text from a prompt (llama-cli / llama-simple style). */
+#include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "args.h"
 #include "commands.h"
 #include "model/context.h"
+#include "model/kv_cache.h"
 #include "model/model.h"
 #include "model/sampler.h"
 #include "model/vocab.h"
@@ -17,17 +22,50 @@
 static const struct tool_alias run_aliases[] = {
     { "-ub", "--ubatch-size" }, { "-ctk", "--cache-type-k" }, { "-ctv", "--cache-type-v" },
     { "-dev", "--device" }, { "-ngl", "--n-gpu-layers" }, { "-fa", "--flash-attn" },
+    { "-no-cnv", "--no-conversation" }, { "-sp", "--special" }, { "--predict", "--n-predict" },
+};
+
+/* llama.cpp options (llama-cli / llama-completion) that have no counterpart here: named in a
+ * "not supported" error instead of argtable's "invalid option". */
+static const char *const unsupported[] = {
+    "-cnv", "--conversation", "-i", "--interactive", "-if", "--interactive-first", "-r", "--reverse-prompt",
+    "-sys", "--system-prompt", "--chat-template", "--chat-template-file", "--jinja", "-st", "--single-turn",
+    "-co", "--color", "--in-prefix", "--in-suffix", "--in-prefix-bos", "--multiline-input", "--simple-io",
+    "--verbose-prompt", "--keep", "--prompt-cache", "--prompt-cache-all", "--prompt-cache-ro",
+    "-tb", "--threads-batch", "-C", "--cpu-mask", "-Cr", "--cpu-range", "--cpu-strict", "--prio",
+    "--poll", "--numa", "--mlock", "--no-mmap", "--mmap", "-dio", "--direct-io", "-nkvo", "--no-kv-offload",
+    "-sm", "--split-mode", "-ts", "--tensor-split", "-mg", "--main-gpu", "-ot", "--override-tensor",
+    "-cmoe", "--cpu-moe", "-ncmoe", "--n-cpu-moe", "--lora", "--lora-scaled", "--control-vector",
+    "--control-vector-scaled", "-md", "--model-draft", "-hf", "-hfr", "--hf-repo", "-hff", "--hf-file",
+    "-mu", "--model-url", "--grammar", "--grammar-file", "-j", "--json-schema", "--samplers",
+    "--sampling-seq", "--mirostat", "--mirostat-lr", "--mirostat-ent", "--typical", "--dynatemp-range",
+    "--dynatemp-exp", "--presence-penalty", "--frequency-penalty", "--dry-multiplier", "--dry-base",
+    "--dry-allowed-length", "--dry-penalty-last-n", "--xtc-probability", "--xtc-threshold", "--top-nsigma",
+    "-l", "--logit-bias", "--rope-scaling", "--rope-scale", "--rope-freq-base", "--rope-freq-scale",
+    "--yarn-orig-ctx", "--yarn-ext-factor", "--yarn-attn-factor", "--yarn-beta-slow", "--yarn-beta-fast",
+    "-np", "--parallel", "-cb", "--cont-batching", "--cache-reuse", "-kvu", "--kv-unified", "--swa-full",
+    "--log-file", "--log-colors", "--log-disable", "--perf", "--no-perf", "-lv", "--verbosity",
+    "--log-verbosity", "-gan", "--grp-attn-n", "-gaw", "--grp-attn-w", "--embd-normalize", "--embedding",
 };
 
 struct run_opts {
-    const char *model, *prompt_file, *device, *dump_logits;
+    const char *model, *device, *dump_logits;
     char *prompt;
+    FILE *dump;           /* dump_logits + ".tmp", opened before any work */
     int n_predict, n_ctx, n_batch, n_ubatch, n_threads;
     struct llm_sampler_params sp;
     enum llm_type type_k, type_v;
     int flash_attn;
-    bool display_prompt, special, verbose, seed_given;
+    bool display_prompt, special, verbose, seed_given, parse_special, ignore_eos;
 };
+
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
 
 static double now_ms(void)
 {
@@ -36,6 +74,8 @@ static double now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* The whole file, NUL-terminated; NULL with errno set when it cannot be read (a directory opens on
+ * Linux but fails to read with EISDIR: that is an error, not an empty prompt). */
 static char *read_file(const char *path)
 {
     FILE *f = fopen(path, "rb");
@@ -51,6 +91,7 @@ static char *read_file(const char *path)
             if (!nb) {
                 free(buf);
                 fclose(f);
+                errno = ENOMEM;
                 return NULL;
             }
             buf = nb;
@@ -58,7 +99,13 @@ static char *read_file(const char *path)
         memcpy(buf + len, chunk, n);
         len += n;
     }
+    int e = ferror(f) ? (errno ? errno : EIO) : 0;
     fclose(f);
+    if (e) {
+        free(buf);
+        errno = e;
+        return NULL;
+    }
     if (!buf)
         buf = calloc(1, 1);
     else
@@ -66,14 +113,71 @@ static char *read_file(const char *path)
     return buf;
 }
 
-static int parse_cache_type(const char *s, enum llm_type *out)
+/* llama.cpp's -e: \n \r \t \' \" \\ and \xHH become the characters; any other backslash stays. */
+static void process_escapes(char *s)
+{
+    char *out = s;
+    for (const char *p = s; *p; p++) {
+        if (*p != '\\' || !p[1]) {
+            *out++ = *p;
+            continue;
+        }
+        const char *named = strchr("nrt'\"\\", p[1]);
+        if (named) {
+            *out++ = p[1] == 'n' ? '\n' : p[1] == 'r' ? '\r' : p[1] == 't' ? '\t' : p[1];
+            p++;
+        } else if (p[1] == 'x' && isxdigit((unsigned char)p[2]) && isxdigit((unsigned char)p[3])) {
+            char hex[3] = { p[2], p[3], 0 };
+            *out++ = (char)strtoul(hex, NULL, 16);
+            p += 3;
+        } else {
+            *out++ = *p;
+        }
+    }
+    *out = '\0';
+}
+
+/* The prompt's logits go to "<path>.tmp", renamed at the end: open it now, so that a directory, a
+ * missing folder or a read-only place fails before the model is even loaded. */
+static int open_dump(struct run_opts *o)
+{
+    struct stat st;
+    if (stat(o->dump_logits, &st) == 0 && S_ISDIR(st.st_mode)) {
+        tool_error("cannot write --dump-logits '%s': it is a directory", o->dump_logits);
+        return 1;
+    }
+    char tmp[4096];
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", o->dump_logits) >= sizeof tmp) {
+        tool_error("--dump-logits path is too long");
+        return 1;
+    }
+    o->dump = fopen(tmp, "wb");
+    if (!o->dump) {
+        tool_error("cannot write --dump-logits '%s': %s", o->dump_logits, strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
+static void discard_dump(struct run_opts *o)
+{
+    if (!o->dump)
+        return;
+    fclose(o->dump);
+    o->dump = NULL;
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", o->dump_logits);
+    remove(tmp);
+}
+
+static int parse_cache_type(const char *opt, const char *s, enum llm_type *out)
 {
     if (!strcmp(s, "f16")) {
         *out = LLM_TYPE_F16;
     } else if (!strcmp(s, "f32")) {
         *out = LLM_TYPE_F32;
     } else {
-        tool_error("unsupported KV cache type '%s' (use f16 or f32)", s);
+        tool_error("unsupported KV cache type '%s' for %s (use f16 or f32)", s, opt);
         return 1;
     }
     return 0;
@@ -94,6 +198,57 @@ static int parse_on_off(const char *s, int *out)
     return 0;
 }
 
+/* One integer option against its range: an error line naming the option. */
+static bool in_range(const char *opt, int v, int lo, int hi)
+{
+    if (v >= lo && v <= hi)
+        return true;
+    if (hi == INT_MAX)
+        tool_error("invalid value %d for %s: must be >= %d", v, opt, lo);
+    else
+        tool_error("invalid value %d for %s: must be between %d and %d", v, opt, lo, hi);
+    return false;
+}
+
+/* A finite number, above lo (strict) or at least lo; lo = -INFINITY: any finite number. */
+static bool finite_at_least(const char *opt, double v, double lo, bool strict)
+{
+    if (isfinite(v) && (strict ? v > lo : v >= lo))
+        return true;
+    if (isinf(lo))
+        tool_error("invalid value %g for %s: must be a finite number", v, opt);
+    else
+        tool_error("invalid value %g for %s: must be a number %s %g", v, opt, strict ? ">" : ">=", lo);
+    return false;
+}
+
+/* Every value's range, each option named on its own (checked before anything is loaded). */
+static bool check_ranges(const struct run_opts *o)
+{
+    return in_range("-n", o->n_predict, -1, INT_MAX) && in_range("-c", o->n_ctx, 0, INT_MAX) &&
+           in_range("-b", o->n_batch, 1, INT_MAX) && in_range("-ub", o->n_ubatch, 1, INT_MAX) &&
+           in_range("-t", o->n_threads, 1, TOOL_MAX_THREADS) && in_range("--top-k", o->sp.top_k, 0, INT_MAX) &&
+           in_range("--repeat-last-n", o->sp.repeat_last_n, 0, INT_MAX) &&
+           finite_at_least("--temp", o->sp.temp, -INFINITY, false) &&
+           finite_at_least("--top-p", o->sp.top_p, 0, false) && finite_at_least("--min-p", o->sp.min_p, 0, false) &&
+           finite_at_least("--repeat-penalty", o->sp.repeat_penalty, 0, true);
+}
+
+/* --seed N: 0..4294967295; -1 (and 4294967295, llama.cpp's LLAMA_DEFAULT_SEED) mean random. */
+static bool parse_seed(const char *s, struct run_opts *o)
+{
+    char *e;
+    errno = 0;
+    long long v = strtoll(s, &e, 0);
+    if (errno || *e || !*s || v < -1 || v > 0xFFFFFFFFll) {
+        tool_error("invalid value '%s' for --seed: must be -1 (random) or 0..4294967295", s);
+        return false;
+    }
+    o->seed_given = v != -1 && v != 0xFFFFFFFFll;
+    o->sp.seed = (uint32_t)v;
+    return true;
+}
+
 /* Parse the command line into o; returns -1 to continue, else the exit status. */
 static int parse_args(int argc, char **argv, struct run_opts *o)
 {
@@ -104,32 +259,54 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
     struct arg_int *n_ctx = arg_int0("c", "ctx-size", "N", "context size (default: min(model's, 4096))");
     struct arg_int *n_batch = arg_int0("b", "batch-size", "N", "logical batch size (default 2048)");
     struct arg_int *n_ubatch = arg_int0(NULL, "ubatch-size", "N", "-ub: physical batch size (default 512)");
-    struct arg_int *threads = arg_int0("t", "threads", "N", "threads (default 2)");
+    struct arg_int *threads = arg_int0("t", "threads", "N", "threads, 1..512 (default 2)");
     struct arg_dbl *temp = arg_dbl0(NULL, "temp", "T", "temperature (default 0.8; 0 = greedy)");
     struct arg_int *top_k = arg_int0(NULL, "top-k", "N", "top-k (default 40; 0 = off)");
     struct arg_dbl *top_p = arg_dbl0(NULL, "top-p", "P", "top-p (default 0.95; 1 = off)");
     struct arg_dbl *min_p = arg_dbl0(NULL, "min-p", "P", "min-p (default 0.05; 0 = off)");
     struct arg_dbl *rep_pen = arg_dbl0(NULL, "repeat-penalty", "X", "repeat penalty (default 1.0 = off)");
     struct arg_int *rep_n = arg_int0(NULL, "repeat-last-n", "N", "tokens the penalty looks back (default 64)");
-    struct arg_str *seed = arg_str0("s", "seed", "N", "random seed (default: random)");
+    struct arg_str *seed = arg_str0("s", "seed", "N", "random seed (default -1: random)");
     struct arg_str *ctk = arg_str0(NULL, "cache-type-k", "TYPE", "-ctk: K cache type f16|f32 (default f16)");
     struct arg_str *ctv = arg_str0(NULL, "cache-type-v", "TYPE", "-ctv: V cache type f16|f32 (default f16)");
     struct arg_str *fa = arg_str0(NULL, "flash-attn", "on|off|auto", "-fa: fused attention (default auto = on)");
     struct arg_str *dev = arg_str0(NULL, "device", "cpu|npu", "-dev: backend (default cpu)");
-    struct arg_int *ngl = arg_int0(NULL, "n-gpu-layers", "N", "-ngl: layers offloaded to the device");
+    struct arg_int *ngl = arg_int0(NULL, "n-gpu-layers", "N", "-ngl: accepted; -dev npu runs every layer there");
     struct arg_lit *no_display = arg_lit0(NULL, "no-display-prompt", "print only the generated text");
-    struct arg_lit *special = arg_lit0(NULL, "special", "print control tokens' text");
+    struct arg_lit *special = arg_lit0(NULL, "special", "-sp: print control tokens' text");
+    struct arg_lit *no_parse = arg_lit0(NULL, "no-parse-special", "take <|im_end|>, </s>, ... in the prompt as plain text");
+    struct arg_lit *escape = arg_lit0("e", "escape", "turn \\n \\r \\t \\' \\\" \\\\ \\xHH in -p into the characters");
+    struct arg_lit *no_escape = arg_lit0(NULL, "no-escape", "leave backslashes in -p as they are (default)");
+    struct arg_lit *ignore_eos = arg_lit0(NULL, "ignore-eos", "never sample end-of-generation tokens");
+    struct arg_lit *no_cnv = arg_litn(NULL, "no-conversation", 0, 64, "-no-cnv: accepted (there is no chat mode)");
+    struct arg_lit *no_warmup = arg_litn(NULL, "no-warmup", 0, 64, "accepted (llm-run does no warm-up run)");
     struct arg_file *dump = arg_file0(NULL, "dump-logits", "FILE", "write the prompt's logits (float32 rows of n_vocab)");
     struct arg_lit *verbose = arg_lit0("v", "verbose", "print settings and statistics");
     struct arg_lit *help = arg_lit0("h", "help", "print this help");
     struct arg_end *end = arg_end(5);
     void *table[] = { help, model, prompt, file, n_predict, n_ctx, n_batch, n_ubatch, threads, temp, top_k,
                       top_p, min_p, rep_pen, rep_n, seed, ctk, ctv, fa, dev, ngl, no_display, special,
-                      dump, verbose, end };
+                      no_parse, escape, no_escape, ignore_eos, no_cnv, no_warmup, dump, verbose, end };
     const int n_table = sizeof table / sizeof table[0];
     int rc = -1;
 
-    int pr = tool_parse_args(table, argc, argv, "Generate text from a prompt with a GGUF model.");
+    if (arg_nullcheck(table) != 0) {
+        tool_error("out of memory");
+        rc = 1;
+        goto out;
+    }
+    const char *unsup = tool_find_option(table, argc, argv, unsupported, sizeof unsupported / sizeof unsupported[0]);
+    if (unsup) {
+        char prog[128];
+        tool_error("option '%s' is a llama.cpp option that %s does not support (try '%s -h')", unsup,
+                   tool_prog_name(argv[0], prog, sizeof prog), prog);
+        rc = 1;
+        goto out;
+    }
+    int pr = tool_parse_args(table, argc, argv,
+                             "Generate text from a prompt with a GGUF model.\n"
+                             "Special tokens written in the prompt (<|im_end|>, </s>, ...) are read as those tokens,\n"
+                             "as llama.cpp and 'llm tokenize' do; --no-parse-special takes them as plain text.");
     if (pr != 0) {
         rc = pr > 0 ? 0 : 1;
         goto out;
@@ -144,16 +321,6 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
         tool_error("give the prompt with -p or -f, not both");
         rc = 1;
         goto out;
-    }
-    if (file->count) {
-        o->prompt = read_file(file->filename[0]);
-        if (!o->prompt) {
-            tool_error("cannot read prompt file '%s': %s", file->filename[0], strerror(errno));
-            rc = 1;
-            goto out;
-        }
-    } else {
-        o->prompt = strdup(prompt->count ? prompt->sval[0] : "");
     }
     o->n_predict = n_predict->count ? n_predict->ival[0] : -1;
     o->n_ctx = n_ctx->count ? n_ctx->ival[0] : 0;
@@ -173,47 +340,53 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
         o->sp.repeat_penalty = (float)rep_pen->dval[0];
     if (rep_n->count)
         o->sp.repeat_last_n = rep_n->ival[0];
-    o->seed_given = seed->count > 0;
-    if (seed->count) {
-        char *e;
-        errno = 0;
-        unsigned long v = strtoul(seed->sval[0], &e, 0);
-        if (errno || *e || !*seed->sval[0] || v > 0xFFFFFFFFul) {
-            tool_error("invalid seed '%s'", seed->sval[0]);
-            rc = 1;
-            goto out;
-        }
-        o->sp.seed = (uint32_t)v;
-        o->seed_given = v != 0xFFFFFFFFul;
-    }
     o->type_k = o->type_v = LLM_TYPE_F16;
     o->flash_attn = 1;
-    if ((ctk->count && parse_cache_type(ctk->sval[0], &o->type_k)) ||
-        (ctv->count && parse_cache_type(ctv->sval[0], &o->type_v)) ||
+    o->device = dev->count ? dev->sval[0] : "cpu";
+    (void)ngl; /* -dev npu runs every layer on the npu; mixed placement comes with the scheduler */
+    (void)no_cnv;
+    (void)no_warmup;
+    o->display_prompt = !no_display->count;
+    o->special = special->count > 0;
+    o->parse_special = !no_parse->count;
+    o->ignore_eos = ignore_eos->count > 0;
+    o->verbose = verbose->count > 0;
+    if ((seed->count && !parse_seed(seed->sval[0], o)) || !check_ranges(o) ||
+        (ctk->count && parse_cache_type("-ctk", ctk->sval[0], &o->type_k)) ||
+        (ctv->count && parse_cache_type("-ctv", ctv->sval[0], &o->type_v)) ||
         (fa->count && parse_on_off(fa->sval[0], &o->flash_attn))) {
         rc = 1;
         goto out;
     }
-    o->device = dev->count ? dev->sval[0] : "cpu";
     if (llm_device_from_name(o->device) < 0) {
-        tool_error("unknown device '%s' (use cpu or npu)", o->device);
+        tool_error("invalid device: %s (-dev: cpu or npu)", o->device);
         rc = 1;
         goto out;
     }
-    (void)ngl; /* -dev npu runs every layer on the npu; mixed placement comes with the scheduler */
-    o->display_prompt = !no_display->count;
-    o->special = special->count > 0;
-    o->verbose = verbose->count > 0;
-    o->dump_logits = dump->count ? strdup(dump->filename[0]) : NULL;
-    if (o->n_batch < 1 || o->n_ubatch < 1 || o->n_threads < 1 || o->n_ctx < 0 || o->n_predict < -1 ||
-        o->sp.top_k < 0 || o->sp.repeat_last_n < 0) {
-        tool_error("invalid value: -b, -ub, -t must be >= 1, -c >= 0, -n >= -1, --top-k and --repeat-last-n >= 0");
+    if (escape->count && no_escape->count) {
+        tool_error("give -e or --no-escape, not both");
         rc = 1;
-    } else if (!isfinite(o->sp.temp) || !isfinite(o->sp.top_p) || !(o->sp.top_p >= 0) ||
-               !isfinite(o->sp.min_p) || !(o->sp.min_p >= 0) || !isfinite(o->sp.repeat_penalty) ||
-               !(o->sp.repeat_penalty > 0)) {
-        tool_error("invalid sampling value: --temp, --top-p, --min-p must be finite numbers, --top-p and "
-                   "--min-p >= 0, --repeat-penalty > 0");
+        goto out;
+    }
+    /* inputs and outputs last: every value is known good before a file is touched */
+    if (file->count) {
+        o->prompt = read_file(file->filename[0]);
+        if (!o->prompt) {
+            tool_error("cannot read prompt file '%s': %s", file->filename[0], strerror(errno));
+            rc = 1;
+            goto out;
+        }
+    } else {
+        o->prompt = strdup(prompt->count ? prompt->sval[0] : "");
+        if (o->prompt && escape->count)
+            process_escapes(o->prompt);
+    }
+    if (dump->count)
+        o->dump_logits = strdup(dump->filename[0]);
+    if (!o->model || !o->prompt || (dump->count && !o->dump_logits)) {
+        tool_error("out of memory");
+        rc = 1;
+    } else if (o->dump_logits && open_dump(o) != 0) {
         rc = 1;
     }
 out:
@@ -261,33 +434,40 @@ static void utf8_flush(struct utf8_out *u)
     fflush(stdout);
 }
 
-static int dump_logits(const char *path, const struct llm_context *ctx, int32_t rows, int32_t n_vocab)
+/* Writes the rows into the temporary file opened by open_dump() and renames it into place. */
+static int dump_logits(struct run_opts *o, const struct llm_context *ctx, int32_t rows, int32_t n_vocab)
 {
     char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        tool_error("cannot write '%s': %s", path, strerror(errno));
-        return 1;
-    }
+    snprintf(tmp, sizeof tmp, "%s.tmp", o->dump_logits);
     bool ok = true;
     for (int32_t r = 0; r < rows && ok; r++)
-        ok = fwrite(llm_get_logits(ctx, r), sizeof(float), (size_t)n_vocab, f) == (size_t)n_vocab;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
+        ok = fwrite(llm_get_logits(ctx, r), sizeof(float), (size_t)n_vocab, o->dump) == (size_t)n_vocab;
+    ok = (fclose(o->dump) == 0) && ok;
+    o->dump = NULL;
+    if (!ok || rename(tmp, o->dump_logits) != 0) {
+        int e = errno;
         remove(tmp);
-        tool_error("cannot write '%s': %s", path, strerror(errno));
+        tool_error("cannot write '%s': %s", o->dump_logits, strerror(e));
         return 1;
     }
     return 0;
 }
 
+/* What a run did, for the summary and -v. Times in ms. */
+struct run_stats {
+    double t_load, t_tokenize, t_context, t_prompt, t_gen, t_sample;
+    int64_t n_prompt, n_prompt_done;
+    int n_gen;
+    const char *stop; /* why generation ended early, or "" */
+};
+
 /* Graph cache and launch statistics of the run (npu), per token where that is what matters. */
-static void print_stats(const struct llm_context *ctx, int n_prompt, int n_gen)
+static void print_graph_stats(const struct llm_context *ctx, int n_tok)
 {
     struct llm_graph_stats st;
     llm_context_stats(ctx, &st);
-    const int n_tok = n_prompt + n_gen > 0 ? n_prompt + n_gen : 1;
+    if (n_tok < 1)
+        n_tok = 1;
     fprintf(stderr, "llm-run: graph captures %llu, replays %llu, hits %llu, misses %llu, evictions %llu, "
             "eager graphs %llu, eager launches %llu, ops replayed %llu\n",
             (unsigned long long)st.captures, (unsigned long long)st.replays, (unsigned long long)st.hits,
@@ -299,21 +479,141 @@ static void print_stats(const struct llm_context *ctx, int n_prompt, int n_gen)
             st.host_match_us / n_tok, st.host_serial_us / n_tok, st.device_us / n_tok);
 }
 
+static double per_s(double n, double ms)
+{
+    return ms > 0 ? n / (ms / 1e3) : 0.0;
+}
+
+/* -v: time per phase, tokens, KV cache use, then the npu's graph statistics. */
+static void print_stats(const struct run_stats *rs, const struct llm_context *ctx, const struct llm_model *m,
+                        const struct llm_context_params *cp)
+{
+    const double total = rs->t_load + rs->t_tokenize + rs->t_context + rs->t_prompt + rs->t_gen;
+    fprintf(stderr, "llm-run: time: load %.2f ms, tokenize %.2f ms, context %.2f ms, prompt %.2f ms, "
+            "generation %.2f ms (sampling %.2f ms), total %.2f ms\n", rs->t_load, rs->t_tokenize, rs->t_context,
+            rs->t_prompt, rs->t_gen, rs->t_sample, total);
+    fprintf(stderr, "llm-run: tokens: prompt %lld (%.2f ms/token), generated %d (%.2f ms/token)\n",
+            (long long)rs->n_prompt_done, rs->n_prompt_done ? rs->t_prompt / (double)rs->n_prompt_done : 0.0,
+            rs->n_gen, rs->n_gen ? rs->t_gen / rs->n_gen : 0.0);
+    const struct llm_hparams *hp = &m->hp;
+    const int64_t cells = ((int64_t)cp->n_ctx + LLM_KV_PAD - 1) / LLM_KV_PAD * LLM_KV_PAD;
+    const double row_k = (double)llm_row_size(cp->type_k, (int64_t)hp->n_embd_head_k * hp->n_head_kv);
+    const double row_v = (double)llm_row_size(cp->type_v, (int64_t)hp->n_embd_head_v * hp->n_head_kv);
+    const double bytes = (row_k + row_v) * (double)cells * hp->n_layer;
+    const int32_t used = llm_n_past(ctx);
+    fprintf(stderr, "llm-run: kv cache: %d of %d tokens used (%.1f%%), %lld cells x %u layers, %s/%s, %.2f MiB\n",
+            used, cp->n_ctx, cp->n_ctx ? 100.0 * used / cp->n_ctx : 0.0, (long long)cells, hp->n_layer,
+            llm_type_name(cp->type_k), llm_type_name(cp->type_v), bytes / 1048576.0);
+    if (strcmp(llm_context_backend_name(ctx), "cpu") != 0) /* the cpu has no graph cache */
+        print_graph_stats(ctx, (int)(rs->n_prompt_done + rs->n_gen));
+}
+
+static void print_summary(const struct run_stats *rs, const struct llm_context *ctx, int n_threads)
+{
+    fprintf(stderr, "\nllm-run: load %.2f ms | prompt %lld tokens, %.2f ms, %.2f t/s | generated %d tokens, %.2f ms, "
+            "%.2f t/s%s\n", rs->t_load, (long long)rs->n_prompt_done, rs->t_prompt,
+            per_s((double)rs->n_prompt_done, rs->t_prompt), rs->n_gen, rs->t_gen, per_s(rs->n_gen, rs->t_gen),
+            rs->stop);
+    fprintf(stderr, "llm-run: backend %s, %d threads\n", llm_context_backend_name(ctx), n_threads);
+}
+
+/* The end-of-generation tokens (for --ignore-eos), -1 terminated; NULL when out of memory. */
+static int32_t *eog_tokens(const struct vocab *voc)
+{
+    int32_t n = vocab_n_tokens(voc), k = 0;
+    int32_t *ids = malloc(((size_t)n + 1) * sizeof *ids);
+    if (!ids)
+        return NULL;
+    for (int32_t i = 0; i < n; i++)
+        if (vocab_is_eog(voc, i))
+            ids[k++] = i;
+    ids[k] = -1;
+    return ids;
+}
+
+/* Evaluate the prompt in batches of n_batch (stops early on Ctrl-C). */
+static int eval_prompt(struct llm_context *ctx, const int32_t *tokens, struct run_stats *rs, int32_t n_batch,
+                       bool logits_all)
+{
+    struct llm_error err = { 0 };
+    const double t = now_ms();
+    while (rs->n_prompt_done < rs->n_prompt && !interrupted) {
+        int64_t left = rs->n_prompt - rs->n_prompt_done;
+        int32_t n = (int32_t)(left < n_batch ? left : n_batch);
+        if (llm_decode(ctx, tokens + rs->n_prompt_done, n, logits_all, &err)) {
+            tool_error("%s", err.msg);
+            return 1;
+        }
+        rs->n_prompt_done += n;
+    }
+    rs->t_prompt = now_ms() - t;
+    return 0;
+}
+
+/* Sample, print and decode until end of generation, -n, a full context or Ctrl-C. */
+static int eval_gen(const struct run_opts *o, struct llm_context *ctx, const struct vocab *voc,
+                    struct llm_sampler *smpl, const int32_t *eog, float *scratch, int32_t n_vocab,
+                    struct run_stats *rs)
+{
+    struct llm_error err = { 0 };
+    struct utf8_out u = { .n = 0 };
+    const float *logits = llm_get_logits(ctx, o->dump ? (int32_t)rs->n_prompt - 1 : 0);
+    int rc = 0;
+    const double t = now_ms();
+    while ((o->n_predict < 0 || rs->n_gen < o->n_predict) && !interrupted) {
+        const double ts = now_ms();
+        if (eog) { /* --ignore-eos: those tokens can never be drawn */
+            memcpy(scratch, logits, (size_t)n_vocab * sizeof *scratch);
+            for (const int32_t *e = eog; *e >= 0; e++)
+                if (*e < n_vocab)
+                    scratch[*e] = -INFINITY;
+            logits = scratch;
+        }
+        int32_t tok = llm_sampler_sample(smpl, logits);
+        llm_sampler_accept(smpl, tok);
+        rs->t_sample += now_ms() - ts;
+        rs->n_gen++;
+        if (vocab_is_eog(voc, tok))
+            break;
+        char piece[256];
+        size_t len = vocab_token_to_piece(voc, tok, o->special, piece, sizeof piece);
+        utf8_write(&u, piece, len < sizeof piece ? len : sizeof piece);
+        if (o->n_predict >= 0 && rs->n_gen == o->n_predict)
+            break;
+        if (llm_n_past(ctx) >= llm_n_ctx(ctx)) {
+            rs->stop = " (stopped: context full)";
+            break;
+        }
+        if (llm_decode(ctx, &tok, 1, false, &err)) {
+            utf8_flush(&u);
+            tool_error("%s", err.msg);
+            rc = 1;
+            break;
+        }
+        logits = llm_get_logits(ctx, 0);
+    }
+    utf8_flush(&u);
+    rs->t_gen = now_ms() - t;
+    return rc;
+}
+
 static int generate(struct run_opts *o)
 {
     struct llm_error err = { 0 };
     struct llm_model *model = NULL;
     struct llm_context *ctx = NULL;
     struct llm_sampler *smpl = NULL;
-    int32_t *tokens = NULL;
+    int32_t *tokens = NULL, *eog = NULL;
+    float *scratch = NULL;
+    struct run_stats rs = { .stop = "" };
     int rc = 1;
 
-    const double t0 = now_ms();
+    double t = now_ms();
     if (llm_model_load(o->model, &model, &err)) {
         tool_error("%s", err.msg);
         return 1;
     }
-    const double t_load = now_ms() - t0;
+    rs.t_load = now_ms() - t;
     const struct vocab *voc = model->vocab;
     const int32_t n_vocab = (int32_t)model->hp.n_vocab;
 
@@ -327,13 +627,16 @@ static int generate(struct run_opts *o)
     cp.flash_attn = o->flash_attn != 0;
     cp.device = (enum llm_device)llm_device_from_name(o->device);
 
+    t = now_ms();
     const size_t plen = strlen(o->prompt);
-    int64_t n_prompt = vocab_tokenize(voc, o->prompt, plen, true, true, NULL, 0);
+    int64_t n_prompt = vocab_tokenize(voc, o->prompt, plen, true, o->parse_special, NULL, 0);
     if (n_prompt < 0 || !(tokens = malloc(((size_t)n_prompt + 1) * sizeof *tokens))) {
         tool_error("out of memory while tokenizing the prompt");
         goto out;
     }
-    vocab_tokenize(voc, o->prompt, plen, true, true, tokens, n_prompt);
+    vocab_tokenize(voc, o->prompt, plen, true, o->parse_special, tokens, n_prompt);
+    rs.t_tokenize = now_ms() - t;
+    rs.n_prompt = n_prompt;
     if (n_prompt == 0) {
         tool_error("the prompt is empty (give one with -p or -f)");
         goto out;
@@ -342,7 +645,7 @@ static int generate(struct run_opts *o)
         tool_error("the prompt is too long: %lld tokens, context size %d (raise -c)", (long long)n_prompt, cp.n_ctx);
         goto out;
     }
-    if (o->dump_logits && n_prompt > cp.n_batch) {
+    if (o->dump && n_prompt > cp.n_batch) {
         tool_error("--dump-logits needs the whole prompt in one batch: %lld tokens > -b %d",
                    (long long)n_prompt, cp.n_batch);
         goto out;
@@ -351,12 +654,18 @@ static int generate(struct run_opts *o)
         o->sp.seed = (uint32_t)time(NULL) ^ (uint32_t)(now_ms() * 1000.0);
     if (o->verbose)
         llm_log_set_level(LLM_LOG_INFO);
+    t = now_ms();
     if (llm_context_new(model, &cp, &ctx, &err)) {
         tool_error("%s", err.msg);
         goto out;
     }
+    rs.t_context = now_ms() - t;
     smpl = llm_sampler_new(&o->sp, n_vocab);
-    if (!smpl) {
+    if (o->ignore_eos) {
+        eog = eog_tokens(voc);
+        scratch = malloc((size_t)n_vocab * sizeof *scratch);
+    }
+    if (!smpl || (o->ignore_eos && (!eog || !scratch))) {
         tool_error("out of memory");
         goto out;
     }
@@ -371,61 +680,26 @@ static int generate(struct run_opts *o)
         fputs(o->prompt, stdout);
         fflush(stdout);
     }
-    const double t1 = now_ms();
-    for (int64_t done = 0; done < n_prompt;) {
-        int32_t n = (int32_t)(n_prompt - done < cp.n_batch ? n_prompt - done : cp.n_batch);
-        if (llm_decode(ctx, tokens + done, n, o->dump_logits != NULL, &err)) {
-            tool_error("%s", err.msg);
-            goto out;
-        }
-        done += n;
-    }
-    for (int64_t i = 0; i < n_prompt; i++)
-        llm_sampler_accept(smpl, tokens[i]);
-    const double t_prompt = now_ms() - t1;
-    if (o->dump_logits && dump_logits(o->dump_logits, ctx, (int32_t)n_prompt, n_vocab))
+    if (eval_prompt(ctx, tokens, &rs, cp.n_batch, o->dump != NULL))
         goto out;
-
-    /* Generation: sample from the last row, stop at end of generation, -n, or a full context. */
-    struct utf8_out u = { .n = 0 };
-    const float *logits = llm_get_logits(ctx, o->dump_logits ? (int32_t)n_prompt - 1 : 0);
-    int n_gen = 0;
-    bool ctx_full = false;
-    const double t2 = now_ms();
-    while (o->n_predict < 0 || n_gen < o->n_predict) {
-        int32_t tok = llm_sampler_sample(smpl, logits);
-        llm_sampler_accept(smpl, tok);
-        n_gen++;
-        if (vocab_is_eog(voc, tok))
-            break;
-        char piece[256];
-        size_t len = vocab_token_to_piece(voc, tok, o->special, piece, sizeof piece);
-        utf8_write(&u, piece, len < sizeof piece ? len : sizeof piece);
-        if (o->n_predict >= 0 && n_gen == o->n_predict)
-            break;
-        if (llm_n_past(ctx) >= llm_n_ctx(ctx)) {
-            ctx_full = true;
-            break;
-        }
-        if (llm_decode(ctx, &tok, 1, false, &err)) {
-            utf8_flush(&u);
-            tool_error("%s", err.msg);
-            goto out;
-        }
-        logits = llm_get_logits(ctx, 0);
-    }
-    utf8_flush(&u);
-    const double t_gen = now_ms() - t2;
-    if (o->display_prompt || n_gen > 0)
+    for (int64_t i = 0; i < rs.n_prompt_done; i++)
+        llm_sampler_accept(smpl, tokens[i]);
+    if (!interrupted && o->dump && dump_logits(o, ctx, (int32_t)n_prompt, n_vocab))
+        goto out;
+    if (!interrupted && eval_gen(o, ctx, voc, smpl, eog, scratch, n_vocab, &rs))
+        goto out;
+    if (interrupted)
+        rs.stop = " (stopped: interrupted)";
+    if (o->display_prompt || rs.n_gen > 0)
         fputc('\n', stdout);
-    fprintf(stderr, "\nllm-run: load %.2f ms | prompt %lld tokens, %.2f ms, %.2f t/s | generated %d tokens, %.2f ms, %.2f t/s%s\n",
-            t_load, (long long)n_prompt, t_prompt, n_prompt / (t_prompt / 1e3), n_gen, t_gen,
-            t_gen > 0 ? n_gen / (t_gen / 1e3) : 0.0, ctx_full ? " (stopped: context full)" : "");
-    fprintf(stderr, "llm-run: backend %s, %d threads\n", llm_context_backend_name(ctx), cp.n_threads);
+    fflush(stdout);
+    print_summary(&rs, ctx, cp.n_threads);
     if (o->verbose)
-        print_stats(ctx, (int)n_prompt, n_gen);
-    rc = 0;
+        print_stats(&rs, ctx, model, &cp);
+    rc = interrupted ? 130 : 0;
 out:
+    free(scratch);
+    free(eog);
     free(tokens);
     llm_sampler_free(smpl);
     llm_context_free(ctx);
@@ -442,8 +716,18 @@ int cmd_run(int argc, char **argv)
     }
     struct run_opts o = { 0 };
     int rc = parse_args(argc, args, &o);
-    if (rc < 0)
+    if (rc < 0) {
+        /* Ctrl-C stops the run and still prints what was generated; a second one kills at once */
+        struct sigaction sa = { 0 }, old;
+        sa.sa_handler = on_sigint;
+        sa.sa_flags = SA_RESETHAND;
+        sigemptyset(&sa.sa_mask);
+        interrupted = 0;
+        sigaction(SIGINT, &sa, &old);
         rc = generate(&o);
+        sigaction(SIGINT, &old, NULL);
+    }
+    discard_dump(&o);
     free(args);
     free(o.prompt);
     free((char *)o.model);

@@ -6,6 +6,7 @@
 
 #include <argtable2.h>
 
+#include "args.h"
 #include "commands.h"
 #include "model/model.h"
 #include "model/synth.h"
@@ -51,18 +52,25 @@ int cmd_synth(int argc, char **argv)
         .pure = pure->count > 0, .seed = seed_v, .vocab_from = vocab->count ? vocab->filename[0] : NULL,
         .n_threads = threads->count ? threads->ival[0] : 2,
     };
+    if (o.n_threads < 1 || o.n_threads > TOOL_MAX_THREADS) {
+        tool_error("invalid value %d for -t: must be between 1 and %d", o.n_threads, TOOL_MAX_THREADS);
+        goto done;
+    }
+    /* options and the output path first: generating a large model takes a while */
     struct llm_error err = { 0 };
+    struct llm_synth_plan plan;
+    if (llm_synth_plan(&o, &plan, &err) != 0) {
+        tool_error("%s", err.msg);
+        goto done;
+    }
+    if (tool_check_output("-o", out->filename[0]) != 0)
+        goto done;
     double t0 = now_s();
     if (llm_synth_write(&o, out->filename[0], &err) != 0) {
         tool_error("%s", err.msg);
         goto done;
     }
     double dt = now_s() - t0;
-    struct llm_synth_plan plan;
-    if (llm_synth_plan(&o, &plan, &err) != 0) {
-        tool_error("%s", err.msg);
-        goto done;
-    }
     char size[32], params[32];
     llm_format_size(plan.n_bytes, size, sizeof size);
     llm_format_params(plan.n_params, params, sizeof params);

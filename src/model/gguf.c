@@ -20,6 +20,7 @@
  * allocating arrays of that size. */
 #define MIN_KV_BYTES 14     /* u64 key length, 1-byte key, u32 value type, 1-byte value */
 #define MIN_TENSOR_BYTES 24 /* u64 name length, empty name, u32 n_dims, u32 type, u64 offset */
+#define GGUF_MIN_ALIGNMENT 8 /* power of two and multiple of 8: every element type's own alignment */
 
 /* Read position over the whole file plus what is needed to say where a failure happened. */
 struct cursor {
@@ -248,6 +249,11 @@ static bool check_alignment(struct cursor *c, struct gguf_file *f)
     memcpy(&a, kv->value, sizeof a);
     if (a == 0 || (a & (a - 1)) != 0)
         return fail(c, LLM_ERR_FORMAT, kv->offset, "alignment %" PRIu32 " is not a power of two", a);
+    /* The GGUF spec asks for a multiple of 8; below that, F32 (and I64/F64) tensor data would sit at
+     * addresses the kernels may not read (misaligned loads are undefined behaviour in C). */
+    if (a < GGUF_MIN_ALIGNMENT)
+        return fail(c, LLM_ERR_FORMAT, kv->offset, "alignment %" PRIu32 " is below %d (the GGUF spec "
+                    "requires a multiple of 8)", a, GGUF_MIN_ALIGNMENT);
     f->alignment = a;
     return true;
 }
@@ -318,6 +324,16 @@ static bool parse_tensor_info(struct cursor *c, struct gguf_tensor_info *ti, uin
     return true;
 }
 
+/* Alignment a tensor's first byte needs: an element's (or block's) alignment divides its size and
+ * is at most 8, so the largest power of two dividing both is enough (F32 4, F16 2, Q8_0 2, Q8_K 4). */
+static size_t elem_align(enum llm_type t)
+{
+    size_t size = llm_type_info((int)t)->type_size, a = 8;
+    while (size % a)
+        a /= 2;
+    return a;
+}
+
 /* Tensors must follow each other in order, each padded to the alignment, inside the file. */
 static bool check_layout(struct cursor *c, struct gguf_file *f)
 {
@@ -335,6 +351,11 @@ static bool check_layout(struct cursor *c, struct gguf_file *f)
                         "file offset %" PRIu64 ", file size %zu)", ti->nbytes,
                         f->data_offset + ti->offset, f->size);
         ti->data = f->base + f->data_offset + ti->offset;
+        /* gguf_parse() takes any buffer: data must still sit where its elements may be read */
+        if ((uintptr_t)ti->data % elem_align(ti->type) != 0)
+            return fail(c, LLM_ERR_FORMAT, at, "data at address %p is not aligned to %zu bytes for %s "
+                        "(the buffer given to gguf_parse is misaligned)", ti->data,
+                        elem_align(ti->type), llm_type_name(ti->type));
         /* nbytes <= size, so neither the padding nor the sum can overflow */
         expect += ti->nbytes + (f->alignment - ti->nbytes % f->alignment) % f->alignment;
     }

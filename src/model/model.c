@@ -7,11 +7,93 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ops/blas.h"
 #include "../ops/types.h"
 
 const char *llm_arch_name(enum llm_arch a)
 {
     return a == LLM_ARCH_QWEN2 ? "qwen2" : "llama";
+}
+
+/* ---- text from the file ---------------------------------------------------------------------- */
+
+/* Length of the valid UTF-8 sequence at s[0..n) and its code point, or 0 when it is not one. */
+static size_t utf8_seq(const unsigned char *s, size_t n, uint32_t *cp)
+{
+    size_t len = s[0] >= 0xC2 && s[0] <= 0xDF ? 2 : s[0] >= 0xE0 && s[0] <= 0xEF ? 3
+               : s[0] >= 0xF0 && s[0] <= 0xF4 ? 4 : 0;
+    if (len == 0 || len > n)
+        return 0;
+    uint32_t v = s[0] & (0x7F >> len);
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+        v = v << 6 | (s[i] & 0x3F);
+    }
+    if ((len == 3 && v < 0x800) || (len == 4 && (v < 0x10000 || v > 0x10FFFF)))
+        return 0; /* overlong or out of range */
+    *cp = v;
+    return len;
+}
+
+/* Code points a terminal acts on rather than shows: C1 controls, line/paragraph separators and the
+ * bidirectional overrides (which can make text read differently from what it is). */
+static bool cp_is_control(uint32_t cp)
+{
+    return (cp >= 0x80 && cp <= 0x9F) || cp == 0x2028 || cp == 0x2029 || (cp >= 0x202A && cp <= 0x202E) ||
+           (cp >= 0x2066 && cp <= 0x2069);
+}
+
+static size_t put(char *buf, size_t cap, size_t o, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++, o++)
+        if (o + 1 < cap)
+            buf[o] = s[i];
+    return o;
+}
+
+size_t llm_escape(char *buf, size_t cap, const char *s, size_t len, size_t max, unsigned flags)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t o = 0, i = 0, n = len < max ? len : max;
+    while (i < n) {
+        char esc[16];
+        uint32_t cp = p[i];
+        size_t sl = p[i] < 0x80 ? 1 : utf8_seq(p + i, len - i, &cp);
+        if (sl == 0) { /* not UTF-8: the byte itself, escaped */
+            snprintf(esc, sizeof esc, "\\x%02x", p[i]);
+            o = put(buf, cap, o, esc, strlen(esc));
+            i++;
+        } else if (cp < 0x20 || cp == 0x7F || cp_is_control(cp)) {
+            const char *named = cp == '\n' ? "\\n" : cp == '\r' ? "\\r" : cp == '\t' ? "\\t" : NULL;
+            if (named)
+                snprintf(esc, sizeof esc, "%s", named);
+            else
+                snprintf(esc, sizeof esc, cp < 0x100 ? "\\x%02x" : "\\u%04x", (unsigned)cp);
+            o = put(buf, cap, o, esc, strlen(esc));
+            i += sl;
+        } else if ((flags & LLM_ESC_QUOTES) && (cp == '\\' || cp == '\'' || cp == '"')) {
+            esc[0] = '\\';
+            esc[1] = (char)cp;
+            o = put(buf, cap, o, esc, 2);
+            i++;
+        } else {
+            o = put(buf, cap, o, s + i, sl);
+            i += sl;
+        }
+    }
+    if (n < len)
+        o = put(buf, cap, o, "...", 3);
+    if (cap)
+        buf[o < cap ? o : cap - 1] = '\0';
+    return o;
+}
+
+/* A file's string for an error message: escaped, at most 64 bytes shown. */
+static const char *esc_name(char *buf, size_t cap, const char *s, size_t len)
+{
+    llm_escape(buf, cap, s, len, 64, LLM_ESC_QUOTES);
+    return buf;
 }
 
 /* ---- hyper-parameters ---------------------------------------------------------------------- */
@@ -86,10 +168,11 @@ static int read_rope_scaling(const struct loader *l, struct llm_hparams *hp)
     hp->rope_freq_scale = 1.0f;
     if (r == 1 && gguf_str_eq(type, "none"))
         return 0;
+    char name[300];
     if (r == 1 && !gguf_str_eq(type, "linear"))
         return -llm_fail(l->err, LLM_ERR_UNSUPPORTED,
-                         "%s: key '%s': rope scaling '%.*s' is not supported (only linear)", l->path,
-                         key, (int)(type.len > 32 ? 32 : type.len), type.ptr);
+                         "%s: key '%s': rope scaling '%s' is not supported (only linear)", l->path,
+                         key, esc_name(name, sizeof name, type.ptr, type.len));
     float factor = 0.0f;
     if ((r = read_f32(l, "rope.scaling.factor", false, &factor)) < 0)
         return r;
@@ -185,8 +268,45 @@ static void shape_str(const int64_t *ne, int n, char *buf, size_t cap)
         snprintf(buf + o, cap - o, "]");
 }
 
-/* Bind tensor `name` of shape [ne0] (ne1 == 0) or [ne0, ne1]. Absent + optional → *out = NULL. */
-static int bind(struct binder *b, const char *name, int64_t ne0, int64_t ne1, bool required,
+/* What the graph does with a tensor decides which types it can hold (src/model/build.c):
+ * matrices feed MUL_MAT (a dot-product kernel for the type), the token embedding GET_ROWS
+ * (dequantization), and vectors (norm weights, biases, rope factors) MUL/ADD/ROPE, which take F32
+ * only. Checking here means a model that loads also runs. */
+enum role { ROLE_MATRIX, ROLE_EMBD, ROLE_VECTOR };
+
+static const char *role_need(enum role r, enum llm_type t)
+{
+    const struct llm_type_traits *tt = llm_type_traits((int)t);
+    if (r == ROLE_VECTOR)
+        return "norm weights, biases and rope factors must be F32";
+    if (r == ROLE_MATRIX && tt && tt->to_float)
+        return "no dot-product kernel for it, and OpenBLAS, which could multiply it dequantized, is not available";
+    return r == ROLE_MATRIX ? "no matrix multiplication kernel for it" : "it cannot be dequantized";
+}
+
+/* The same rules as the cpu kernels (src/ops/cpu.c, matmul.c), which the npu runs too. */
+static bool role_ok(enum role r, enum llm_type t)
+{
+    const struct llm_type_traits *tt = llm_type_traits((int)t);
+    if (!tt)
+        return false;
+    switch (r) {
+    case ROLE_VECTOR: return t == LLM_TYPE_F32;
+    case ROLE_MATRIX: return tt->vec_dot || (tt->to_float && llm_blas_available());
+    case ROLE_EMBD: return tt->to_float != NULL;
+    }
+    return false;
+}
+
+static int bad_type(struct binder *b, const char *name, enum llm_type t, enum role r, const char *as)
+{
+    return -llm_fail(b->err, LLM_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s which is not supported%s (%s)",
+                     b->path, name, llm_type_name(t), as, role_need(r, t));
+}
+
+/* Bind tensor `name` of shape [ne0] (ne1 == 0) or [ne0, ne1] used as r. Absent + optional →
+ * *out = NULL. */
+static int bind(struct binder *b, const char *name, int64_t ne0, int64_t ne1, enum role role, bool required,
                 struct llm_tensor **out)
 {
     const struct gguf_file *f = b->m->file;
@@ -207,11 +327,8 @@ static int bind(struct binder *b, const char *name, int64_t ne0, int64_t ne1, bo
         return -llm_fail(b->err, LLM_ERR_FORMAT, "%s: tensor '%s' has shape %s; expected %s",
                          b->path, name, have_s, want_s);
     }
-    const struct llm_type_traits *tt = llm_type_traits((int)t->type);
-    if (!tt || !tt->to_float)
-        return -llm_fail(b->err, LLM_ERR_UNSUPPORTED,
-                         "%s: tensor '%s' has type %s which is not supported", b->path, name,
-                         llm_type_name(t->type));
+    if (!role_ok(role, t->type))
+        return bad_type(b, name, t->type, role, "");
     b->used[idx] = true;
     *out = t;
     return 1;
@@ -225,29 +342,29 @@ static int bind_layer(struct binder *b, uint32_t il)
     const int64_t kv = (int64_t)hp->n_head_kv * hp->n_embd_head_k, ff = hp->n_ff;
     char name[LLM_MAX_NAME];
     int r;
-#define BIND(field, suffix, ne0, ne1, req)                                   \
+#define BIND(field, suffix, ne0, ne1, role, req)                             \
     do {                                                                     \
         snprintf(name, sizeof name, "blk.%u.%s", il, suffix);                \
-        if ((r = bind(b, name, ne0, ne1, req, &L->field)) < 0)               \
+        if ((r = bind(b, name, ne0, ne1, role, req, &L->field)) < 0)         \
             return r;                                                        \
     } while (0)
     snprintf(name, sizeof name, "blk.%u.attn_qkv.weight", il);
     if (gguf_find_tensor(b->m->file, name))
         return -llm_fail(b->err, LLM_ERR_UNSUPPORTED,
                          "%s: tensor '%s': fused QKV weights are not supported", b->path, name);
-    BIND(attn_norm, "attn_norm.weight", d, 0, true);
-    BIND(wq, "attn_q.weight", d, q, true);
-    BIND(wk, "attn_k.weight", d, kv, true);
-    BIND(wv, "attn_v.weight", d, kv, true);
-    BIND(bq, "attn_q.bias", q, 0, false);
-    BIND(bk, "attn_k.bias", kv, 0, false);
-    BIND(bv, "attn_v.bias", kv, 0, false);
-    BIND(wo, "attn_output.weight", q, d, true);
-    BIND(bo, "attn_output.bias", d, 0, false);
-    BIND(ffn_norm, "ffn_norm.weight", d, 0, true);
-    BIND(ffn_gate, "ffn_gate.weight", d, ff, true);
-    BIND(ffn_up, "ffn_up.weight", d, ff, true);
-    BIND(ffn_down, "ffn_down.weight", ff, d, true);
+    BIND(attn_norm, "attn_norm.weight", d, 0, ROLE_VECTOR, true);
+    BIND(wq, "attn_q.weight", d, q, ROLE_MATRIX, true);
+    BIND(wk, "attn_k.weight", d, kv, ROLE_MATRIX, true);
+    BIND(wv, "attn_v.weight", d, kv, ROLE_MATRIX, true);
+    BIND(bq, "attn_q.bias", q, 0, ROLE_VECTOR, false);
+    BIND(bk, "attn_k.bias", kv, 0, ROLE_VECTOR, false);
+    BIND(bv, "attn_v.bias", kv, 0, ROLE_VECTOR, false);
+    BIND(wo, "attn_output.weight", q, d, ROLE_MATRIX, true);
+    BIND(bo, "attn_output.bias", d, 0, ROLE_VECTOR, false);
+    BIND(ffn_norm, "ffn_norm.weight", d, 0, ROLE_VECTOR, true);
+    BIND(ffn_gate, "ffn_gate.weight", d, ff, ROLE_MATRIX, true);
+    BIND(ffn_up, "ffn_up.weight", d, ff, ROLE_MATRIX, true);
+    BIND(ffn_down, "ffn_down.weight", ff, d, ROLE_MATRIX, true);
 #undef BIND
     return 0;
 }
@@ -259,22 +376,29 @@ static int bind_all(struct llm_model *m, const char *path, struct llm_error *err
     if (!b.used)
         return -llm_fail(err, LLM_ERR_NOMEM, "%s: out of memory", path);
     int r;
-    if ((r = bind(&b, "token_embd.weight", hp->n_embd, hp->n_vocab, true, &m->tok_embd)) < 0 ||
-        (r = bind(&b, "output_norm.weight", hp->n_embd, 0, true, &m->output_norm)) < 0 ||
-        (r = bind(&b, "output.weight", hp->n_embd, hp->n_vocab, false, &m->output)) < 0 ||
-        (r = bind(&b, "output.bias", hp->n_vocab, 0, false, &m->output_b)) < 0 ||
-        (r = bind(&b, "rope_freqs.weight", hp->n_rot / 2, 0, false, &m->rope_freqs)) < 0)
+    if ((r = bind(&b, "token_embd.weight", hp->n_embd, hp->n_vocab, ROLE_EMBD, true, &m->tok_embd)) < 0 ||
+        (r = bind(&b, "output_norm.weight", hp->n_embd, 0, ROLE_VECTOR, true, &m->output_norm)) < 0 ||
+        (r = bind(&b, "output.weight", hp->n_embd, hp->n_vocab, ROLE_MATRIX, false, &m->output)) < 0 ||
+        (r = bind(&b, "output.bias", hp->n_vocab, 0, ROLE_VECTOR, false, &m->output_b)) < 0 ||
+        (r = bind(&b, "rope_freqs.weight", hp->n_rot / 2, 0, ROLE_VECTOR, false, &m->rope_freqs)) < 0)
         goto out;
-    if (!m->output)
-        m->output = m->tok_embd; /* tied embeddings */
+    if (!m->output) {
+        m->output = m->tok_embd; /* tied embeddings: the embedding is the output matrix too */
+        if (!role_ok(ROLE_MATRIX, m->tok_embd->type)) {
+            r = bad_type(&b, "token_embd.weight", m->tok_embd->type, ROLE_MATRIX,
+                         " as the output matrix (no output.weight)");
+            goto out;
+        }
+    }
     for (uint32_t il = 0; il < hp->n_layer; il++)
         if ((r = bind_layer(&b, il)) < 0)
             goto out;
     for (uint64_t i = 0; i < m->file->n_tensors; i++) {
         if (!b.used[i]) {
             const struct gguf_str *n = &m->file->tensors[i].name;
-            r = -llm_fail(err, LLM_ERR_FORMAT, "%s: unexpected tensor '%.*s' for a %s model", path,
-                          (int)n->len, n->ptr, llm_arch_name(hp->arch));
+            char name[300];
+            r = -llm_fail(err, LLM_ERR_FORMAT, "%s: unexpected tensor '%s' for a %s model", path,
+                          esc_name(name, sizeof name, n->ptr, n->len), llm_arch_name(hp->arch));
             goto out;
         }
     }
@@ -317,6 +441,7 @@ static int read_arch(const struct gguf_file *f, const char *path, enum llm_arch 
                      struct llm_error *err)
 {
     struct gguf_str s;
+    char name[300];
     int r = gguf_get_str(f, "general.architecture", &s, err);
     if (r < 0)
         return r;
@@ -328,8 +453,8 @@ static int read_arch(const struct gguf_file *f, const char *path, enum llm_arch 
     else if (gguf_str_eq(s, "qwen2"))
         *arch = LLM_ARCH_QWEN2;
     else
-        return -llm_fail(err, LLM_ERR_UNSUPPORTED, "%s: unknown architecture '%.*s'", path,
-                         (int)(s.len > 64 ? 64 : s.len), s.ptr);
+        return -llm_fail(err, LLM_ERR_UNSUPPORTED, "%s: unknown architecture '%s'", path,
+                         esc_name(name, sizeof name, s.ptr, s.len));
     return 0;
 }
 

@@ -4,6 +4,7 @@
 #define LLM_MODEL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "../error.h"
@@ -67,8 +68,11 @@ struct llm_model {
 
 /* Open path, read hyper-parameters, bind every weight by name with shape and type checks, load the
  * vocabulary. Errors name the file and the key or tensor (unknown architecture, missing required
- * key, per-layer arrays, missing tensor, wrong shape, type without to_float, a tensor the model does
- * not use, fused QKV, rope scaling other than linear, vocab-only file). On error *out is NULL. */
+ * key, per-layer arrays, missing tensor, wrong shape, a type the graph cannot use for that tensor
+ * (matrices need a dot-product kernel, the token embedding dequantization, norm weights, biases
+ * and rope factors F32), a tensor the model does not use, fused QKV, rope scaling other than
+ * linear, vocab-only file). Names from the file appear escaped (llm_escape). A model that loads
+ * runs: every op its graph builds supports these types. On error *out is NULL. */
 int llm_model_load(const char *path, struct llm_model **out, struct llm_error *err);
 void llm_model_free(struct llm_model *m);
 
@@ -88,5 +92,13 @@ void llm_format_params(uint64_t n_params, char *buf, size_t cap);
 
 /* Name of a llama_ftype as llama-bench prints it ("Q4_K - Medium"), or NULL when unknown. */
 const char *llm_ftype_name(int32_t ftype);
+
+/* Text from a file (or anything untrusted) made safe to print on one terminal line: control
+ * characters (C0, DEL, C1, U+2028/2029, bidi overrides) become \n, \r, \t, \xNN or \uNNNN,
+ * bytes that are not UTF-8 \xNN; valid UTF-8 is kept. With LLM_ESC_QUOTES also \ ' and " get a
+ * backslash (text shown between quotes). At most max input bytes are shown, then "...". Writes a
+ * NUL-terminated string of at most cap bytes and returns the full length (as snprintf). */
+#define LLM_ESC_QUOTES 1u
+size_t llm_escape(char *buf, size_t cap, const char *s, size_t len, size_t max, unsigned flags);
 
 #endif

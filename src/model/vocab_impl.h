@@ -44,6 +44,9 @@ struct vocab {
     int32_t n_special;
     int32_t byte_tok[256];     /* SPM byte fallback token per byte, -1 when none     */
 
+    uint64_t hash_seed;        /* random per vocab: a file cannot aim its keys at one slot */
+    uint64_t probes;           /* slots visited while filling the tables (work bound tests) */
+
     int32_t bos, eos, unk, eot; /* -1 = none */
     bool add_bos, add_eos;
     bool add_space_prefix;     /* SPM: prefix raw fragments after a special with ' ' */
@@ -60,13 +63,25 @@ struct id_vec {
 
 void id_push(struct id_vec *out, int32_t id);
 
-/* FNV-1a over several pieces: start with FNV_INIT and feed bytes. */
-#define FNV_INIT 0xcbf29ce484222325ull
+/* Hash of a key given in several pieces: start from v->hash_seed, fnv_feed() each piece, then
+ * hash_end(). FNV-1a steps are bijections, so keys of equal length never collide in the 64-bit
+ * state; the final mix spreads every state bit into the table index bits, so with the random seed a
+ * file cannot pick keys that share one slot (which would make loading quadratic). */
 static inline uint64_t fnv_feed(uint64_t h, const char *s, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
     return h;
+}
+
+static inline uint32_t hash_end(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 33;
+    return (uint32_t)h;
 }
 
 /* Token id of exactly these bytes, or -1. */

@@ -2,7 +2,10 @@
  * defaults and its text-based special-token rules (spec/tokenizers.md §4.1, ref/README.md). */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 
+#include "model.h"
 #include "vocab_impl.h"
 
 #define KEY(name) "tokenizer.ggml." name
@@ -31,25 +34,38 @@ static bool same_token(const struct vocab *v, int32_t a, int32_t b)
            !memcmp(v->text + v->tok[a].off, v->text + v->tok[b].off, v->tok[a].len);
 }
 
-/* Entries without a split (left_len 0) never equal anything: they are stored but never found. */
 static bool same_merge(const struct vocab *v, int32_t a, int32_t b)
 {
     const struct vocab_merge *x = &v->merge[a], *y = &v->merge[b];
-    return x->left_len && x->left_len == y->left_len && x->right_len == y->right_len &&
+    return x->left_len == y->left_len && x->right_len == y->right_len &&
            !memcmp(v->merge_text + x->off, v->merge_text + y->off, x->left_len + 1 + x->right_len);
 }
 
-/* Insert keys 0..n-1 with precomputed hashes into an open-addressing table; a key equal to one
- * already present replaces it (replace) or is dropped. Prefetching a few keys ahead hides the
- * cache misses of the random slot accesses, which dominate loading. */
-static void fill_slots(const struct vocab *v, int32_t *slots, uint32_t mask, const uint32_t *hash,
-                       uint32_t n, bool (*same)(const struct vocab *, int32_t, int32_t), bool replace)
+/* A merge matches a pair of non-empty symbols only when both sides are non-empty; other entries
+ * (" ", "", "a ") keep their rank but stay out of the table, where they could never be found and
+ * would only lengthen the probe runs of the rest. */
+static bool merge_usable(const struct vocab *v, uint32_t i)
 {
+    return v->merge[i].left_len > 0 && v->merge[i].right_len > 0;
+}
+
+/* Insert keys 0..n-1 (those usable() accepts; all when NULL) with precomputed hashes into an
+ * open-addressing table; a key equal to one already present replaces it (replace) or is dropped.
+ * Prefetching a few keys ahead hides the cache misses of the random slot accesses, which dominate
+ * loading. Every slot visited counts in v->probes. */
+static void fill_slots(struct vocab *v, int32_t *slots, uint32_t mask, const uint32_t *hash, uint32_t n,
+                       bool (*same)(const struct vocab *, int32_t, int32_t), bool replace,
+                       bool (*usable)(const struct vocab *, uint32_t))
+{
+    uint64_t probes = 0;
     for (uint32_t i = 0; i < n; i++) {
         if (i + 16 < n)
             __builtin_prefetch(&slots[hash[i + 16] & mask], 1);
+        if (usable && !usable(v, i))
+            continue;
         for (uint32_t h = hash[i] & mask;; h = (h + 1) & mask) {
             int32_t k = slots[h];
+            probes++;
             if (k < 0) {
                 slots[h] = (int32_t)i;
                 break;
@@ -61,6 +77,18 @@ static void fill_slots(const struct vocab *v, int32_t *slots, uint32_t mask, con
             }
         }
     }
+    v->probes += probes;
+}
+
+/* Seed of the table hashes: from the kernel, else from the clock and an address. */
+static uint64_t new_hash_seed(const void *salt)
+{
+    uint64_t seed;
+    if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) == (ssize_t)sizeof seed)
+        return seed;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ((uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull) ^ (uint64_t)ts.tv_sec ^ (uint64_t)(uintptr_t)salt;
 }
 
 static int load_tokens(struct vocab *v, const struct gguf_file *f, struct llm_error *err)
@@ -108,7 +136,7 @@ static int load_tokens(struct vocab *v, const struct gguf_file *f, struct llm_er
         struct gguf_str s = toks->strs[i];
         memcpy(v->text + off, s.ptr, s.len);
         v->text[off + s.len] = '\0';
-        hash[i] = (uint32_t)fnv_feed(FNV_INIT, v->text + off, s.len);
+        hash[i] = hash_end(fnv_feed(v->hash_seed, v->text + off, s.len));
         t->off = off;
         t->len = (uint32_t)s.len;
         off += (uint32_t)s.len + 1;
@@ -117,7 +145,7 @@ static int load_tokens(struct vocab *v, const struct gguf_file *f, struct llm_er
         t->type = ty >= VOCAB_TT_NORMAL && ty <= VOCAB_TT_BYTE ? (uint8_t)ty : VOCAB_TT_UNDEFINED;
     }
     /* a later duplicate text replaces the earlier id, as in llama.cpp's map */
-    fill_slots(v, v->tok_slots, v->tok_mask, hash, n, same_token, true);
+    fill_slots(v, v->tok_slots, v->tok_mask, hash, n, same_token, true, NULL);
     free(hash);
     return 0;
 }
@@ -164,10 +192,10 @@ static int load_merges(struct vocab *v, const struct gguf_file *f, struct llm_er
             e->left_len = (uint32_t)(sp - t);
             e->right_len = (uint32_t)(s.len - e->left_len - 1);
         }
-        hash[i] = (uint32_t)fnv_feed(FNV_INIT, t, s.len);
+        hash[i] = hash_end(fnv_feed(v->hash_seed, t, s.len));
     }
     /* a repeated pair keeps its first (lowest) rank */
-    fill_slots(v, v->merge_slots, v->merge_mask, hash, n, same_merge, false);
+    fill_slots(v, v->merge_slots, v->merge_mask, hash, n, same_merge, false, merge_usable);
     free(hash);
     v->n_merges = (int32_t)n;
     return 0;
@@ -210,8 +238,9 @@ static int read_pre(struct vocab *v, const struct gguf_file *f, struct llm_error
         v->ignore_merges = true;
         v->add_bos = true;
     } else {
-        return llm_fail(err, LLM_ERR_UNSUPPORTED, "%s: unknown pre-tokenizer '%.*s'", f->path,
-                        (int)(pre.len > 64 ? 64 : pre.len), pre.ptr);
+        char name[300];
+        llm_escape(name, sizeof name, pre.ptr, pre.len, 64, LLM_ESC_QUOTES);
+        return llm_fail(err, LLM_ERR_UNSUPPORTED, "%s: unknown pre-tokenizer '%s'", f->path, name);
     }
     return 0;
 }
@@ -263,30 +292,42 @@ static void mark_eog(struct vocab *v, int32_t id)
         v->tok[id].eog = true;
 }
 
+/* Every special-token id key llama.cpp reads, and where its value goes. Each one is read (and so
+ * type-checked: an integer, else an error naming the key) even when we do not use the token. */
+enum { S_BOS, S_EOS, S_UNK, S_EOT, S_EOM, S_SEP, S_PAD, S_CLS, S_MASK, S_FIM_PRE, S_FIM_SUF, S_FIM_MID,
+       S_FIM_PAD, S_FIM_REP, S_FIM_SEP, N_SPECIAL_IDS };
+static const struct { const char *key; int slot; } special_keys[] = {
+    { KEY("bos_token_id"), S_BOS },         { KEY("eos_token_id"), S_EOS },
+    { KEY("unknown_token_id"), S_UNK },     { KEY("eot_token_id"), S_EOT },
+    { KEY("eom_token_id"), S_EOM },         { KEY("seperator_token_id"), S_SEP },
+    { KEY("padding_token_id"), S_PAD },     { KEY("cls_token_id"), S_CLS },
+    { KEY("mask_token_id"), S_MASK },       { KEY("fim_pre_token_id"), S_FIM_PRE },
+    { KEY("prefix_token_id"), S_FIM_PRE },  { KEY("fim_suf_token_id"), S_FIM_SUF },
+    { KEY("suffix_token_id"), S_FIM_SUF },  { KEY("fim_mid_token_id"), S_FIM_MID },
+    { KEY("middle_token_id"), S_FIM_MID },  { KEY("fim_pad_token_id"), S_FIM_PAD },
+    { KEY("fim_rep_token_id"), S_FIM_REP }, { KEY("fim_sep_token_id"), S_FIM_SEP },
+};
+
 static int read_specials(struct vocab *v, const struct gguf_file *f, struct llm_error *err)
 {
-    static const char *const fim_keys[6][2] = {
-        { KEY("fim_pre_token_id"), KEY("prefix_token_id") },
-        { KEY("fim_suf_token_id"), KEY("suffix_token_id") },
-        { KEY("fim_mid_token_id"), KEY("middle_token_id") },
-        { KEY("fim_pad_token_id"), NULL },
-        { KEY("fim_rep_token_id"), NULL },
-        { KEY("fim_sep_token_id"), NULL },
-    };
     static const char *const *const fim_texts[6] = { fim_pre_texts, fim_suf_texts, fim_mid_texts,
                                                      fim_pad_texts, fim_rep_texts, fim_sep_texts };
-    int32_t n = v->n_tokens, eom = -1, fim[6] = { -1, -1, -1, -1, -1, -1 };
+    int32_t id[N_SPECIAL_IDS];
+    for (int k = 0; k < N_SPECIAL_IDS; k++)
+        id[k] = -1;
+    id[S_BOS] = v->bos;
+    id[S_EOS] = v->eos;
+    id[S_UNK] = v->unk;
+    id[S_EOT] = v->eot;
     int rc;
-    if ((rc = get_id(f, KEY("bos_token_id"), n, &v->bos, err)) != 0 ||
-        (rc = get_id(f, KEY("eos_token_id"), n, &v->eos, err)) != 0 ||
-        (rc = get_id(f, KEY("unknown_token_id"), n, &v->unk, err)) != 0 ||
-        (rc = get_id(f, KEY("eot_token_id"), n, &v->eot, err)) != 0 ||
-        (rc = get_id(f, KEY("eom_token_id"), n, &eom, err)) != 0)
-        return rc;
-    for (int k = 0; k < 6; k++)
-        for (int j = 0; j < 2; j++)
-            if (fim_keys[k][j] && (rc = get_id(f, fim_keys[k][j], n, &fim[k], err)) != 0)
-                return rc;
+    for (size_t k = 0; k < sizeof special_keys / sizeof special_keys[0]; k++)
+        if ((rc = get_id(f, special_keys[k].key, v->n_tokens, &id[special_keys[k].slot], err)) != 0)
+            return rc;
+    v->bos = id[S_BOS];
+    v->eos = id[S_EOS];
+    v->unk = id[S_UNK];
+    v->eot = id[S_EOT];
+    int32_t eom = id[S_EOM], *fim = &id[S_FIM_PRE];
     if ((rc = get_flag(f, KEY("add_bos_token"), &v->add_bos, err)) != 0 ||
         (rc = get_flag(f, KEY("add_eos_token"), &v->add_eos, err)) != 0 ||
         (rc = get_flag(f, KEY("add_space_prefix"), &v->add_space_prefix, err)) != 0)
@@ -300,9 +341,9 @@ static int read_specials(struct vocab *v, const struct gguf_file *f, struct llm_
     for (int k = 3; k < 6; k++) /* fim pad, repo, file separator */
         mark_eog(v, fim[k]);
     for (const char *const *t = eog_texts; *t; t++) {
-        int32_t id = vocab_find(v, *t, strlen(*t));
-        mark_eog(v, id);
-        make_control(v, id);
+        int32_t tid = vocab_find(v, *t, strlen(*t));
+        mark_eog(v, tid);
+        make_control(v, tid);
     }
     mark_eog(v, v->eos);
     mark_eog(v, v->eot);
@@ -379,6 +420,7 @@ int vocab_load(const struct gguf_file *f, struct vocab **out, struct llm_error *
     struct vocab *v = calloc(1, sizeof *v);
     if (!v)
         return llm_fail(err, LLM_ERR_NOMEM, "out of memory loading the vocabulary");
+    v->hash_seed = new_hash_seed(v);
     v->bos = v->eos = v->unk = v->eot = -1;
     if (gguf_str_eq(model, "llama")) {
         v->kind = VOCAB_SPM;
@@ -393,8 +435,9 @@ int vocab_load(const struct gguf_file *f, struct vocab **out, struct llm_error *
         if ((rc = read_pre(v, f, err)) != 0)
             goto fail;
     } else {
-        rc = llm_fail(err, LLM_ERR_UNSUPPORTED, "%s: unsupported tokenizer model '%.*s'", f->path,
-                      (int)(model.len > 64 ? 64 : model.len), model.ptr);
+        char name[300];
+        llm_escape(name, sizeof name, model.ptr, model.len, 64, LLM_ESC_QUOTES);
+        rc = llm_fail(err, LLM_ERR_UNSUPPORTED, "%s: unsupported tokenizer model '%s'", f->path, name);
         goto fail;
     }
     if ((rc = load_tokens(v, f, err)) != 0)
