@@ -16,11 +16,20 @@ const char *llm_phase_name(enum llm_phase ph)
 
 double llm_node_bytes_read(const struct llm_tensor *node)
 {
-    double bytes = 0;
-    for (int i = 0; i < LLM_MAX_SRC; i++)
-        if (node->src[i])
-            bytes += (double)llm_nbytes(node->src[i]);
-    return bytes;
+    const struct llm_tensor *a = node->src[0];
+    switch (node->op) {
+    case LLM_OP_GET_ROWS: /* only the selected rows of the table, and the ids */
+        return (double)llm_row_size(a->type, a->ne[0]) * (double)llm_nrows(node) + (double)llm_nbytes(node->src[1]);
+    case LLM_OP_SET_ROWS: /* the new rows and their ids; the destination is written, not read */
+        return (double)llm_nbytes(node->src[1]) + (double)llm_nbytes(node->src[2]);
+    default: {
+        double bytes = 0;
+        for (int i = 0; i < LLM_MAX_SRC; i++)
+            if (node->src[i])
+                bytes += (double)llm_nbytes(node->src[i]);
+        return bytes;
+    }
+    }
 }
 
 double llm_node_flops(const struct llm_tensor *node)

@@ -17,7 +17,7 @@ enum llm_phase { LLM_PHASE_PREFILL, LLM_PHASE_DECODE, LLM_PHASE_COUNT };
 struct llm_profile_entry {
     uint64_t count;
     double us;     /* wall time of the nodes, on the thread that runs or leads them */
-    double bytes;  /* bytes of every source read                                    */
+    double bytes;  /* bytes read: every source (GET_ROWS: the rows taken; SET_ROWS: the new rows) */
     double flops;  /* 2·K·M·N for MUL_MAT, the attention's products for FLASH_ATTN, else elements */
 };
 

@@ -1,19 +1,25 @@
 #include "trace.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
-#define TRACE_BUFFER (1 << 16) /* stdio buffer: the bound on what the trace holds in memory */
+#define TRACE_BUFFER (1 << 16) /* the bound on what the trace holds in memory */
+#define EVENT_MAX 1536         /* one event's text at most (its args are dropped beyond) */
 
+/* Events are formatted whole and reach the file with write(2) only as whole events, so the file
+ * always ends between two events, whenever the process stops. */
 struct llm_trace {
-    FILE *f;
+    int fd;
     char *buf;
+    size_t len;
     pthread_mutex_t mu;
-    double t0; /* llm_now_us() at open */
+    double t0;   /* llm_now_us() at open */
     bool first;  /* no comma before the first event */
     bool failed; /* a write failed */
 };
@@ -25,28 +31,50 @@ double llm_now_us(void)
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
+/* Write the buffered events (called with the lock held, or before other threads exist). */
+static void drain(struct llm_trace *t)
+{
+    for (size_t off = 0; off < t->len;) {
+        ssize_t w = write(t->fd, t->buf + off, t->len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            t->failed = true;
+            break;
+        }
+        off += (size_t)w;
+    }
+    t->len = 0;
+}
+
+static void put(struct llm_trace *t, const char *s, size_t n)
+{
+    if (t->len + n > TRACE_BUFFER)
+        drain(t);
+    memcpy(t->buf + t->len, s, n);
+    t->len += n;
+}
+
 struct llm_trace *llm_trace_open(const char *path, struct llm_error *err)
 {
     struct llm_trace *t = calloc(1, sizeof *t);
-    if (!t) {
-        llm_fail(err, LLM_ERR_NOMEM, "out of memory");
-        return NULL;
-    }
-    t->f = fopen(path, "w");
-    t->buf = malloc(TRACE_BUFFER);
-    if (!t->f || !t->buf) {
-        llm_fail(err, LLM_ERR_IO, "cannot write the trace %s: %s", path, t->f ? "out of memory" : strerror(errno));
-        if (t->f)
-            fclose(t->f);
-        free(t->buf);
+    char *buf = malloc(TRACE_BUFFER);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (!t || !buf || fd < 0) {
+        llm_fail(err, fd < 0 ? LLM_ERR_IO : LLM_ERR_NOMEM, "cannot write the trace %s: %s", path,
+                 fd < 0 ? strerror(errno) : "out of memory");
+        if (fd >= 0)
+            close(fd);
+        free(buf);
         free(t);
         return NULL;
     }
-    setvbuf(t->f, t->buf, _IOFBF, TRACE_BUFFER);
+    t->fd = fd;
+    t->buf = buf;
     pthread_mutex_init(&t->mu, NULL);
     t->t0 = llm_now_us();
     t->first = true;
-    t->failed = fputs("[\n", t->f) < 0;
+    put(t, "[\n", 2);
     return t;
 }
 
@@ -55,7 +83,7 @@ void llm_trace_flush(struct llm_trace *t)
     if (!t)
         return;
     pthread_mutex_lock(&t->mu);
-    t->failed |= fflush(t->f) != 0;
+    drain(t);
     pthread_mutex_unlock(&t->mu);
 }
 
@@ -63,8 +91,9 @@ int llm_trace_close(struct llm_trace *t, struct llm_error *err)
 {
     if (!t)
         return LLM_OK;
-    bool failed = t->failed || fputs("\n]\n", t->f) < 0;
-    failed |= fclose(t->f) != 0;
+    put(t, "\n]\n", 3);
+    drain(t);
+    bool failed = t->failed || close(t->fd) != 0;
     pthread_mutex_destroy(&t->mu);
     free(t->buf);
     free(t);
@@ -92,19 +121,28 @@ size_t llm_trace_escape(char *buf, size_t cap, const char *s)
 static void event(struct llm_trace *t, char ph, int tid, const char *name, const char *cat, double ts, double dur,
                   const char *args)
 {
-    char ename[256], ecat[64];
+    char ename[256], ecat[64], buf[EVENT_MAX];
+    char *text = buf + 2; /* room for the ",\n" that separates it from the previous event */
+    const size_t cap = sizeof buf - 2;
     llm_trace_escape(ename, sizeof ename, name);
     llm_trace_escape(ecat, sizeof ecat, cat ? cat : "");
+    int n = snprintf(text, cap, "{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"%c\",\"ts\":%.3f", ename, ecat, ph,
+                     ph == 'M' ? 0.0 : ts - t->t0);
+    if (ph == 'X')
+        n += snprintf(text + n, cap - (size_t)n, ",\"dur\":%.3f", dur > 0 ? dur : 0.0);
+    n += snprintf(text + n, cap - (size_t)n, ",\"pid\":1,\"tid\":%d%s", tid, ph == 'i' ? ",\"s\":\"t\"" : "");
+    if (args && (size_t)n + strlen(args) + 10 < cap)
+        n += snprintf(text + n, cap - (size_t)n, ",\"args\":%s", args);
+    text[n++] = '}';
     pthread_mutex_lock(&t->mu);
-    int rc = fprintf(t->f, "%s{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"%c\",\"ts\":%.3f", t->first ? "" : ",\n",
-                     ename, ecat, ph, ph == 'M' ? 0.0 : ts - t->t0);
-    if (rc >= 0 && ph == 'X')
-        rc = fprintf(t->f, ",\"dur\":%.3f", dur > 0 ? dur : 0.0);
-    if (rc >= 0)
-        rc = fprintf(t->f, ",\"pid\":1,\"tid\":%d%s%s%s}", tid, ph == 'i' ? ",\"s\":\"t\"" : "", args ? ",\"args\":" : "",
-                     args ? args : "");
+    if (t->first)
+        put(t, text, (size_t)n);
+    else {
+        buf[0] = ',';
+        buf[1] = '\n';
+        put(t, buf, (size_t)n + 2);
+    }
     t->first = false;
-    t->failed |= rc < 0;
     pthread_mutex_unlock(&t->mu);
 }
 

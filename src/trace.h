@@ -1,10 +1,11 @@
 /* Timelines in the Chrome trace-event format (the JSON that Perfetto and chrome://tracing open).
  *
- * Events are written as they happen into a buffered file, so memory stays bounded however long the
- * run; the file is a JSON array whose closing bracket the format allows to be missing, so a run
- * that is interrupted after a flush still leaves a file that opens. Every function is safe to call from several
- * threads at once (device workers, pool threads and the host), and a NULL trace is a no-op, so
- * callers need no branch when tracing is off.
+ * Events are written as they happen through a bounded buffer, so memory stays bounded however long
+ * the run, and reach the file only as whole events: the file is a JSON array whose closing bracket
+ * the format allows to be missing, so a run stopped at any point leaves a file that opens once its
+ * buffer was flushed (the context flushes after every decode). Every function is safe to call from
+ * several threads at once (device workers, pool threads and the host), and a NULL trace is a no-op,
+ * so callers need no branch when tracing is off.
  *
  * Tracks: each event names a track id (tid); the host thread is LLM_TRACE_HOST, the threads of a
  * backend take ids from LLM_TRACE_WORKER on; llm_trace_track names a track. Times given to the
@@ -23,8 +24,7 @@ struct llm_trace;
 
 /* Create path (truncating it) and write the array's opening; NULL with err filled on failure. */
 struct llm_trace *llm_trace_open(const char *path, struct llm_error *err);
-/* Write out the buffered events, so the file ends at an event boundary (the context does it after
- * every decode: a run killed then leaves a file cut between events, which viewers open). */
+/* Write out the buffered events (the context does it after every decode). */
 void llm_trace_flush(struct llm_trace *t);
 /* Close the array and the file; returns non-zero (err filled) if any write failed. */
 int llm_trace_close(struct llm_trace *t, struct llm_error *err);

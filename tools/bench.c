@@ -11,6 +11,9 @@
 #include "bench.h"
 #include "commands.h"
 #include "log.h"
+#include "profile.h"
+#include "profile_print.h"
+#include "trace.h"
 #include "model/context.h"
 #include "model/model.h"
 #include "model/vocab.h"
@@ -51,6 +54,8 @@ struct bench_state {
     int n_prs;
     const struct bench_env *env;
     bool header_done;
+    struct llm_trace *trace;      /* --trace: every test's contexts write into it */
+    struct llm_profile *prof;     /* --profile: the current test's, reset per test */
 };
 
 /* Headers go out once the first test has its model and context: a model that fails to load, or any
@@ -226,6 +231,11 @@ static int run_test(struct bench_state *s, const struct bench_instance *t, struc
     cp.device = t->device == BENCH_DEV_NPU ? LLM_DEVICE_NPU : LLM_DEVICE_CPU;
     cp.acl_graph = t->acl_graph;
     cp.npu_launch_us = t->launch_us;
+    cp.trace = s->trace;
+    if (s->prof) {
+        memset(s->prof, 0, sizeof *s->prof);
+        cp.profile = s->prof;
+    }
     struct llm_context *c = NULL;
     struct llm_error err = { 0 };
     if (llm_context_new(s->model, &cp, &c, &err) != 0) {
@@ -250,6 +260,8 @@ static int run_test(struct bench_state *s, const struct bench_instance *t, struc
         rc = measure(s, c, t, samples);
     llm_context_stats(c, &res->graph);
     llm_context_free(c);
+    if (s->prof)
+        res->profile = profile_json(s->prof);
     free(tokens);
     s->tokens = NULL;
     res->inst = *t;
@@ -293,6 +305,9 @@ static void print_extras(const struct bench_state *s, const struct bench_result 
                 (unsigned long long)r->graph.ops_replayed, r->graph.host_launch_us / n, r->graph.host_match_us / n,
                 r->graph.host_serial_us / n, r->graph.device_us / n);
     }
+    if (s->prof)
+        profile_print_table(stderr, "llm-bench: ", s->prof, bench_dev_name(r->inst.device),
+                            r->inst.device == BENCH_DEV_NPU, s->have_roofline ? &s->roof : NULL, r->inst.n_threads);
     if (!s->have_roofline || r->n_samples == 0)
         return;
     double *ts = malloc(r->n_samples * sizeof *ts);
@@ -339,6 +354,7 @@ static int run_all(struct bench_state *s, const struct bench_instance *plan)
                 rc = RUN_FAILED;
             }
         print_extras(s, &res);
+        free((char *)res.profile);
     }
     free(samples);
     return rc;
@@ -367,6 +383,7 @@ int cmd_bench(int argc, char **argv)
     }
     struct bench_instance *plan = NULL;
     struct bench_state s = { .p = &p };
+    struct llm_error err = { 0 };
     if (bench_validate(&p, msg, sizeof msg) != 0) {
         tool_error("%s (try '%s -h')", msg, prog);
         bench_params_free(&p);
@@ -377,9 +394,22 @@ int cmd_bench(int argc, char **argv)
         bench_params_free(&p);
         return 1;
     }
+    if (p.trace && !(s.trace = llm_trace_open(p.trace, &err))) {
+        tool_error("%s", err.msg);
+        free(plan);
+        bench_params_free(&p);
+        return 1;
+    }
+    if (p.profile && !(s.prof = malloc(sizeof *s.prof))) {
+        tool_error("out of memory");
+        llm_trace_close(s.trace, &err);
+        free(plan);
+        bench_params_free(&p);
+        return 1;
+    }
     if (p.verbose)
         llm_log_set_level(LLM_LOG_INFO);
-    if (p.roofline || p.verbose) {
+    if (p.roofline || p.verbose || p.profile) {
         long n_cores = sysconf(_SC_NPROCESSORS_ONLN);
         if (roofline_measure(&s.roof, ROOFLINE_THREADS, ROOFLINE_BYTES, n_cores > 0 ? (int)n_cores : 1) == 0) {
             s.have_roofline = true;
@@ -421,6 +451,11 @@ int cmd_bench(int argc, char **argv)
         fprintf(stderr, "llm-bench: interrupted\n");
 
     sigaction(SIGINT, &old, NULL);
+    if (llm_trace_close(s.trace, &err) != 0 && rc == RUN_OK) {
+        tool_error("%s", err.msg);
+        rc = RUN_FAILED;
+    }
+    free(s.prof);
     if (s.model)
         llm_model_free(s.model);
     free(plan);

@@ -54,6 +54,8 @@ struct bench_params {
     int delay;                      /* --delay seconds before each test           */
     enum bench_output output, output_err; /* -o (stdout), -oe (stderr)            */
     bool verbose, progress, no_warmup, roofline;
+    bool profile;                   /* --profile: per-op table per test, `profile` field in records */
+    char *trace;                    /* --trace FILE: one Chrome trace of the whole run, or NULL   */
     char empty[96];                 /* "-p '5-1'": the first value that gave no items (llama-bench
                                        then runs the default; bench_validate refuses it), or "" */
 };
@@ -131,6 +133,7 @@ struct bench_result {
     const uint64_t *samples_ns; /* one per repetition                         */
     size_t n_samples;
     struct llm_graph_stats graph; /* the test's context: warm-up included (0 on cpu)  */
+    const char *profile;          /* --profile: the test's profile as JSON text, else NULL */
     uint64_t n_tokens;            /* tokens the test evaluated, warm-up and depth included */
 };
 

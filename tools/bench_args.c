@@ -1,5 +1,6 @@
 /* llm-bench command line: llama-bench's hand-rolled parser (lists, repeated flags, integer ranges,
- * its error lines), plus our -dev cpu|npu, -g/--acl-graph and --roofline. */
+ * its error lines), plus our -dev cpu|npu, -g/--acl-graph, --npu-launch-us, --roofline, --profile
+ * and --trace. */
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
@@ -113,6 +114,7 @@ void bench_params_free(struct bench_params *p)
     for (int i = 0; i < p->model.n; i++)
         free(p->model.v[i]);
     free(p->model.v);
+    free(p->trace);
     struct bench_ints *lists[] = { &p->n_prompt, &p->n_gen, &p->n_pg, &p->n_depth, &p->n_batch, &p->n_ubatch,
                                    &p->type_k, &p->type_v, &p->n_threads, &p->n_gpu_layers, &p->flash_attn,
                                    &p->devices, &p->acl_graph, &p->launch_us };
@@ -404,7 +406,8 @@ static enum vstatus parse_output(const char *s, enum bench_output *out)
     return V_INVALID;
 }
 
-enum opt_kind { K_HELP, K_FLAG, K_INT, K_RANGE, K_RANGE_NEG, K_PG, K_KV, K_FA, K_DEV, K_ACL, K_MODEL, K_OUTPUT };
+enum opt_kind { K_HELP, K_FLAG, K_INT, K_RANGE, K_RANGE_NEG, K_PG, K_KV, K_FA, K_DEV, K_ACL, K_MODEL, K_OUTPUT,
+                K_PATH };
 
 struct opt {
     const char *s, *l;
@@ -438,6 +441,8 @@ static const struct opt opts[] = {
     { NULL, "--progress", K_FLAG, F(progress) },
     { NULL, "--no-warmup", K_FLAG, F(no_warmup) },
     { NULL, "--roofline", K_FLAG, F(roofline) },
+    { NULL, "--profile", K_FLAG, F(profile) },
+    { NULL, "--trace", K_PATH, F(trace) },
 };
 #undef F
 
@@ -506,6 +511,12 @@ static enum vstatus apply_value(struct vctx *c, const struct opt *o, const char 
     case K_FLAG:
         *(bool *)field = true;
         return V_OK;
+    case K_PATH: {
+        char **path = (char **)field;
+        free(*path);
+        *path = strdup(val);
+        return *path ? V_OK : V_NOMEM;
+    }
     case K_HELP:
         break;
     }
@@ -673,6 +684,9 @@ void bench_usage(FILE *out, const char *prog, const struct bench_defaults *d)
     fprintf(out, "  --no-warmup                               skip warmup runs before benchmarking\n");
     fprintf(out, "  --roofline                                measure memory bandwidth and FMA peak, and print\n");
     fprintf(out, "                                            each test's fraction of its bound on stderr\n");
+    fprintf(out, "  --profile                                 per-op profile of each test (table on stderr, a\n"
+                 "                                            `profile` field in csv/json/jsonl/sql)\n");
+    fprintf(out, "  --trace <file>                            Chrome trace (Perfetto) of every op and host step\n");
     fprintf(out, "\ntest parameters:\n");
     fprintf(out, "  -m, --model <filename>                    (default: %s)\n", DEFAULT_MODEL);
     fprintf(out, "  -p, --n-prompt <n>                        (default: 512)\n");

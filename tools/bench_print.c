@@ -342,10 +342,21 @@ static void sql_values(FILE *out, const struct record *rec, int from, int to)
     }
 }
 
-/* llama-bench's INSERT, then ours taking the new rowid (see above). */
-static void sql_insert(FILE *out, const struct record *rec)
+/* " FROM llama_bench WHERE rowid = last_insert_rowid() AND test_time = .. AND avg_ns = ..;" */
+static void sql_link(FILE *out, const struct record *rec)
 {
     char buf[64];
+    fputs(" FROM llama_bench WHERE rowid = last_insert_rowid() AND test_time = ", out);
+    put_sql(out, value(rec, F_TEST_TIME, buf));
+    fputs(" AND avg_ns = ", out);
+    put_sql(out, value(rec, F_AVG_NS, buf));
+    fputs(";\n", out);
+}
+
+/* llama-bench's INSERT, then ours taking the new rowid (see above); with --profile the profile's
+ * JSON text too, in llm_bench_profile keyed the same way. */
+static void sql_insert(FILE *out, const struct record *rec, bool profile)
+{
     fputs("INSERT INTO llama_bench (", out);
     sql_names(out, 0, N_LLAMA_FIELDS);
     fputs(") VALUES (", out);
@@ -354,23 +365,31 @@ static void sql_insert(FILE *out, const struct record *rec)
     sql_names(out, N_LLAMA_FIELDS, N_FIELDS);
     fputs(") SELECT rowid, test_time, avg_ns, ", out);
     sql_values(out, rec, N_LLAMA_FIELDS, N_FIELDS);
-    fputs(" FROM llama_bench WHERE rowid = last_insert_rowid() AND test_time = ", out);
-    put_sql(out, value(rec, F_TEST_TIME, buf));
-    fputs(" AND avg_ns = ", out);
-    put_sql(out, value(rec, F_AVG_NS, buf));
-    fputs(";\n", out);
+    sql_link(out, rec);
+    if (!profile)
+        return;
+    fputs("INSERT INTO llm_bench_profile (llama_bench_rowid, test_time, avg_ns, profile) SELECT rowid, "
+          "test_time, avg_ns, ", out);
+    put_sql(out, rec->r->profile ? rec->r->profile : "");
+    sql_link(out, rec);
 }
 
 static void print_fields(const struct bench_printer *pr, const struct record *rec)
 {
     FILE *out = pr->out;
     char buf[64];
+    const bool profile = pr->params->profile;
+    const char *prof = rec->r->profile ? rec->r->profile : "{}";
     switch (pr->fmt) {
     case BENCH_OUT_CSV:
         for (int f = 0; f < N_FIELDS; f++) {
             if (f)
                 fputc(',', out);
             put_csv(out, value(rec, (enum field)f, buf));
+        }
+        if (profile) {
+            fputc(',', out);
+            put_csv(out, prof);
         }
         fputc('\n', out);
         break;
@@ -381,6 +400,8 @@ static void print_fields(const struct bench_printer *pr, const struct record *re
             put_json_value(out, (enum field)f, value(rec, (enum field)f, buf));
             fputs(",\n", out);
         }
+        if (profile)
+            fprintf(out, "    \"profile\": %s,\n", prof);
         fputs("    ", out);
         put_samples(out, rec, "\n    ");
         fputs("\n  }", out);
@@ -392,10 +413,12 @@ static void print_fields(const struct bench_printer *pr, const struct record *re
             put_json_value(out, (enum field)f, value(rec, (enum field)f, buf));
             fputs(", ", out);
         }
+        if (profile)
+            fprintf(out, "\"profile\": %s, ", prof);
         put_samples(out, rec, "");
         fputs("}\n", out);
         break;
-    case BENCH_OUT_SQL: sql_insert(out, rec); break;
+    case BENCH_OUT_SQL: sql_insert(out, rec, profile); break;
     case BENCH_OUT_MD: case BENCH_OUT_NONE:
         break;
     }
@@ -410,12 +433,15 @@ void bench_print_header(struct bench_printer *pr, const struct bench_env *env)
     case BENCH_OUT_CSV:
         for (int f = 0; f < N_FIELDS; f++)
             fprintf(pr->out, "%s%s", f ? "," : "", fields[f].name);
-        fputc('\n', pr->out);
+        fputs(pr->params->profile ? ",profile\n" : "\n", pr->out);
         break;
     case BENCH_OUT_JSON: fputs("[\n", pr->out); break;
     case BENCH_OUT_SQL:
         sql_create(pr->out, "llama_bench", "", 0, N_LLAMA_FIELDS);
         sql_create(pr->out, "llm_bench_extra", SQL_EXTRA_KEY_COLUMNS, N_LLAMA_FIELDS, N_FIELDS);
+        if (pr->params->profile)
+            fputs("CREATE TABLE IF NOT EXISTS llm_bench_profile (\n" SQL_EXTRA_KEY_COLUMNS "  profile TEXT\n);\n\n",
+                  pr->out);
         break;
     case BENCH_OUT_JSONL: case BENCH_OUT_NONE: break;
     }

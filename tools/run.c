@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "args.h"
 #include "commands.h"
@@ -18,6 +19,10 @@
 #include "model/sampler.h"
 #include "model/vocab.h"
 #include "log.h"
+#include "profile.h"
+#include "profile_print.h"
+#include "roofline.h"
+#include "trace.h"
 
 static const struct tool_alias run_aliases[] = {
     { "-ub", "--ubatch-size" }, { "-ctk", "--cache-type-k" }, { "-ctv", "--cache-type-v" },
@@ -52,6 +57,8 @@ struct run_opts {
     const char *model, *device, *dump_logits;
     char *prompt;
     FILE *dump;           /* dump_logits + ".tmp", opened before any work */
+    struct llm_trace *trace; /* --trace FILE, opened before any work */
+    bool profile;         /* --profile */
     int n_predict, n_ctx, n_batch, n_ubatch, n_threads;
     struct llm_sampler_params sp;
     enum llm_type type_k, type_v;
@@ -282,11 +289,13 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
     struct arg_lit *no_warmup = arg_litn(NULL, "no-warmup", 0, 64, "accepted (llm-run does no warm-up run)");
     struct arg_file *dump = arg_file0(NULL, "dump-logits", "FILE", "write the prompt's logits (float32 rows of n_vocab)");
     struct arg_lit *verbose = arg_lit0("v", "verbose", "print settings and statistics");
+    struct arg_lit *profile = arg_lit0(NULL, "profile", "print a per-op profile of prefill and decode at the end");
+    struct arg_file *trace = arg_file0(NULL, "trace", "FILE", "write a Chrome trace (Perfetto) of every op and host step");
     struct arg_lit *help = arg_lit0("h", "help", "print this help");
     struct arg_end *end = arg_end(5);
     void *table[] = { help, model, prompt, file, n_predict, n_ctx, n_batch, n_ubatch, threads, temp, top_k,
                       top_p, min_p, rep_pen, rep_n, seed, ctk, ctv, fa, dev, ngl, no_display, special,
-                      no_parse, escape, no_escape, ignore_eos, no_cnv, no_warmup, dump, verbose, end };
+                      no_parse, escape, no_escape, ignore_eos, no_cnv, no_warmup, dump, verbose, profile, trace, end };
     const int n_table = sizeof table / sizeof table[0];
     int rc = -1;
 
@@ -388,7 +397,14 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
         rc = 1;
     } else if (o->dump_logits && open_dump(o) != 0) {
         rc = 1;
+    } else if (trace->count) {
+        struct llm_error err;
+        if (!(o->trace = llm_trace_open(trace->filename[0], &err))) {
+            tool_error("%s", err.msg);
+            rc = 1;
+        }
     }
+    o->profile = profile->count > 0;
 out:
     arg_freetable(table, (size_t)n_table);
     return rc;
@@ -597,6 +613,17 @@ static int eval_gen(const struct run_opts *o, struct llm_context *ctx, const str
     return rc;
 }
 
+/* The profile table, beside the machine's limits measured now (about two seconds). */
+static void print_profile(const struct llm_profile *prof, const struct llm_context *ctx,
+                          const struct llm_context_params *cp)
+{
+    struct roofline roof;
+    long n_cores = sysconf(_SC_NPROCESSORS_ONLN);
+    bool have = roofline_measure(&roof, cp->n_threads, (size_t)256 << 20, n_cores > 0 ? (int)n_cores : 1) == 0;
+    profile_print_table(stderr, "llm-run: ", prof, llm_context_backend_name(ctx), cp->device == LLM_DEVICE_NPU,
+                        have ? &roof : NULL, cp->n_threads);
+}
+
 static int generate(struct run_opts *o)
 {
     struct llm_error err = { 0 };
@@ -626,6 +653,9 @@ static int generate(struct run_opts *o)
     cp.type_v = o->type_v;
     cp.flash_attn = o->flash_attn != 0;
     cp.device = (enum llm_device)llm_device_from_name(o->device);
+    static struct llm_profile prof; /* large: not on the stack */
+    cp.profile = o->profile ? &prof : NULL;
+    cp.trace = o->trace;
 
     t = now_ms();
     const size_t plen = strlen(o->prompt);
@@ -696,6 +726,8 @@ static int generate(struct run_opts *o)
     print_summary(&rs, ctx, cp.n_threads);
     if (o->verbose)
         print_stats(&rs, ctx, model, &cp);
+    if (o->profile)
+        print_profile(&prof, ctx, &cp);
     rc = interrupted ? 130 : 0;
 out:
     free(scratch);
@@ -728,6 +760,11 @@ int cmd_run(int argc, char **argv)
         sigaction(SIGINT, &old, NULL);
     }
     discard_dump(&o);
+    struct llm_error err;
+    if (llm_trace_close(o.trace, &err) != 0 && rc == 0) {
+        tool_error("%s", err.msg);
+        rc = 1;
+    }
     free(args);
     free(o.prompt);
     free((char *)o.model);
