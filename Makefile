@@ -107,10 +107,12 @@ test: test-unit test-asan fuzz
 
 # llm-bench on synthetic Qwen2.5-0.5B / TinyLlama-1.1B shapes (cached in models/) and stories260K,
 # against llama.cpp's figures: bench/results/latest.md.
-# Then the NPU graph-mode A/B (installs gnuplot-nox if missing): graph_ab.md, crossover.png.
+# Then the NPU graph-mode A/B (installs gnuplot-nox if missing): graph_ab.md, crossover.png; and one
+# decode token of the 0.5B shape, eager against graph, as a timeline: timeline.md, timeline.png.
 bench: all
 	@SHARED=$(SHARED) BIN=$(BIN) bash bench/run.sh
 	@SHARED=$(SHARED) BIN=$(BIN) bash bench/graph_ab.sh
+	@SHARED=$(SHARED) BIN=$(BIN) bash bench/timeline.sh
 
 # Planted bugs (tests/mutants.txt), one at a time in a scratch copy of the working tree
 # ($(BUILD)/mutants/): fails if any survives or no longer applies. MUTANTS="rope sampler" runs the
