@@ -2,10 +2,10 @@
  *
  * A stream is a ring of task slots filled by the host (one producer) and emptied in order by the
  * stream's device thread, which is worker 0 of the stream's llm_threadpool (the other workers join
- * for kernels launched with block_dim 0). The device thread spins briefly on an empty ring, then
- * sleeps; the host spins briefly in synchronize, then sleeps, so a waiting host does not take a
- * core from the device workers. A replayed graph runs as one task: all its kernels inside one pool
- * run, with a barrier only where a kernel is split across the workers, as the cpu backend does. */
+ * for kernels launched with block_dim 0). The device thread and the host in synchronize poll
+ * briefly, then yield between polls (so neither keeps a core a worker needs), then sleep. A replayed graph runs as one task: its kernels one after the other,
+ * each on worker 0 alone or split over the pool as when launched eagerly (one pool run per split
+ * kernel: the other workers never wait at barriers through the long runs of small kernels). */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -30,13 +30,11 @@
  * runnable thread (the host, when the workers take every core) until DEVICE_YIELD_NS, then sleeps. */
 #define DEVICE_PAUSE_NS 5000
 #define DEVICE_YIELD_NS 100000
-/* Host wait policy, like CUDA's "auto" scheduling: when the device workers leave the host a core of
- * its own, the host keeps polling (a wake-up from sleep costs tens of µs on a VM); when they take
- * every core, it sleeps almost at once so as not to slow them down. Polling busy-waits only
- * HOST_PAUSE_NS, then yields between polls: until the scheduler has spread the threads over the
- * cores, the host may share one with a device worker. */
-#define HOST_SPIN_OWN_CORE_NS 2000000
-#define HOST_SPIN_SHARED_NS 2000
+/* Host wait in synchronize: busy-wait HOST_PAUSE_NS, then poll with a yield between polls until
+ * HOST_POLL_NS, then sleep. Yielding gives the core to a device worker that shares it, while a host
+ * that sleeps at once lets its vCPU go idle: on the 2-vCPU VMs this runs on, replays with 2 device
+ * workers then ran 2-4x slower (stories260K: 250 against 70 µs of device time per token). */
+#define HOST_POLL_NS 2000000
 #define HOST_PAUSE_NS 2000
 
 enum task_kind { TASK_KERNEL, TASK_GRAPH, TASK_COPY };
@@ -75,7 +73,6 @@ struct acl_stream {
     pthread_t thread;
     struct llm_threadpool *pool;
     int n_workers;
-    uint64_t host_spin_ns;  /* how long synchronize busy-waits before sleeping */
     /* capture state, touched by the host thread only */
     bool capturing;
     aclmdlRICaptureMode capture_mode;
@@ -118,46 +115,27 @@ static void split_kernel(int ith, int nth, void *arg)
     r->t->kernel(&k, (void *)r->t->args);
 }
 
-struct replay {
-    const struct acl_model_ri *ri;
-    struct llm_threadpool *pool;
-};
-
-/* Every worker walks the recorded list; kernels for one worker run on worker 0 while the others
- * go ahead to the next split kernel, where worker 0 catches up at a barrier. */
-static void replay_worker(int ith, int nth, void *arg)
+/* One kernel or copy: on worker 0 alone, or split over every worker of the stream's pool. */
+static void run_one(struct acl_stream *s, const struct task *t)
 {
-    const struct replay *r = arg;
-    struct acl_kernel_ctx split = { .ith = ith, .nth = nth, .barrier = llm_threadpool_barrier, .pool = r->pool };
-    bool behind = false;
-    for (size_t i = 0; i < r->ri->n; i++) {
-        const struct task *t = &r->ri->tasks[i];
-        if (t->kind != TASK_KERNEL || t->block_dim == 1 || nth == 1) {
-            if (ith == 0)
-                run_alone(t);
-            behind = true;
-            continue;
-        }
-        if (behind)
-            llm_threadpool_barrier(r->pool);
-        t->kernel(&split, (void *)t->args);
-        llm_threadpool_barrier(r->pool);
-        behind = false;
-    }
-}
-
-static void run_task(struct acl_stream *s, struct task *t)
-{
-    if (t->kind == TASK_GRAPH) {
-        struct replay r = { t->ri, s->pool };
-        llm_threadpool_run(s->pool, replay_worker, &r);
-        atomic_fetch_sub(&t->ri->in_flight, 1);
-    } else if (t->kind == TASK_KERNEL && t->block_dim != 1 && s->n_workers > 1) {
+    if (t->kind == TASK_KERNEL && t->block_dim != 1 && s->n_workers > 1) {
         struct split_run r = { t, s->pool };
         llm_threadpool_run(s->pool, split_kernel, &r);
     } else {
         run_alone(t);
     }
+}
+
+/* A replay runs the recorded tasks exactly as eager ones run, minus taking each from the ring. */
+static void run_task(struct acl_stream *s, struct task *t)
+{
+    if (t->kind != TASK_GRAPH) {
+        run_one(s, t);
+        return;
+    }
+    for (size_t i = 0; i < t->ri->n; i++)
+        run_one(s, &t->ri->tasks[i]);
+    atomic_fetch_sub(&t->ri->in_flight, 1);
 }
 
 /* Waits for a task or stop; false when stopping with nothing left. */
@@ -214,7 +192,7 @@ static void *device_thread(void *arg)
 static void wait_done(struct acl_stream *s, uint64_t target)
 {
     uint64_t t0 = now_ns(), waited = 0;
-    while (atomic_load(&s->head) < target && (waited = now_ns() - t0) < s->host_spin_ns) {
+    while (atomic_load(&s->head) < target && (waited = now_ns() - t0) < HOST_POLL_NS) {
         if (waited > HOST_PAUSE_NS)
             sched_yield();
         else
@@ -290,7 +268,6 @@ aclError aclrtCreateStreamWithWorkers(aclrtStream *stream, int n_workers)
     memset(s, 0, sizeof *s);
     s->n_workers = n_workers;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    s->host_spin_ns = cores > n_workers ? HOST_SPIN_OWN_CORE_NS : HOST_SPIN_SHARED_NS;
     atomic_store(&s->wake_at, UINT64_MAX);
     s->ring = aligned_alloc(64, RING_SLOTS * sizeof *s->ring);
     s->pool = llm_threadpool_new(n_workers);
