@@ -9,28 +9,12 @@
 # only, not `make deps`). Takes a few seconds.
 set -euo pipefail
 BIN=${BIN:-bin}
-MODELS=models
 OUT=bench/results
 TMP=$OUT/tmp
 LAUNCH_US=20
-BENCH_PKGS="gnuplot-nox"
-mkdir -p "$MODELS" "$TMP"
-
-# bench-deps: the same pattern as the Makefile's deps target
-missing=""
-for p in $BENCH_PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
-if [ -n "$missing" ]; then
-  echo "make bench: installing:$missing" >&2
-  # shellcheck disable=SC2086 # a list of names
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
-fi
-
-q8=$MODELS/qwen2-0.5b-q8_0.gguf
-if [ ! -s "$q8" ]; then
-  echo "make bench: generating $q8 (once)" >&2
-  "$BIN/llm" synth --arch qwen2 --preset qwen2-0.5b --type Q8_0 --seed 1 -o "$MODELS/qwen2-0.5b-q8_0.tmp.gguf"
-  mv "$MODELS/qwen2-0.5b-q8_0.tmp.gguf" "$q8"
-fi
+mkdir -p "$TMP"
+# shellcheck source=bench/npu_common.sh
+source "$(dirname "$0")/npu_common.sh"
 
 jsonl=$TMP/timeline.jsonl
 cmds=$TMP/timeline.cmds
