@@ -85,7 +85,7 @@ run: deps all
 TEST_TIMEOUT ?= 600
 test-unit: all $(TEST_BIN)
 	@mkdir -p $(BUILD)
-	@SHARED=$(SHARED) LLM=$(BIN)/llm SUITE=$(SUITE) RESULTS=$(BUILD)/results.txt TEST_TIMEOUT=$(TEST_TIMEOUT) \
+	@SHARED=$(SHARED) LLM=$(BIN)/llm TEST_BUILD=$(BUILD) SUITE=$(SUITE) RESULTS=$(BUILD)/results.txt TEST_TIMEOUT=$(TEST_TIMEOUT) \
 	  bash tests/run.sh $(TEST_BIN) $(TEST_SCRIPTS)
 
 # The same suite under AddressSanitizer + UndefinedBehaviorSanitizer, in its own build tree.

@@ -3,7 +3,10 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -25,12 +28,13 @@ struct llm_threadpool {
     atomic_uint run_gen;     /* bumped to start a run          */
     atomic_int n_done;       /* workers finished the run       */
     atomic_int stop;
-    int idle_pauses;         /* busy-wait iterations between runs before yielding */
+    int idle_yields;         /* sched_yield polls between runs, after the busy-wait, before sleeping */
+    uint64_t idle_spin_ns;   /* busy-wait between runs by time instead of SPIN_PAUSES, when set */
     atomic_uint bar_count;   /* barrier arrivals               */
     atomic_uint bar_gen;     /* barrier generation             */
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int sleeping;            /* workers blocked on cv (under mu) */
+    atomic_int sleeping;     /* workers blocked on cv (changed under mu) */
 };
 
 struct worker_arg {
@@ -62,6 +66,43 @@ void llm_threadpool_barrier(void *pool)
     spin_wait(&p->bar_gen, gen);
 }
 
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static bool run_pending(struct llm_threadpool *p, unsigned seen)
+{
+    return atomic_load_explicit(&p->run_gen, memory_order_acquire) != seen || atomic_load(&p->stop);
+}
+
+/* Between runs: busy-wait (SPIN_PAUSES pauses, or idle_spin_ns when set), then poll with
+ * sched_yield idle_yields times, then sleep on the condition variable. */
+static void wait_for_run(struct llm_threadpool *p, unsigned seen)
+{
+    if (p->idle_spin_ns) {
+        const uint64_t t0 = now_ns();
+        while (!run_pending(p, seen) && now_ns() - t0 < p->idle_spin_ns)
+            for (int k = 0; k < 16; k++)
+                cpu_relax();
+    } else {
+        for (int i = 0; i < SPIN_PAUSES && !run_pending(p, seen); i++)
+            cpu_relax();
+    }
+    for (int i = 0; i < p->idle_yields && !run_pending(p, seen); i++)
+        sched_yield();
+    if (run_pending(p, seen))
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->sleeping++;
+    while (!run_pending(p, seen))
+        pthread_cond_wait(&p->cv, &p->mu);
+    p->sleeping--;
+    pthread_mutex_unlock(&p->mu);
+}
+
 static void *worker(void *arg)
 {
     struct worker_arg *wa = arg;
@@ -70,24 +111,7 @@ static void *worker(void *arg)
     free(wa);
     unsigned seen = 0;
     for (;;) {
-        /* Wait for a new run: spin, then yield, then sleep on the condition variable. */
-        int i = 0;
-        while (atomic_load_explicit(&p->run_gen, memory_order_acquire) == seen &&
-               !atomic_load(&p->stop)) {
-            if (i < p->idle_pauses) {
-                cpu_relax();
-            } else if (i < SPIN_YIELDS) {
-                sched_yield();
-            } else {
-                pthread_mutex_lock(&p->mu);
-                p->sleeping++;
-                while (atomic_load(&p->run_gen) == seen && !atomic_load(&p->stop))
-                    pthread_cond_wait(&p->cv, &p->mu);
-                p->sleeping--;
-                pthread_mutex_unlock(&p->mu);
-            }
-            i++;
-        }
+        wait_for_run(p, seen);
         if (atomic_load(&p->stop))
             return NULL;
         seen = atomic_load(&p->run_gen);
@@ -104,7 +128,7 @@ struct llm_threadpool *llm_threadpool_new(int n_threads)
         return NULL;
     }
     p->n = n_threads;
-    p->idle_pauses = SPIN_PAUSES;
+    p->idle_yields = SPIN_YIELDS;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     p->threads = calloc((size_t)n_threads, sizeof *p->threads);
@@ -144,14 +168,20 @@ void llm_threadpool_free(struct llm_threadpool *p)
     free(p);
 }
 
-void llm_threadpool_yield_early(struct llm_threadpool *p)
+void llm_threadpool_sleep_early(struct llm_threadpool *p, int spin_us)
 {
-    p->idle_pauses = 0;
+    p->idle_yields = 0;
+    p->idle_spin_ns = spin_us > 0 ? (uint64_t)spin_us * 1000u : 0;
 }
 
 int llm_threadpool_n_threads(const struct llm_threadpool *p)
 {
     return p->n;
+}
+
+int llm_threadpool_n_awake(struct llm_threadpool *p)
+{
+    return p->n - 1 - atomic_load_explicit(&p->sleeping, memory_order_relaxed);
 }
 
 void llm_threadpool_run(struct llm_threadpool *p, void (*fn)(int ith, int nth, void *arg), void *arg)

@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <math.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "alloc.h"
 #include "graph.h"
@@ -184,6 +185,24 @@ static void test_threadpool(void)
         CHECK(j.ok, "barrier let a thread through early with %d threads", nth);
         llm_threadpool_free(j.pool);
     }
+    /* sleep_early: workers busy-wait 200 us after a run, then sleep (n_awake drops to 0 within a
+     * second), and a run wakes them all again */
+    struct pool_job j = { .rounds = 50, .ok = true };
+    j.pool = llm_threadpool_new(3);
+    CHECK(j.pool != NULL);
+    if (!j.pool)
+        return;
+    llm_threadpool_sleep_early(j.pool, 200);
+    for (int run = 0; run < 3; run++) {
+        atomic_store(&j.counter, 0);
+        llm_threadpool_run(j.pool, pool_fn, &j);
+        int awake = 2;
+        for (int ms = 0; ms < 1000 && (awake = llm_threadpool_n_awake(j.pool)) > 0; ms++)
+            nanosleep(&(struct timespec){ .tv_nsec = 1000000 }, NULL);
+        CHECK_EQ_INT(awake, 0);
+    }
+    CHECK(j.ok, "barrier let a thread through early after the workers slept");
+    llm_threadpool_free(j.pool);
 }
 
 static void test_sampler(void)

@@ -158,6 +158,64 @@ static void check_type(int t)
           name, worst_ref, worst_ref_err);
 }
 
+/* vec_dot4 (where the CPU gives a type one): each of the four sums matches vec_dot_ref within the
+ * same tolerance, and a row gives the same bits in every one of the four places. */
+static void check_dot4(int t)
+{
+    const struct llm_type_traits *tt = llm_type_traits(t);
+    if (!tt->vec_dot4)
+        return;
+    static const int64_t lens[] = { 1, 7, 8, 15, 16, 17, 24, 63, 64, 172, 1000 };
+    const size_t n_lens = sizeof lens / sizeof lens[0];
+    int bad = 0, moved = 0;
+    for (size_t li = 0; li < n_lens; li++) {
+        const int64_t n = lens[li];
+        const size_t row = llm_row_size(t, n);
+        char *w = malloc(5 * row), *act = malloc(row);
+        float *tmp = malloc((size_t)n * sizeof(float));
+        for (int r = 0; r < 5; r++)
+            make_weight(t, n, w + r * row, tmp, 0);
+        make_weight(t, n, act, tmp, 0); /* plain types: vec_dot_type is the weights' own */
+        const void *rows[4] = { w, w + row, w + 2 * row, w + 3 * row };
+        float s[4];
+        tt->vec_dot4(n, s, rows, act);
+        for (int r = 0; r < 4; r++) {
+            float ref;
+            double mag = 0;
+            tt->vec_dot_ref(n, &ref, rows[r], act);
+            for (int64_t i = 0; i < n; i++) {
+                float a, b;
+                tt->to_float(w + r * row, tmp, n);
+                a = tmp[i];
+                tt->to_float(act, tmp, n);
+                b = tmp[i];
+                mag += fabs((double)a * b);
+            }
+            if (!(fabs((double)s[r] - ref) <= 1e-5 * mag + 1e-30)) {
+                bad++;
+                fprintf(stderr, "%s dot4 n=%lld row %d: %.9g, reference %.9g\n", llm_type_name(t), (long long)n,
+                        r, s[r], ref);
+            }
+        }
+        /* row 4 in each place, next to other rows: the same bits as when it is alone */
+        const void *alone[4] = { w + 4 * row, w + 4 * row, w + 4 * row, w + 4 * row };
+        float base[4];
+        tt->vec_dot4(n, base, alone, act);
+        for (int place = 0; place < 4; place++) {
+            const void *mix[4] = { rows[0], rows[1], rows[2], rows[3] };
+            mix[place] = w + 4 * row;
+            float got[4];
+            tt->vec_dot4(n, got, mix, act);
+            moved += memcmp(&got[place], &base[0], sizeof(float)) != 0;
+        }
+        free(w);
+        free(act);
+        free(tmp);
+    }
+    CHECK(bad == 0, "%s: %d vec_dot4 sums off the reference", llm_type_name(t), bad);
+    CHECK(moved == 0, "%s: %d vec_dot4 sums changed with the row's place", llm_type_name(t), moved);
+}
+
 int main(void)
 {
     /* every type with a dequantizer that can be a weight must have a dot product */
@@ -167,6 +225,11 @@ int main(void)
                             LLM_TYPE_Q6_K };
     for (size_t i = 0; i < sizeof weights / sizeof weights[0]; i++)
         check_type(weights[i]);
+    for (size_t i = 0; i < sizeof weights / sizeof weights[0]; i++)
+        check_dot4(weights[i]);
+    CHECK(llm_type_traits(LLM_TYPE_F32)->vec_dot4 || !llm_type_traits(LLM_TYPE_F32)->vec_dot_ref ||
+          llm_type_traits(LLM_TYPE_F32)->vec_dot == llm_type_traits(LLM_TYPE_F32)->vec_dot_ref,
+          "F32 has a fast vec_dot but no vec_dot4");
     CHECK_EQ_INT(llm_type_traits(LLM_TYPE_Q4_0)->vec_dot_type, LLM_TYPE_Q8_0);
     CHECK_EQ_INT(llm_type_traits(LLM_TYPE_Q5_1)->vec_dot_type, LLM_TYPE_Q8_1);
     CHECK_EQ_INT(llm_type_traits(LLM_TYPE_Q6_K)->vec_dot_type, LLM_TYPE_Q8_K);

@@ -2,8 +2,8 @@
  *
  * A stream is a ring of task slots filled by the host (one producer) and emptied in order by the
  * stream's device thread, which is worker 0 of the stream's llm_threadpool (the other workers join
- * for kernels launched with block_dim 0). The device thread and the host in synchronize poll
- * briefly, then yield between polls (so neither keeps a core a worker needs), then sleep. A replayed graph runs as one task: its kernels one after the other,
+ * for kernels launched with block_dim 0). The device thread and the host in synchronize busy-wait
+ * briefly, then sleep (see DEVICE_SPIN_NS). A replayed graph runs as one task: its kernels one after the other,
  * each on worker 0 alone or split over the pool as when launched eagerly (one pool run per split
  * kernel: the other workers never wait at barriers through the long runs of small kernels). */
 #include <pthread.h>
@@ -26,16 +26,22 @@
 #endif
 
 #define RING_SLOTS 256            /* tasks in flight per stream before the host waits          */
-/* Device thread waiting for the next task: busy-waits DEVICE_PAUSE_NS, then yields its core to any
- * runnable thread (the host, when the workers take every core) until DEVICE_YIELD_NS, then sleeps. */
-#define DEVICE_PAUSE_NS 5000
-#define DEVICE_YIELD_NS 100000
-/* Host wait in synchronize: busy-wait HOST_PAUSE_NS, then poll with a yield between polls until
- * HOST_POLL_NS, then sleep. Yielding gives the core to a device worker that shares it, while a host
- * that sleeps at once lets its vCPU go idle: on the 2-vCPU VMs this runs on, replays with 2 device
- * workers then ran 2-4x slower (stories260K: 250 against 70 µs of device time per token). */
-#define HOST_POLL_NS 2000000
-#define HOST_PAUSE_NS 2000
+/* How long the device thread (waiting for the next task) and the host (in synchronize) busy-wait
+ * before they sleep. Neither polls with sched_yield: a poller looks idle to the scheduler, which
+ * then holds back the thread that has the work (EEVDF runs it only once the pollers have caught up
+ * on CPU time): a replay that ended was seen by the host 2 ms later. While the host, the device
+ * thread and the device's other awake workers outnumber the cores ("crowded"), a waiting thread
+ * sleeps almost at once and leaves its core to a thread with work; otherwise it has a core of its
+ * own and spins through a whole replay, sparing a wake-up per token (tens of us on a VM whose idle
+ * vCPU halted). */
+#define DEVICE_SPIN_NS 100000
+#define HOST_SPIN_NS 2000000
+#define CROWDED_SPIN_NS 3000
+/* Device workers other than the device thread busy-wait this long for the next split kernel before
+ * they sleep: long enough to bridge the single-worker kernels between two split ones within a
+ * token (waking a sleeping worker for each split kernel cost the 0.5B shape a third of its speed),
+ * short enough to leave the core to the host soon after the device goes idle. */
+#define WORKER_SPIN_US 300
 
 enum task_kind { TASK_KERNEL, TASK_GRAPH, TASK_COPY };
 
@@ -73,6 +79,7 @@ struct acl_stream {
     pthread_t thread;
     struct llm_threadpool *pool;
     int n_workers;
+    int cores;
     /* capture state, touched by the host thread only */
     bool capturing;
     aclmdlRICaptureMode capture_mode;
@@ -138,18 +145,18 @@ static void run_task(struct acl_stream *s, struct task *t)
     atomic_fetch_sub(&t->ri->in_flight, 1);
 }
 
+/* How long a waiting host or device thread may busy-wait (see DEVICE_SPIN_NS). */
+static uint64_t spin_budget(struct acl_stream *s, uint64_t uncrowded_ns)
+{
+    return 2 + llm_threadpool_n_awake(s->pool) > s->cores ? CROWDED_SPIN_NS : uncrowded_ns;
+}
+
 /* Waits for a task or stop; false when stopping with nothing left. */
 static bool wait_for_work(struct acl_stream *s, uint64_t head)
 {
-    const uint64_t t0 = now_ns();
-    uint64_t waited = 0;
-    while (atomic_load(&s->tail) == head && !atomic_load(&s->stop) &&
-           (waited = now_ns() - t0) < DEVICE_YIELD_NS) {
-        if (waited > DEVICE_PAUSE_NS)
-            sched_yield();
-        else
-            cpu_relax();
-    }
+    const uint64_t t0 = now_ns(), budget = spin_budget(s, DEVICE_SPIN_NS);
+    while (atomic_load(&s->tail) == head && !atomic_load(&s->stop) && now_ns() - t0 < budget)
+        cpu_relax();
     if (atomic_load(&s->tail) != head)
         return true;
     pthread_mutex_lock(&s->mu);
@@ -191,13 +198,9 @@ static void *device_thread(void *arg)
  * at most one sleeping waiter. */
 static void wait_done(struct acl_stream *s, uint64_t target)
 {
-    uint64_t t0 = now_ns(), waited = 0;
-    while (atomic_load(&s->head) < target && (waited = now_ns() - t0) < HOST_POLL_NS) {
-        if (waited > HOST_PAUSE_NS)
-            sched_yield();
-        else
-            cpu_relax();
-    }
+    const uint64_t t0 = now_ns(), budget = spin_budget(s, HOST_SPIN_NS);
+    while (atomic_load(&s->head) < target && now_ns() - t0 < budget)
+        cpu_relax();
     if (atomic_load(&s->head) >= target)
         return;
     pthread_mutex_lock(&s->mu);
@@ -271,8 +274,9 @@ aclError aclrtCreateStreamWithWorkers(aclrtStream *stream, int n_workers)
     atomic_store(&s->wake_at, UINT64_MAX);
     s->ring = aligned_alloc(64, RING_SLOTS * sizeof *s->ring);
     s->pool = llm_threadpool_new(n_workers);
-    if (s->pool && cores <= n_workers) /* the host needs a core back between runs */
-        llm_threadpool_yield_early(s->pool);
+    s->cores = cores > 0 ? (int)cores : 1;
+    if (s->pool && s->cores <= n_workers) /* the host needs a core back once the device idles */
+        llm_threadpool_sleep_early(s->pool, WORKER_SPIN_US);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->work_cv, NULL);
     pthread_cond_init(&s->done_cv, NULL);

@@ -139,18 +139,30 @@ bool llm_cpu_supports(const struct llm_tensor *n)
     }
 }
 
-/* Below this many multiply-adds (or elements for other ops) a node runs on one thread: a barrier
- * costs about a microsecond, as much as ~10k FMAs. */
-#define SPLIT_MIN_WORK 32768
+/* Below this many multiply-adds (or elements for other ops) a node runs on one thread. On the cpu a
+ * barrier costs about a microsecond, but the emulated npu, which must split exactly as the cpu does
+ * (its results are the cpu's bit for bit), puts its second worker to sleep while the host needs
+ * the core, and waking it costs 5-30 us: a split repays that from ~2^18 multiply-adds (a 1 MiB F32
+ * matrix, ~20 us on one core). Measured on the cpu at 2^15 and 2^18: the same tg128 on stories260K
+ * and the Qwen2.5-0.5B shape (prefill nodes are far above both). */
+#define SPLIT_MIN_WORK (1 << 18)
 
-bool llm_cpu_worth_splitting(const struct llm_tensor *node)
+/* Multiply-adds for MUL_MAT and FLASH_ATTN, elements written for the other ops. */
+static int64_t node_work(const struct llm_tensor *node)
 {
+    if (node->op == LLM_OP_SET_ROWS) /* writes src0's rows into a (large) destination */
+        return llm_nelements(node->src[0]);
     int64_t work = llm_nelements(node);
     if (node->op == LLM_OP_MUL_MAT)
         work *= node->src[0]->ne[0];
     else if (node->op == LLM_OP_FLASH_ATTN)
         work *= node->src[1]->ne[1]; /* × KV cells */
-    return work >= SPLIT_MIN_WORK;
+    return work;
+}
+
+bool llm_cpu_worth_splitting(const struct llm_tensor *node)
+{
+    return node_work(node) >= SPLIT_MIN_WORK;
 }
 
 bool llm_cpu_supports_type(enum llm_type type)

@@ -1,8 +1,25 @@
 #include "cpu_features.h"
 
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../log.h"
+
+/* The cap LLM_CPU_ISA asks for: false for scalar. */
+static bool simd_allowed(void)
+{
+    const char *v = getenv("LLM_CPU_ISA");
+    if (!v || !strcmp(v, "native") || !strcmp(v, "avx2"))
+        return true;
+    if (!strcmp(v, "scalar"))
+        return false;
+    llm_log(LLM_LOG_WARN, "LLM_CPU_ISA=%s is not scalar, avx2 or native: using native", v);
+    return true;
+}
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
-#include <stdatomic.h>
 
 static bool detect(void)
 {
@@ -14,21 +31,24 @@ static bool detect(void)
         return false;
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
-
-bool llm_cpu_has_avx2(void)
-{
-    /* cpuid traps to the hypervisor in a VM: ask once (0 unknown, 1 no, 2 yes) */
-    static atomic_int cached;
-    int v = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (!v) {
-        v = detect() ? 2 : 1;
-        atomic_store_explicit(&cached, v, memory_order_relaxed);
-    }
-    return v == 2;
-}
 #else
-bool llm_cpu_has_avx2(void)
+static bool detect(void)
 {
     return false;
 }
 #endif
+
+static bool has_avx2;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+/* cpuid traps to the hypervisor in a VM, and the warning is said once: ask once */
+static void init(void)
+{
+    has_avx2 = simd_allowed() && detect();
+}
+
+bool llm_cpu_has_avx2(void)
+{
+    pthread_once(&once, init);
+    return has_avx2;
+}

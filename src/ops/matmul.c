@@ -136,12 +136,41 @@ size_t cpu_mul_mat_work_size(const struct llm_tensor *dst, int nth)
  * src1 rows. */
 #define PREFETCH_AHEAD 4096
 #define PREFETCH_MAX_N 4
+/* Smaller matrices come from cache (a tiny model's weights fit in L2/L3), where the prefetch
+ * instructions only take issue slots: stories260K decode 26.5k against 25.2k t/s. */
+#define PREFETCH_MIN_BYTES (256u << 10)
 
 static void prefetch_ahead(const void *row, size_t bytes)
 {
     const char *p = (const char *)row + PREFETCH_AHEAD;
     for (size_t o = 0; o < bytes; o += 64)
         __builtin_prefetch(p + o);
+}
+
+/* Weight rows [m0, m1) of matrix (i2, i3) dotted with its N src1 rows at xb, four rows per call
+ * (the last group repeats its final row where fewer than four remain: dst rows are contiguous,
+ * and only the real ones are stored). */
+static void dot_rows4(const struct mm_geom *g, struct llm_tensor *dst, int64_t m0, int64_t m1, int64_t i2,
+                      int64_t i3, const char *xb, size_t xrow)
+{
+    const char *w = tensor_at(g->w, 0, 0, i2 / g->r2, i3 / g->r3);
+    const size_t stride = g->w->nb[1], row_bytes = llm_row_size(g->w->type, g->K);
+    llm_vec_dot4_fn dot4 = g->wt->vec_dot4;
+    const bool prefetch = g->N <= PREFETCH_MAX_N && (size_t)g->M * row_bytes >= PREFETCH_MIN_BYTES;
+    for (int64_t m = m0; m < m1; m += 4) {
+        const void *rows[4];
+        for (int r = 0; r < 4; r++) {
+            rows[r] = w + (size_t)(m + r < m1 ? m + r : m1 - 1) * stride;
+            if (prefetch)
+                prefetch_ahead(rows[r], row_bytes);
+        }
+        const size_t live = (size_t)(m1 - m < 4 ? m1 - m : 4);
+        for (int64_t n = 0; n < g->N; n++) {
+            float out[4];
+            dot4(g->K, out, rows, xb + (size_t)n * xrow);
+            memcpy(tensor_at(dst, m, n, i2, i3), out, live * sizeof(float));
+        }
+    }
 }
 
 static void mul_mat_dot(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct mm_geom *g,
@@ -186,6 +215,10 @@ static void mul_mat_dot(const struct llm_cpu_params *p, struct llm_tensor *dst, 
         int64_t m1 = m0 + chunk < g->M ? m0 + chunk : g->M;
         int64_t i2 = b % dst->ne[2], i3 = b / dst->ne[2];
         const char *xb = xs + (size_t)(b * g->N) * xrow;
+        if (g->wt->vec_dot4) {
+            dot_rows4(g, dst, m0, m1, i2, i3, xb, xrow);
+            continue;
+        }
         for (int64_t m = m0; m < m1; m++) {
             const void *wr = tensor_at(g->w, 0, m, i2 / g->r2, i3 / g->r3);
             if (g->N <= PREFETCH_MAX_N)

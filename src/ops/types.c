@@ -8,25 +8,28 @@
 
 /* One row per type with kernels (other known types stay zeroed): the public traits (with reference
  * kernels) plus the AVX2/FMA/F16C twins that init_traits() installs as to_float_fast /
- * from_float_fast / vec_dot when the CPU has those features. */
+ * from_float_fast / vec_dot / vec_dot4 when the CPU has those features. */
 struct row {
     struct llm_type_traits t;
     llm_to_float_fn to_float_avx2;
     llm_from_float_fn from_float_avx2;
     llm_vec_dot_fn vec_dot_avx2;
+    llm_vec_dot4_fn vec_dot4_avx2;
 };
 
 static struct row rows[LLM_TYPE_COUNT] = {
     [LLM_TYPE_F32] = {
         .t = { .to_float = llm_to_float_f32, .from_float = llm_from_float_f32,
                .vec_dot_ref = llm_vec_dot_f32_ref, .vec_dot_type = LLM_TYPE_F32 },
-        .vec_dot_avx2 = llm_vec_dot_f32_avx2 },
+        .vec_dot_avx2 = llm_vec_dot_f32_avx2,
+        .vec_dot4_avx2 = llm_vec_dot4_f32_avx2 },
     [LLM_TYPE_F16] = {
         .t = { .to_float = llm_to_float_f16, .from_float = llm_from_float_f16,
                .vec_dot_ref = llm_vec_dot_f16_ref, .vec_dot_type = LLM_TYPE_F16 },
         .to_float_avx2 = llm_to_float_f16_avx2,
         .from_float_avx2 = llm_from_float_f16_avx2,
-        .vec_dot_avx2 = llm_vec_dot_f16_avx2 },
+        .vec_dot_avx2 = llm_vec_dot_f16_avx2,
+        .vec_dot4_avx2 = llm_vec_dot4_f16_avx2 },
     [LLM_TYPE_Q4_0] = {
         .t = { .to_float = llm_to_float_q4_0, .from_float = llm_from_float_q4_0,
                .vec_dot_ref = llm_vec_dot_q4_0_ref, .vec_dot_type = LLM_TYPE_Q8_0 },
@@ -89,7 +92,8 @@ static struct row rows[LLM_TYPE_COUNT] = {
                .vec_dot_ref = llm_vec_dot_bf16_ref, .vec_dot_type = LLM_TYPE_BF16 },
         .to_float_avx2 = llm_to_float_bf16_avx2,
         .from_float_avx2 = llm_from_float_bf16_avx2,
-        .vec_dot_avx2 = llm_vec_dot_bf16_avx2 },
+        .vec_dot_avx2 = llm_vec_dot_bf16_avx2,
+        .vec_dot4_avx2 = llm_vec_dot4_bf16_avx2 },
 };
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
@@ -103,6 +107,7 @@ static void init_traits(void)
         r->t.to_float_fast = avx2 && r->to_float_avx2 ? r->to_float_avx2 : r->t.to_float;
         r->t.from_float_fast = avx2 && r->from_float_avx2 ? r->from_float_avx2 : r->t.from_float;
         r->t.vec_dot = avx2 && r->vec_dot_avx2 ? r->vec_dot_avx2 : r->t.vec_dot_ref;
+        r->t.vec_dot4 = avx2 ? r->vec_dot4_avx2 : NULL;
     }
 }
 

@@ -10,6 +10,8 @@ typedef void (*llm_to_float_fn)(const void *src, float *dst, int64_t n);
 typedef void (*llm_from_float_fn)(const float *src, void *dst, int64_t n);
 /* *s = dot(x, y) over n elements: x a row of this type, y a row of vec_dot_type. */
 typedef void (*llm_vec_dot_fn)(int64_t n, float *s, const void *x, const void *y);
+/* s[r] = dot(w[r], x) for r < 4: four rows of this type, x a row of vec_dot_type. */
+typedef void (*llm_vec_dot4_fn)(int64_t n, float *s, const void *const *w, const void *x);
 
 struct llm_type_traits {
     llm_to_float_fn to_float;     /* reference dequantize n elements (n % blck == 0), or NULL */
@@ -21,6 +23,9 @@ struct llm_type_traits {
     llm_from_float_fn from_float_fast; /* used to convert activations to vec_dot_type     */
     llm_vec_dot_fn vec_dot;            /* weight row · activation row, or NULL            */
     llm_vec_dot_fn vec_dot_ref;        /* scalar oracle of vec_dot (tests), or NULL       */
+    /* four rows at once (matrix-vector products of small rows), or NULL: vec_dot row by row.
+     * Its oracle is vec_dot_ref per row; a row's result does not depend on the other three. */
+    llm_vec_dot4_fn vec_dot4;
     enum llm_type vec_dot_type;        /* type activations are converted to for vec_dot   */
 };
 

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# LLM_CPU_ISA=scalar forces the plain C kernels on any machine: the kernel tests and the decode
+# test pass on that path too (their counts are added to this script's), greedy text with the
+# scalar kernels equals the SIMD one, and an unknown value is one warning line, then native.
+set -u
+LLM=$(cd "$(dirname "${LLM:-bin/llm}")" && pwd)/$(basename "${LLM:-bin/llm}")
+TESTS=${TEST_BUILD:-build}/tests
+M=${SHARED:-../shared}/models/stories260K.gguf
+passed=0; failed=0
+ok()   { passed=$((passed + 1)); }
+fail() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
+
+for t in test_vec_dot test_dequant test_quants test_ops test_backend_ops test_decode; do
+  out=$(LLM_CPU_ISA=scalar "$TESTS/$t" 2>&1); rc=$?
+  line=$(grep -E "^$t: [0-9]+ passed, [0-9]+ failed" <<<"$out" | tail -1)
+  if [ $rc -ne 0 ] || [ -z "$line" ]; then
+    fail "LLM_CPU_ISA=scalar $t (exit $rc): $(tail -5 <<<"$out")"; continue
+  fi
+  read -r p f < <(sed -E 's/^[^:]*: ([0-9]+) passed, ([0-9]+) failed.*/\1 \2/' <<<"$line")
+  passed=$((passed + p)); failed=$((failed + f))
+done
+
+for dev in cpu npu; do
+  native=$("$LLM" run -m "$M" -p "Once upon a time" -n 48 --temp 0 -dev $dev 2>/dev/null)
+  scalar=$(LLM_CPU_ISA=scalar "$LLM" run -m "$M" -p "Once upon a time" -n 48 --temp 0 -dev $dev 2>/dev/null)
+  [ -n "$native" ] && [ "$native" = "$scalar" ] && ok || fail "-dev $dev: scalar text differs: '$scalar' vs '$native'"
+done
+
+err=$(LLM_CPU_ISA=avx9 "$LLM" run -m "$M" -p "Once" -n 2 --temp 0 2>&1 >/dev/null)
+[ "$(grep -c 'warning: LLM_CPU_ISA=avx9 is not scalar, avx2 or native' <<<"$err")" = 1 ] && ok \
+  || fail "unknown LLM_CPU_ISA: $err"
+
+echo "test_isa_scalar: $passed passed, $failed failed"
+[ $failed -eq 0 ]
