@@ -1,12 +1,15 @@
 #include "threadpool.h"
 
+#include <limits.h>
+#include <linux/futex.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -15,26 +18,25 @@
 #define cpu_relax() ((void)0)
 #endif
 
-/* Spins before yielding or sleeping: long enough to cover a node's imbalance, short enough not
- * to steal a core from the other thread when threads outnumber cores. */
-#define SPIN_PAUSES 2048
-#define SPIN_YIELDS 20000
+/* Busy-wait budgets before sleeping: a barrier or the end of a run covers one node's imbalance
+ * (microseconds, unless the machine is busy); between runs, the host's work between two graphs. */
+#define SYNC_SPIN_NS 100000
+#define IDLE_SPIN_US 1000
 
 struct llm_threadpool {
     int n;
     pthread_t *threads;
     void (*fn)(int, int, void *);
     void *arg;
-    atomic_uint run_gen;     /* bumped to start a run          */
-    atomic_int n_done;       /* workers finished the run       */
+    uint64_t idle_spin_ns;
+    /* the futex words, each bumped by the thread that ends a wait on it */
+    atomic_uint run_gen;     /* a run starts (or the pool stops)  */
+    atomic_uint n_done;      /* workers finished the current run  */
+    atomic_uint bar_gen;     /* a barrier opens                    */
+    atomic_uint bar_count;   /* arrivals at the current barrier    */
     atomic_int stop;
-    int idle_yields;         /* sched_yield polls between runs, after the busy-wait, before sleeping */
-    uint64_t idle_spin_ns;   /* busy-wait between runs by time instead of SPIN_PAUSES, when set */
-    atomic_uint bar_count;   /* barrier arrivals               */
-    atomic_uint bar_gen;     /* barrier generation             */
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    atomic_int sleeping;     /* workers blocked on cv (changed under mu) */
+    atomic_int sleepers;     /* threads asleep on any of the words */
+    atomic_int idle_sleepers; /* workers asleep between runs        */
 };
 
 struct worker_arg {
@@ -42,14 +44,48 @@ struct worker_arg {
     int ith;
 };
 
-static void spin_wait(atomic_uint *var, unsigned old)
+static uint64_t now_ns(void)
 {
-    for (int i = 0; atomic_load_explicit(var, memory_order_acquire) == old; i++) {
-        if (i < SPIN_PAUSES)
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void futex(atomic_uint *word, int op, unsigned val)
+{
+    syscall(SYS_futex, (unsigned *)word, op, val, NULL, NULL, 0);
+}
+
+/* Waits until *word != old: busy-waits up to spin_ns, then sleeps (counted in *also when given).
+ * The sleeper announces itself before its last look at the word and bump() changes the word
+ * before it looks for sleepers (both sequentially consistent), so one of them sees the other; and
+ * FUTEX_WAIT sleeps only while the word still holds old. */
+static void wait_change(struct llm_threadpool *p, atomic_uint *word, unsigned old, uint64_t spin_ns,
+                        atomic_int *also)
+{
+    const uint64_t t0 = now_ns();
+    do {
+        for (int k = 0; k < 32; k++) {
+            if (atomic_load_explicit(word, memory_order_acquire) != old)
+                return;
             cpu_relax();
-        else
-            sched_yield();
-    }
+        }
+    } while (now_ns() - t0 < spin_ns);
+    atomic_fetch_add(&p->sleepers, 1);
+    if (also)
+        atomic_fetch_add(also, 1);
+    while (atomic_load(word) == old)
+        futex(word, FUTEX_WAIT_PRIVATE, old);
+    if (also)
+        atomic_fetch_sub(also, 1);
+    atomic_fetch_sub(&p->sleepers, 1);
+}
+
+static void bump(struct llm_threadpool *p, atomic_uint *word)
+{
+    atomic_fetch_add(word, 1);
+    if (atomic_load(&p->sleepers))
+        futex(word, FUTEX_WAKE_PRIVATE, INT_MAX);
 }
 
 void llm_threadpool_barrier(void *pool)
@@ -60,47 +96,10 @@ void llm_threadpool_barrier(void *pool)
     unsigned gen = atomic_load_explicit(&p->bar_gen, memory_order_acquire);
     if (atomic_fetch_add_explicit(&p->bar_count, 1, memory_order_acq_rel) == (unsigned)p->n - 1) {
         atomic_store_explicit(&p->bar_count, 0, memory_order_relaxed);
-        atomic_fetch_add_explicit(&p->bar_gen, 1, memory_order_release);
+        bump(p, &p->bar_gen);
         return;
     }
-    spin_wait(&p->bar_gen, gen);
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static bool run_pending(struct llm_threadpool *p, unsigned seen)
-{
-    return atomic_load_explicit(&p->run_gen, memory_order_acquire) != seen || atomic_load(&p->stop);
-}
-
-/* Between runs: busy-wait (SPIN_PAUSES pauses, or idle_spin_ns when set), then poll with
- * sched_yield idle_yields times, then sleep on the condition variable. */
-static void wait_for_run(struct llm_threadpool *p, unsigned seen)
-{
-    if (p->idle_spin_ns) {
-        const uint64_t t0 = now_ns();
-        while (!run_pending(p, seen) && now_ns() - t0 < p->idle_spin_ns)
-            for (int k = 0; k < 16; k++)
-                cpu_relax();
-    } else {
-        for (int i = 0; i < SPIN_PAUSES && !run_pending(p, seen); i++)
-            cpu_relax();
-    }
-    for (int i = 0; i < p->idle_yields && !run_pending(p, seen); i++)
-        sched_yield();
-    if (run_pending(p, seen))
-        return;
-    pthread_mutex_lock(&p->mu);
-    p->sleeping++;
-    while (!run_pending(p, seen))
-        pthread_cond_wait(&p->cv, &p->mu);
-    p->sleeping--;
-    pthread_mutex_unlock(&p->mu);
+    wait_change(p, &p->bar_gen, gen, SYNC_SPIN_NS, NULL);
 }
 
 static void *worker(void *arg)
@@ -111,12 +110,12 @@ static void *worker(void *arg)
     free(wa);
     unsigned seen = 0;
     for (;;) {
-        wait_for_run(p, seen);
+        wait_change(p, &p->run_gen, seen, p->idle_spin_ns, &p->idle_sleepers);
         if (atomic_load(&p->stop))
             return NULL;
         seen = atomic_load(&p->run_gen);
         p->fn(ith, p->n, p->arg);
-        atomic_fetch_add_explicit(&p->n_done, 1, memory_order_release);
+        bump(p, &p->n_done);
     }
 }
 
@@ -128,9 +127,7 @@ struct llm_threadpool *llm_threadpool_new(int n_threads)
         return NULL;
     }
     p->n = n_threads;
-    p->idle_yields = SPIN_YIELDS;
-    pthread_mutex_init(&p->mu, NULL);
-    pthread_cond_init(&p->cv, NULL);
+    p->idle_spin_ns = (uint64_t)IDLE_SPIN_US * 1000u;
     p->threads = calloc((size_t)n_threads, sizeof *p->threads);
     if (!p->threads) {
         llm_threadpool_free(p);
@@ -156,21 +153,16 @@ void llm_threadpool_free(struct llm_threadpool *p)
 {
     if (!p)
         return;
-    pthread_mutex_lock(&p->mu);
     atomic_store(&p->stop, 1);
-    pthread_cond_broadcast(&p->cv);
-    pthread_mutex_unlock(&p->mu);
+    bump(p, &p->run_gen);
     for (int i = 1; i < p->n; i++)
         pthread_join(p->threads[i], NULL);
-    pthread_mutex_destroy(&p->mu);
-    pthread_cond_destroy(&p->cv);
     free(p->threads);
     free(p);
 }
 
-void llm_threadpool_sleep_early(struct llm_threadpool *p, int spin_us)
+void llm_threadpool_set_idle_spin(struct llm_threadpool *p, int spin_us)
 {
-    p->idle_yields = 0;
     p->idle_spin_ns = spin_us > 0 ? (uint64_t)spin_us * 1000u : 0;
 }
 
@@ -181,7 +173,7 @@ int llm_threadpool_n_threads(const struct llm_threadpool *p)
 
 int llm_threadpool_n_awake(struct llm_threadpool *p)
 {
-    return p->n - 1 - atomic_load_explicit(&p->sleeping, memory_order_relaxed);
+    return p->n - 1 - atomic_load_explicit(&p->idle_sleepers, memory_order_relaxed);
 }
 
 void llm_threadpool_run(struct llm_threadpool *p, void (*fn)(int ith, int nth, void *arg), void *arg)
@@ -189,16 +181,8 @@ void llm_threadpool_run(struct llm_threadpool *p, void (*fn)(int ith, int nth, v
     p->fn = fn;
     p->arg = arg;
     atomic_store_explicit(&p->n_done, 0, memory_order_relaxed);
-    pthread_mutex_lock(&p->mu);
-    atomic_fetch_add_explicit(&p->run_gen, 1, memory_order_release);
-    if (p->sleeping)
-        pthread_cond_broadcast(&p->cv);
-    pthread_mutex_unlock(&p->mu);
+    bump(p, &p->run_gen);
     fn(0, p->n, arg);
-    for (int i = 0; atomic_load_explicit(&p->n_done, memory_order_acquire) < p->n - 1; i++) {
-        if (i < SPIN_PAUSES)
-            cpu_relax();
-        else
-            sched_yield();
-    }
+    for (unsigned done; (done = atomic_load_explicit(&p->n_done, memory_order_acquire)) < (unsigned)p->n - 1;)
+        wait_change(p, &p->n_done, done, SYNC_SPIN_NS, NULL);
 }

@@ -1,7 +1,12 @@
 /* Persistent worker threads. llm_threadpool_run() runs fn on every thread (the caller is thread 0)
  * and returns when all are done; inside fn, llm_threadpool_barrier() synchronises all threads.
- * Workers spin briefly between runs (decode graphs come back within microseconds), poll with
- * sched_yield for a while, then sleep. */
+ *
+ * Every wait in the pool (a worker between runs, a barrier, the caller waiting for the workers)
+ * busy-waits for a while, then sleeps in the kernel until woken: decode graphs come back within
+ * microseconds, but a thread must not hold a core for long when threads outnumber cores. No wait
+ * polls with sched_yield: a thread that yields in a loop looks idle to the scheduler, which then
+ * holds back the thread that has the work (EEVDF runs it only once the pollers have caught up on
+ * CPU time): on a busy 2-core machine a 2-thread decode of a tiny model ran 20x slower. */
 #ifndef LLM_THREADPOOL_H
 #define LLM_THREADPOOL_H
 
@@ -14,12 +19,10 @@ int llm_threadpool_n_threads(const struct llm_threadpool *p);
 /* Workers (other than the caller's thread 0) not asleep between runs: running or busy-waiting. A
  * snapshot for choosing how long to busy-wait; it may change at once. */
 int llm_threadpool_n_awake(struct llm_threadpool *p);
-/* Between runs, workers busy-wait up to spin_us (<= 0: the default short busy-wait), then sleep,
- * without polling with sched_yield first: for a pool that shares the cores with another busy
- * thread (an emulated device and its host). A thread that yields in a loop looks idle to the
- * scheduler, which then holds back the thread that has real work (EEVDF lets it run only once the
- * pollers have caught up on CPU time): milliseconds of stall per wait. Call before the first run. */
-void llm_threadpool_sleep_early(struct llm_threadpool *p, int spin_us);
+/* How long workers busy-wait between runs before they sleep (default 1000 us): shorter for a pool
+ * that shares the cores with another busy thread (an emulated device and its host). Call before
+ * the first run. */
+void llm_threadpool_set_idle_spin(struct llm_threadpool *p, int spin_us);
 
 void llm_threadpool_run(struct llm_threadpool *p, void (*fn)(int ith, int nth, void *arg), void *arg);
 

@@ -185,14 +185,14 @@ static void test_threadpool(void)
         CHECK(j.ok, "barrier let a thread through early with %d threads", nth);
         llm_threadpool_free(j.pool);
     }
-    /* sleep_early: workers busy-wait 200 us after a run, then sleep (n_awake drops to 0 within a
+    /* set_idle_spin: workers busy-wait 200 us after a run, then sleep (n_awake drops to 0 within a
      * second), and a run wakes them all again */
     struct pool_job j = { .rounds = 50, .ok = true };
     j.pool = llm_threadpool_new(3);
     CHECK(j.pool != NULL);
     if (!j.pool)
         return;
-    llm_threadpool_sleep_early(j.pool, 200);
+    llm_threadpool_set_idle_spin(j.pool, 200);
     for (int run = 0; run < 3; run++) {
         atomic_store(&j.counter, 0);
         llm_threadpool_run(j.pool, pool_fn, &j);

@@ -276,7 +276,7 @@ aclError aclrtCreateStreamWithWorkers(aclrtStream *stream, int n_workers)
     s->pool = llm_threadpool_new(n_workers);
     s->cores = cores > 0 ? (int)cores : 1;
     if (s->pool && s->cores <= n_workers) /* the host needs a core back once the device idles */
-        llm_threadpool_sleep_early(s->pool, WORKER_SPIN_US);
+        llm_threadpool_set_idle_spin(s->pool, WORKER_SPIN_US);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->work_cv, NULL);
     pthread_cond_init(&s->done_cv, NULL);
