@@ -105,14 +105,20 @@ test: test-unit test-asan fuzz
 	  awk '{p += $$1; f += $$2; s += $$3} END {printf "%d passed, %d failed", p, f; \
 	    if (s > 0) printf ", %d skipped", s; printf "\n"; exit f > 0}'
 
-# llm-bench on synthetic Qwen2.5-0.5B / TinyLlama-1.1B shapes (cached in models/) and stories260K,
-# against llama.cpp's figures: bench/results/latest.md.
-# Then the NPU graph-mode A/B (installs gnuplot-nox if missing): graph_ab.md, crossover.png; and one
-# decode token of the 0.5B shape, eager against graph, as a timeline: timeline.md, timeline.png.
+# llm-bench on synthetic Qwen2.5-0.5B / TinyLlama-1.1B shapes (cached in models/) and stories260K:
+# bench/results/latest.md. LLAMA_BENCH=/path/to/llama-bench (built on this machine by
+# ../shared/tools/llama-anchor.sh SNAPSHOT) runs llama.cpp's llama-bench on the same files, model by
+# model, for the side-by-side ratios; without it, ours and the roofline only. ~20-25 min with it,
+# about half without, on 2 cores. BENCH_QUICK=1: a smoke test of bench/run.sh in seconds and nothing
+# else (run.sh has the other knobs). Then the NPU graph-mode A/B (installs gnuplot-nox if missing):
+# graph_ab.md, crossover.png; and one decode token of the 0.5B shape, eager against graph, as a
+# timeline: timeline.md, timeline.png.
+LLAMA_BENCH ?=
+BENCH_QUICK ?=
 bench: all
-	@SHARED=$(SHARED) BIN=$(BIN) bash bench/run.sh
-	@SHARED=$(SHARED) BIN=$(BIN) bash bench/graph_ab.sh
-	@SHARED=$(SHARED) BIN=$(BIN) bash bench/timeline.sh
+	@SHARED=$(SHARED) BIN=$(BIN) LLAMA_BENCH=$(LLAMA_BENCH) BENCH_QUICK=$(BENCH_QUICK) bash bench/run.sh
+	@[ "$(BENCH_QUICK)" = 1 ] || SHARED=$(SHARED) BIN=$(BIN) bash bench/graph_ab.sh
+	@[ "$(BENCH_QUICK)" = 1 ] || SHARED=$(SHARED) BIN=$(BIN) bash bench/timeline.sh
 
 # Planted bugs (tests/mutants.txt), one at a time in a scratch copy of the working tree
 # ($(BUILD)/mutants/): fails if any survives or no longer applies. MUTANTS="rope sampler" runs the

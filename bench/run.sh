@@ -1,103 +1,129 @@
 #!/usr/bin/env bash
-# make bench: llm-bench -p 512 -n 128 -r 3 -t 2 on synthetic models with the shapes of Qwen2.5-0.5B
-# (F16, Q8_0, Q4_0) and TinyLlama-1.1B (Q4_0), made once by `llm synth` and cached in models/, and on
-# stories260K; writes bench/results/latest.md with llama.cpp's figures (../shared/ref/perf.md, 2
-# threads), the ratio, and the roofline fraction measured in the same run.
+# make bench [LLAMA_BENCH=/path/to/llama-bench]: our llm-bench and llama.cpp's llama-bench side by side
+# on the same GGUF files, one model at a time (ours, then theirs, then the next model), so a machine
+# that slows down or speeds up during the run hits both alike. Writes bench/results/latest.md with
+# t/s ± sd of each, the ratio, and ours as a fraction of the roofline (llm-bench --roofline).
+# Without LLAMA_BENCH: ours and the roofline only.
+#
+# Suites (a full run takes ~20-25 min on 2 cores, estimated; -d 4096 alone is ~10 min of it):
+#   2 threads, -p 512 -n 128 -r 3, every model of BENCH_MODELS (default: all of `specs` but tiny-q4_0),
+#     then per model and program the peak RSS (-p 512 -n 1) and the start-up time (-p 0 -n 1, best of 3);
+#   long context, -d 4096, 2 threads, on BENCH_LONG (default: the 0.5B Q8_0);
+#   1 thread on BENCH_1T (default: the 0.5B Q8_0 and Q4_0 mix, stories260K);
+#   BENCH_LONG and BENCH_1T models run only when they are in BENCH_MODELS too.
+# BENCH_QUICK=1: a smoke test of the whole script in seconds (tiny-q4_0 and stories260K, -p 64 -n 16
+# -d 256 -r 1), written to bench/results/tmp/quick.md instead.
 set -euo pipefail
 BIN=${BIN:-bin}
 SHARED=${SHARED:-../shared}
+LLAMA_BENCH=${LLAMA_BENCH:-}
 MODELS=models
 OUT=bench/results
 TMP=$OUT/tmp
 mkdir -p "$MODELS" "$TMP"
 
-# name | synth arguments | perf.md row
+if [ -n "$LLAMA_BENCH" ] && [ ! -x "$LLAMA_BENCH" ]; then
+  echo "make bench: LLAMA_BENCH=$LLAMA_BENCH is not an executable (see ../shared/tools/llama-anchor.sh)" >&2
+  exit 1
+fi
+
+# name | `llm synth` arguments, or "file PATH" | label (as in ../shared/ref/perf.md)
 specs=(
   "qwen2-0.5b-f16|--arch qwen2 --preset qwen2-0.5b --type F16|qwen2 0.5B F16"
   "qwen2-0.5b-q8_0|--arch qwen2 --preset qwen2-0.5b --type Q8_0|qwen2 0.5B Q8_0"
   "qwen2-0.5b-q4_0|--arch qwen2 --preset qwen2-0.5b --type Q4_0|qwen2 0.5B Q4_0 (mix)"
+  "qwen2-0.5b-q4_0-pure|--arch qwen2 --preset qwen2-0.5b --type Q4_0 --pure|qwen2 0.5B Q4_0 (pure)"
+  "qwen2-0.5b-q4_k_m|--arch qwen2 --preset qwen2-0.5b --type Q4_K_M|qwen2 0.5B Q4_K_M"
   "tinyllama-1.1b-q4_0|--arch llama --preset tinyllama-1.1b --type Q4_0|llama 1.1B Q4_0 (mix)"
+  "tinyllama-1.1b-q8_0|--arch llama --preset tinyllama-1.1b --type Q8_0|llama 1.1B Q8_0"
+  "stories260K|file $SHARED/models/stories260K.gguf|stories260K F32"
+  "tiny-q4_0|--preset tiny --type Q4_0|tiny d256 L2 Q4_0 (mix)"
 )
 
-files=()
-rows=()
-for spec in "${specs[@]}"; do
-  IFS='|' read -r name args row <<<"$spec"
-  f=$MODELS/$name.gguf
-  if [ ! -s "$f" ]; then
-    echo "make bench: generating $f (once)" >&2
-    # shellcheck disable=SC2086 # args are words
-    "$BIN/llm" synth $args --seed 1 -o "$MODELS/$name.tmp.gguf"
-    mv "$MODELS/$name.tmp.gguf" "$f"
-  fi
-  files+=("$f")
-  rows+=("$row")
-done
-files+=("$SHARED/models/stories260K.gguf")
-rows+=("stories260K F32")
+if [ "${BENCH_QUICK:-0}" = 1 ]; then
+  models=${BENCH_MODELS:-tiny-q4_0 stories260K} long=${BENCH_LONG:-tiny-q4_0} one=${BENCH_1T:-tiny-q4_0}
+  PP=64 TG=16 DEPTH=256 REPS=1 md=$TMP/quick.md quick=1
+else
+  all=$(printf '%s\n' "${specs[@]%%|*}" | grep -vx tiny-q4_0 | tr '\n' ' ')
+  models=${BENCH_MODELS:-$all} long=${BENCH_LONG:-qwen2-0.5b-q8_0}
+  one=${BENCH_1T:-qwen2-0.5b-q8_0 qwen2-0.5b-q4_0 stories260K}
+  PP=512 TG=128 DEPTH=4096 REPS=3 md=$OUT/latest.md quick=
+fi
 
-list=$(IFS=,; echo "${files[*]}")
-echo "make bench: llm-bench -m $list -p 512 -n 128 -r 3 -t 2 --roofline" >&2
+# The spec line of a model name.
+spec_of() {
+  local s
+  for s in "${specs[@]}"; do [ "${s%%|*}" = "$1" ] && echo "$s" && return; done
+  echo "make bench: unknown model '$1' (known: ${specs[*]%%|*})" >&2
+  return 1
+}
+
+# model_file NAME ARGS: the GGUF file, made by `llm synth` the first time it is asked for.
+model_file() {
+  case $2 in file\ *) echo "${2#file }"; return ;; esac
+  if [ ! -s "$MODELS/$1.gguf" ]; then
+    echo "make bench: generating $MODELS/$1.gguf (once)" >&2
+    # shellcheck disable=SC2086 # args are words
+    "$BIN/llm" synth $2 --seed 1 -o "$MODELS/$1.tmp.gguf" >&2
+    mv "$MODELS/$1.tmp.gguf" "$MODELS/$1.gguf"
+  fi
+  echo "$MODELS/$1.gguf"
+}
+
+# run PREFIX CMD...: stdout to PREFIX.jsonl, stderr to PREFIX.err and the terminal, and the command's
+# peak RSS (KiB) and wall seconds to PREFIX.usage (os.wait4 gives the child's own rusage).
+run() {
+  local prefix=$1; shift
+  echo "make bench: $*" | tee -a "$TMP/bench.cmds" >&2
+  { python3 -c '
+import os, signal, subprocess, sys, time
+t0 = time.monotonic()
+pid = subprocess.Popen(sys.argv[2:]).pid
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the benchmark, which prints what finished
+_, status, ru = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as f:
+    f.write("%d %.6f\n" % (ru.ru_maxrss, time.monotonic() - t0))
+sys.exit(os.waitstatus_to_exitcode(status))' "$prefix.usage" "$@" 2>&1 >&3 | tee "$prefix.err" >&2; } 3>"$prefix.jsonl"
+}
+
+# suite SUITE "MODELS" ARGS...: for each model, ours then llama-bench with the same test arguments.
+# The 2-thread suite also probes memory and start-up, right after each program's own run.
+suite() {
+  local name=$1 list=$2 m spec args label f prog exe p i; shift 2
+  local extra=()
+  for m in $list; do
+    spec=$(spec_of "$m")
+    IFS='|' read -r _ args label <<<"$spec"
+    f=$(model_file "$m" "$args")
+    echo "$name|$m|$f|$label" >>"$TMP/bench.manifest"
+    for prog in llm llama; do
+      # --roofline is ours only; it allocates 512 MiB, so memory is measured in runs without it
+      case $prog in llm) exe=$BIN/llm-bench extra=(--roofline) ;; llama) exe=$LLAMA_BENCH extra=() ;; esac
+      [ -n "$exe" ] || continue
+      p=$TMP/bench.$name.$m.$prog
+      run "$p" "$exe" -m "$f" "$@" -o jsonl -oe md "${extra[@]}"
+      [ "$name" = main ] || continue
+      run "$p.rss" "$exe" -m "$f" -p "$PP" -n 1 -r 1 -t 2 --no-warmup -o jsonl
+      for i in 1 2 3; do run "$p.start$i" "$exe" -m "$f" -p 0 -n 1 -r 1 -t 2 --no-warmup -o jsonl; done
+    done
+  done
+}
+
+for m in $models; do spec_of "$m" >/dev/null; done # a typo fails before anything runs
+rm -f "$TMP"/bench.*
+# keep only the long-context and 1-thread models that are in the run
+in_run() { local m; for m in $1; do [[ " $models " == *" $m "* ]] && printf '%s ' "$m"; done; true; }
+long=$(in_run "$long") one=$(in_run "$one")
 start=$(date +%s)
 load=$(cut -d' ' -f1-3 /proc/loadavg)
-# jsonl on stdout for the table; md (-oe) and the roofline lines on stderr, kept and shown live
-{ "$BIN/llm-bench" -m "$list" -p 512 -n 128 -r 3 -t 2 --roofline -o jsonl -oe md 2>&1 >&3 \
-    | tee "$TMP/latest.stderr" >&2; } 3>"$TMP/latest.jsonl"
+tests=(-p "$PP" -n "$TG" -r "$REPS")
+suite main "$models" "${tests[@]}" -t 2
+suite long "$long" "${tests[@]}" -t 2 -d "$DEPTH"
+suite 1t "$one" "${tests[@]}" -t 1
 elapsed=$(($(date +%s) - start))
 
-python3 - "$TMP/latest.jsonl" "$TMP/latest.stderr" "$SHARED/ref/perf.md" "$elapsed" "$load" "${rows[@]}" >"$OUT/latest.md" <<'EOF'
-import json, re, sys
-jsonl, stderr, perf, elapsed, load, rows = sys.argv[1:6] + [sys.argv[6:]]
-tests = [json.loads(l) for l in open(jsonl) if l.strip()]
-err = open(stderr, encoding='utf-8').read().splitlines()
-machine = next((l.split('roofline: ', 1)[1] for l in err if 'roofline: read bandwidth' in l), 'not measured')
-# one roofline line per pp / tg test, in test order
-fractions = [re.search(r'roofline: (\S+): .*= ([\d.]+)% of (FMA peak|read bandwidth)', l) for l in err]
-fractions = [m for m in fractions if m]
-md = [l for l in err if l.startswith('|') or l.startswith('build:')]
-
-def perf_table(title):
-    """{row name: {pp512: x, tg128: y}} from a table of perf.md under the heading starting with title."""
-    text = open(perf, encoding='utf-8').read()
-    sec = text.split('## ' + title, 1)[1].split('\n## ', 1)[0]
-    lines = [l for l in sec.splitlines() if l.startswith('|')]
-    head = [c.strip() for c in lines[0].strip('|').split('|')]
-    out = {}
-    for l in lines[2:]:
-        cells = [c.strip() for c in l.strip('|').split('|')]
-        out[cells[0]] = {h: float(cells[i].split('±')[0]) for i, h in enumerate(head) if h in ('pp512', 'tg128')}
-    return out
-
-default, blas = perf_table('2 threads, default CPU build'), perf_table('2 threads, OpenBLAS build')
-print('# llm-bench vs llama.cpp (2 threads)\n')
-print('`make bench`: `llm-bench -p 512 -n 128 -r 3 -t 2 --roofline` on synthetic models with the exact shapes')
-print('of Qwen2.5-0.5B and TinyLlama-1.1B (`llm synth --seed 1`, cached in models/) and on stories260K.')
-print('llama.cpp: ../shared/ref/perf.md, the better of its default and OpenBLAS builds, 2 threads, measured')
-print('on another day on a 2-core AMD EPYC (Zen 3, AVX2, no AVX-512). When this run\'s CPU differs, the ratio')
-print('compares machines as well as programs; the roofline column (a fraction of this machine\'s own limits,')
-print('measured in the same run) is the fair figure.\n')
-if tests:
-    t0 = tests[0]
-    print('- build: %s (%s), cpu: %s, run time %s s, load average before the run: %s'
-          % (t0['build_commit'], t0['build_number'], t0['cpu_info'], elapsed, load))
-print('- machine, measured in the same run: ' + machine)
-print('- roofline: tg = model bytes x t/s / read bandwidth; pp = 2 x non-embedding params x t/s / FMA peak\n')
-print('| model | size | test | llm t/s | llama.cpp t/s | llm / llama.cpp | roofline |')
-print('|---|---:|---|---:|---:|---:|---:|')
-for i, t in enumerate(tests):
-    test = 'pp%d' % t['n_prompt'] if t['n_gen'] == 0 else 'tg%d' % t['n_gen']
-    row = rows[i // 2] if i // 2 < len(rows) else '?'
-    refs = [(v, name) for name, tab in (('default', default), ('BLAS', blas)) for v in [tab.get(row, {}).get(test)] if v]
-    ref, which = max(refs) if refs else (None, '')
-    size = t['model_size'] / 2**20
-    size = '%.2f MiB' % size if size < 1024 else '%.2f GiB' % (size / 1024)
-    frac = next((m.group(2) + ' %' for m in fractions[i:i + 1] if m.group(1) == test), '')
-    print('| %s | %s | %s | %.2f ± %.2f | %s | %s | %s |' % (
-        t['model_type'] + ' (' + row + ')' if row.startswith(('qwen2', 'llama')) else t['model_type'], size, test,
-        t['avg_ts'], t['stddev_ts'], '%.2f (%s)' % (ref, which) if ref else 'n/a',
-        '%.2f' % (t['avg_ts'] / ref) if ref else 'n/a', frac))
-print('\n## llm-bench output\n')
-print('\n'.join(md))
-EOF
-echo "make bench: wrote $OUT/latest.md (${elapsed}s)" >&2
-cat "$OUT/latest.md"
+python3 bench/report.py --tmp "$TMP" --bin "$BIN" --perf "$SHARED/ref/perf.md" --side-by-side "${LLAMA_BENCH:+yes}" \
+  --cpu "$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1)" --elapsed "$elapsed" --load "$load" \
+  --tests "${tests[*]}" --depth "$DEPTH" --pp "$PP" ${quick:+--quick} >"$md"
+echo "make bench: wrote $md (${elapsed}s)" >&2
+cat "$md"
