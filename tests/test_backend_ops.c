@@ -609,11 +609,12 @@ static void test_mul_mat(void)
         fprintf(stderr, "test_backend_ops: OpenBLAS not available, MUL_MAT N >= 32 runs the dot path\n");
     for (int i = 0; i < N_WEIGHT_TYPES; i++) {
         enum llm_type t = weight_types[i];
-        static const int64_t ns[] = { 1, 3, 32 }; /* decode, small batch, BLAS batch */
+        static const int64_t ns[] = { 1, 3, 32 }; /* decode, small batch, BLAS or GEMM batch */
         for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++) {
             struct llm_tensor *out = mul_mat_case(t, 256, ns[j] >= 32 ? 33 : 7, ns[j], false);
             if (ns[j] >= 32 && blas)
-                CHECK(llm_cpu_mul_mat_uses_blas(out), "%s: does not take the BLAS path", tc.name);
+                CHECK(llm_cpu_mul_mat_uses_blas(out) || llm_cpu_mul_mat_uses_gemm(out),
+                      "%s: does not take the BLAS or GEMM path", tc.name);
             run_case(out);
         }
         if (llm_type_info(t)->blck_size < 256) /* K not a multiple of 256 */

@@ -6,39 +6,13 @@
 #include <stdint.h>
 
 #include "harness.h"
+#include "mul_mat_job.h"
 #include "ops/cpu.h"
 #include "ops/types.h"
-#include "threadpool.h"
 
 static float frand(void)
 {
     return (float)(test_rand() >> 8) / (float)(1u << 24) - 0.5f;
-}
-
-static void init_tensor(struct llm_tensor *t, enum llm_type type, int64_t ne0, int64_t ne1)
-{
-    memset(t, 0, sizeof *t);
-    t->type = type;
-    t->ne[0] = ne0, t->ne[1] = ne1, t->ne[2] = t->ne[3] = 1;
-    t->nb[0] = llm_type_info(type)->type_size;
-    t->nb[1] = llm_row_size(type, ne0);
-    t->nb[2] = t->nb[3] = t->nb[1] * (size_t)ne1;
-    t->data = malloc(t->nb[2]);
-}
-
-struct job {
-    struct llm_tensor *node;
-    void *wdata;
-    size_t wsize;
-    struct llm_threadpool *pool;
-};
-
-static void run_job(int ith, int nth, void *arg)
-{
-    struct job *j = arg;
-    struct llm_cpu_params p = { .ith = ith, .nth = nth, .wdata = j->wdata, .wsize = j->wsize,
-                                .barrier = llm_threadpool_barrier, .pool = j->pool };
-    llm_cpu_compute(&p, j->node);
 }
 
 /* W (type, K x M) times X (F32, K x N); every product checked against the reference. */
@@ -103,7 +77,7 @@ int main(void)
 {
     /* 4 Mi floats per tile: K 256 gives 16384-row tiles, so M 2.3 tiles; K 64 as the F16 output
      * matrix of a 64-wide model (65536-row tiles) */
-    test_case(LLM_TYPE_Q8_0, 256, 16384 * 2 + 5000, 32);
+    test_case(LLM_TYPE_Q6_K, 256, 16384 * 2 + 5000, 32); /* Q8_0 and Q4_0 take the GEMM path */
     test_case(LLM_TYPE_F16, 64, 65536 + 9000, 32);
     return test_done("test_mul_mat_tiles");
 }

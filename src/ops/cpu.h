@@ -40,6 +40,10 @@ size_t llm_cpu_work_size(const struct llm_tensor *node, int n_threads);
  * than as per-row dot products on activations converted to the weights' vec_dot_type. */
 bool llm_cpu_mul_mat_uses_blas(const struct llm_tensor *node);
 
+/* True when a MUL_MAT node runs as an integer GEMM (the weight type's gemm kernel, types.h) on
+ * activations converted to the weights' vec_dot_type: Q8_0 / Q4_0 weights, batched. */
+bool llm_cpu_mul_mat_uses_gemm(const struct llm_tensor *node);
+
 /* Run this thread's share of node. No-op for NONE/VIEW/RESHAPE/PERMUTE/TRANSPOSE. */
 void llm_cpu_compute(const struct llm_cpu_params *p, struct llm_tensor *node);
 

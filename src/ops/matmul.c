@@ -1,6 +1,6 @@
 /* MUL_MAT: dst[m, n] = dot(src0 row m, src1 row n), src0 broadcast over dims 2/3.
  *
- * Two paths, chosen per node by use_blas():
+ * Three paths, chosen per node by use_gemm() and use_blas():
  *  - dot path (decode, small batches): src1 rows are converted once to the weights' vec_dot_type
  *    (in parallel, into wdata), then threads take chunks of weight rows from a shared counter and
  *    dot each row with every src1 row, so each weight row is read from memory once per call.
@@ -8,11 +8,15 @@
  *    to F32 in its part of wdata (F32 weights are read in place) and runs a single-threaded
  *    cblas_sgemm of the slice against all of src1 (OpenBLAS without threads of its own, blas.h).
  *    Measured on the 2-core target, qwen2-0.5B 500-token prefill: Q8_0 178 vs 138 t/s, F16 174 vs
- *    116 t/s against thread 0 calling a 2-thread OpenBLAS sgemm while the pool waits. */
+ *    116 t/s against thread 0 calling a 2-thread OpenBLAS sgemm while the pool waits.
+ *  - GEMM path (batches of Q8_0 / Q4_0 weights, gemm_batch()): src1 converted as for the dot path,
+ *    then each thread runs the type's integer GEMM kernel (types.h) over its share of the weight
+ *    rows against every src1 row; the results do not depend on the number of threads. */
 #include <stdint.h>
 #include <string.h>
 
 #include "blas.h"
+#include "cpu_features.h"
 #include "cpu_ref.h"
 #include "kernels.h"
 #include "types.h"
@@ -73,10 +77,32 @@ static bool use_blas(const struct mm_geom *g, const struct llm_tensor *dst)
     return g->N >= blas_min_batch(g->w->type);
 }
 
+/* The integer GEMM (Q8_0 / Q4_0 weights, gemm_avx512.c / gemm_avx2.c) against the dot and BLAS
+ * paths, 2 threads on the 2-core Zen 5, qwen2-0.5B shapes (bench/results/gemm_int8.md): the
+ * AVX-512 VNNI kernel is 1.5-1.8x the dot path at N = 8 and 3.5-5.6x sgemm at N >= 32 (Q8_0 K 896
+ * M 4864 N 512: 8.3 vs 43 ms). The AVX2 kernel (LLM_CPU_ISA=avx2) beats both at N 16-32 (Q4_0 K
+ * 4864 M 896 N 32: 3.7 vs 4.7 / 5.5 ms) and loses to this machine's AVX-512 OpenBLAS from N 128
+ * (18.9 vs 16.0 ms); a Zen 3's AVX2 sgemm is slower, so measure there before widening it. */
+static bool gemm_batch(int64_t N)
+{
+    return llm_cpu_has_avx512() ? N >= 8 : N >= 16 && N < 64;
+}
+
+static bool use_gemm(const struct mm_geom *g, const struct llm_tensor *dst)
+{
+    return g->wt->gemm && dot_path_ok(g) && dst->nb[1] % sizeof(float) == 0 && gemm_batch(g->N);
+}
+
 bool llm_cpu_mul_mat_uses_blas(const struct llm_tensor *node)
 {
     struct mm_geom g = geom(node);
-    return use_blas(&g, node);
+    return !use_gemm(&g, node) && use_blas(&g, node);
+}
+
+bool llm_cpu_mul_mat_uses_gemm(const struct llm_tensor *node)
+{
+    struct mm_geom g = geom(node);
+    return use_gemm(&g, node);
 }
 
 bool cpu_mul_mat_supports(const struct llm_tensor *dst)
@@ -119,12 +145,14 @@ size_t cpu_mul_mat_work_size(const struct llm_tensor *dst, int nth)
 {
     struct mm_geom g = geom(dst);
     size_t size = 2 * WDATA_HEADER; /* header + room to align wdata to a cache line */
-    if (use_blas(&g, dst)) {
+    if (!use_gemm(&g, dst) && use_blas(&g, dst)) {
         if (g.w->type != LLM_TYPE_F32)
             size += (size_t)nth * (size_t)blas_thread_rows(&g, nth) * (size_t)g.K * sizeof(float);
     } else if (needs_convert(&g)) {
         size += (size_t)llm_nrows(g.x) * llm_row_size(g.wt->vec_dot_type, g.K);
     }
+    if (use_gemm(&g, dst))
+        size += (size_t)nth * llm_gemm_scratch_size(g.K, g.N);
     return size;
 }
 
@@ -173,29 +201,34 @@ static void dot_rows4(const struct mm_geom *g, struct llm_tensor *dst, int64_t m
     }
 }
 
+/* src1 as rows of vec_dot_type: converted by the threads in parallel into work (each its share of
+ * rows; the caller waits at a barrier before reading), or src1's own data when it already is. */
+static const char *convert_src1(const struct llm_cpu_params *p, const struct mm_geom *g, char *work)
+{
+    const struct llm_tensor *x = g->x;
+    if (!needs_convert(g))
+        return x->data;
+    size_t xrow = llm_row_size(g->wt->vec_dot_type, g->K);
+    llm_from_float_fn conv = g->vt->from_float_fast;
+    int64_t r0, r1;
+    thread_rows(llm_nrows(x), p->ith, p->nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t i1, i2, i3;
+        row_index(x, r, &i1, &i2, &i3);
+        const float *src = tensor_at(x, 0, i1, i2, i3);
+        if (conv)
+            conv(src, work + r * xrow, g->K);
+        else
+            memcpy(work + r * xrow, src, xrow);
+    }
+    return work;
+}
+
 static void mul_mat_dot(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct mm_geom *g,
                         char *work, int64_t *counter)
 {
-    const struct llm_tensor *x = g->x;
-    int64_t nrows_x = llm_nrows(x);
     size_t xrow = llm_row_size(g->wt->vec_dot_type, g->K);
-    const char *xs = work;
-    if (needs_convert(g)) {
-        llm_from_float_fn conv = g->vt->from_float_fast;
-        int64_t r0, r1;
-        thread_rows(nrows_x, p->ith, p->nth, &r0, &r1);
-        for (int64_t r = r0; r < r1; r++) {
-            int64_t i1, i2, i3;
-            row_index(x, r, &i1, &i2, &i3);
-            const float *src = tensor_at(x, 0, i1, i2, i3);
-            if (conv)
-                conv(src, work + r * xrow, g->K);
-            else
-                memcpy(work + r * xrow, src, xrow);
-        }
-    } else {
-        xs = x->data;
-    }
+    const char *xs = convert_src1(p, g, work);
     if (p->ith == 0)
         __atomic_store_n(counter, 0, __ATOMIC_RELAXED);
     pool_barrier(p);
@@ -227,6 +260,28 @@ static void mul_mat_dot(const struct llm_cpu_params *p, struct llm_tensor *dst, 
                 dot(g->K, tensor_at(dst, m, n, i2, i3), wr, xb + (size_t)n * xrow);
         }
     }
+}
+
+/* ---- GEMM path ---------------------------------------------------------------------------- */
+
+/* Each thread takes its share of the weight rows of every matrix (the same share whatever the
+ * batch) and walks it in blocks that stay in L2 while all src1 rows of the batch pass by. */
+static void mul_mat_gemm(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct mm_geom *g,
+                         char *work)
+{
+    size_t xrow = llm_row_size(g->wt->vec_dot_type, g->K);
+    const char *xs = convert_src1(p, g, work);
+    char *scratch = work + (size_t)llm_nrows(g->x) * xrow + (size_t)p->ith * llm_gemm_scratch_size(g->K, g->N);
+    pool_barrier(p);
+    int64_t r0, r1;
+    thread_rows(g->M, p->ith, p->nth, &r0, &r1);
+    if (r1 <= r0)
+        return;
+    for (int64_t i3 = 0; i3 < dst->ne[3]; i3++)
+        for (int64_t i2 = 0; i2 < dst->ne[2]; i2++)
+            g->wt->gemm(g->K, r1 - r0, g->N, tensor_at(g->w, 0, r0, i2 / g->r2, i3 / g->r3), g->w->nb[1],
+                        xs + (size_t)((i3 * dst->ne[2] + i2) * g->N) * xrow, xrow, tensor_at(dst, r0, 0, i2, i3),
+                        dst->nb[1] / sizeof(float), scratch);
 }
 
 /* ---- BLAS path ---------------------------------------------------------------------------- */
@@ -276,7 +331,9 @@ void cpu_mul_mat(const struct llm_cpu_params *p, struct llm_tensor *dst)
     struct mm_geom g = geom(dst);
     /* wdata aligned up to a cache line: [counter][work] */
     char *base = (char *)(((uintptr_t)p->wdata + WDATA_HEADER - 1) & ~(uintptr_t)(WDATA_HEADER - 1));
-    if (use_blas(&g, dst))
+    if (use_gemm(&g, dst))
+        mul_mat_gemm(p, dst, &g, base + WDATA_HEADER);
+    else if (use_blas(&g, dst))
         mul_mat_blas(p, dst, &g, (float *)(base + WDATA_HEADER));
     else
         mul_mat_dot(p, dst, &g, base + WDATA_HEADER, (int64_t *)base);

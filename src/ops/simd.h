@@ -83,4 +83,18 @@ static inline AVX2 __m256 exp8(__m256 x)
     return _mm256_blendv_ps(y, _mm256_set1_ps(INFINITY), over);
 }
 
+static inline AVX2 __m256i loadu256(const void *p)
+{
+    return _mm256_loadu_si256((const __m256i *)p);
+}
+
+/* Q4_0 block quants 0..15 (not yet offset by -8), low nibbles first: the 16 bytes go to both
+ * halves by a broadcast load and the upper half is shifted, avoiding a cross-lane insert. */
+static inline AVX2 __m256i nibbles32_u(const uint8_t *qs)
+{
+    __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+    both = _mm256_srlv_epi32(both, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4));
+    return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
+}
+
 #endif

@@ -8,13 +8,15 @@
 
 /* One row per type with kernels (other known types stay zeroed): the public traits (with reference
  * kernels) plus the AVX2/FMA/F16C twins that init_traits() installs as to_float_fast /
- * from_float_fast / vec_dot / vec_dot4 when the CPU has those features. */
+ * from_float_fast / vec_dot / vec_dot4 when the CPU has those features, and the GEMM kernels
+ * (AVX-512 VNNI over AVX2). */
 struct row {
     struct llm_type_traits t;
     llm_to_float_fn to_float_avx2;
     llm_from_float_fn from_float_avx2;
     llm_vec_dot_fn vec_dot_avx2;
     llm_vec_dot4_fn vec_dot4_avx2;
+    llm_gemm_fn gemm_avx2, gemm_avx512;
 };
 
 static struct row rows[LLM_TYPE_COUNT] = {
@@ -34,7 +36,9 @@ static struct row rows[LLM_TYPE_COUNT] = {
         .t = { .to_float = llm_to_float_q4_0, .from_float = llm_from_float_q4_0,
                .vec_dot_ref = llm_vec_dot_q4_0_ref, .vec_dot_type = LLM_TYPE_Q8_0 },
         .to_float_avx2 = llm_to_float_q4_0_avx2,
-        .vec_dot_avx2 = llm_vec_dot_q4_0_avx2 },
+        .vec_dot_avx2 = llm_vec_dot_q4_0_avx2,
+        .gemm_avx2 = llm_gemm_q4_0_avx2,
+        .gemm_avx512 = llm_gemm_q4_0_avx512 },
     [LLM_TYPE_Q4_1] = {
         .t = { .to_float = llm_to_float_q4_1, .from_float = llm_from_float_q4_1,
                .vec_dot_ref = llm_vec_dot_q4_1_ref, .vec_dot_type = LLM_TYPE_Q8_1 },
@@ -55,7 +59,9 @@ static struct row rows[LLM_TYPE_COUNT] = {
                .vec_dot_ref = llm_vec_dot_q8_0_ref, .vec_dot_type = LLM_TYPE_Q8_0 },
         .to_float_avx2 = llm_to_float_q8_0_avx2,
         .from_float_avx2 = llm_from_float_q8_0_avx2,
-        .vec_dot_avx2 = llm_vec_dot_q8_0_avx2 },
+        .vec_dot_avx2 = llm_vec_dot_q8_0_avx2,
+        .gemm_avx2 = llm_gemm_q8_0_avx2,
+        .gemm_avx512 = llm_gemm_q8_0_avx512 },
     [LLM_TYPE_Q8_1] = {
         .t = { .to_float = llm_to_float_q8_1, .from_float = llm_from_float_q8_1 },
         .from_float_avx2 = llm_from_float_q8_1_avx2 },
@@ -101,13 +107,14 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 /* Fill the fast-path slots once (thread-safe via pthread_once). */
 static void init_traits(void)
 {
-    bool avx2 = llm_cpu_has_avx2();
+    bool avx2 = llm_cpu_has_avx2(), avx512 = llm_cpu_has_avx512();
     for (int t = 0; t < LLM_TYPE_COUNT; t++) {
         struct row *r = &rows[t];
         r->t.to_float_fast = avx2 && r->to_float_avx2 ? r->to_float_avx2 : r->t.to_float;
         r->t.from_float_fast = avx2 && r->from_float_avx2 ? r->from_float_avx2 : r->t.from_float;
         r->t.vec_dot = avx2 && r->vec_dot_avx2 ? r->vec_dot_avx2 : r->t.vec_dot_ref;
         r->t.vec_dot4 = avx2 ? r->vec_dot4_avx2 : NULL;
+        r->t.gemm = avx512 && r->gemm_avx512 ? r->gemm_avx512 : avx2 ? r->gemm_avx2 : NULL;
     }
 }
 

@@ -12,11 +12,18 @@ typedef void (*llm_from_float_fn)(const float *src, void *dst, int64_t n);
 typedef void (*llm_vec_dot_fn)(int64_t n, float *s, const void *x, const void *y);
 /* s[r] = dot(w[r], x) for r < 4: four rows of this type, x a row of vec_dot_type. */
 typedef void (*llm_vec_dot4_fn)(int64_t n, float *s, const void *const *w, const void *x);
+/* dst[n * ldd + m] = dot(w row m, x row n) for m < M, n < N, rows of k elements: weight rows
+ * wstride bytes apart, Q8_0 rows xstride bytes apart; scratch holds llm_gemm_scratch_size(k, N)
+ * bytes of the caller's. Each product depends on its two rows alone (not on M, N or the rows'
+ * places in a tile), so any split of the rows over threads gives the same floats. */
+typedef void (*llm_gemm_fn)(int64_t k, int64_t M, int64_t N, const void *w, size_t wstride, const void *x,
+                            size_t xstride, float *dst, size_t ldd, void *scratch);
+size_t llm_gemm_scratch_size(int64_t k, int64_t N);
 
 struct llm_type_traits {
     llm_to_float_fn to_float;     /* reference dequantize n elements (n % blck == 0), or NULL */
     llm_from_float_fn from_float; /* reference quantize n elements (n % blck == 0), or NULL   */
-    /* Fast paths, chosen once at start-up from the CPU's features (AVX2/FMA/F16C or scalar).
+    /* Fast paths, chosen once at start-up from the CPU's features (AVX-512, AVX2/FMA/F16C or scalar).
      * Each has a *_ref twin in src/ops that serves as its test oracle. */
     llm_to_float_fn to_float_fast;     /* dequantize (BLAS path, GET_ROWS): same floats as
                                         * to_float, or NULL when to_float is NULL              */
@@ -26,6 +33,9 @@ struct llm_type_traits {
     /* four rows at once (matrix-vector products of small rows), or NULL: vec_dot row by row.
      * Its oracle is vec_dot_ref per row; a row's result does not depend on the other three. */
     llm_vec_dot4_fn vec_dot4;
+    /* integer GEMM of many rows at once (prefill), AVX2 or AVX-512 VNNI, or NULL. Its oracle is
+     * vec_dot_ref per pair of rows. */
+    llm_gemm_fn gemm;
     enum llm_type vec_dot_type;        /* type activations are converted to for vec_dot   */
 };
 

@@ -131,11 +131,6 @@ void AVX2 llm_vec_dot_bf16_avx2(int64_t n, float *s, const void *x, const void *
 
 /* ---- integer helpers ------------------------------------------------------------------------- */
 
-static inline AVX2 __m256i loadu256(const void *p)
-{
-    return _mm256_loadu_si256((const __m256i *)p);
-}
-
 /* 8 int32 lanes, each the sum of 4 products of signed bytes (y must not hold -128). */
 static inline AVX2 __m256i dot_i8(__m256i x, __m256i y)
 {
@@ -194,15 +189,6 @@ static inline AVX2 __m256 lane(__m256 d8, int k)
 }
 
 /* ---- legacy blocks --------------------------------------------------------------------------- */
-
-/* Q4_0 block quants 0..15 (not yet offset by -8), low nibbles first: the 16 bytes go to both
- * halves by a broadcast load and the upper half is shifted, avoiding a cross-lane insert. */
-static inline AVX2 __m256i nibbles32_u(const uint8_t *qs)
-{
-    __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
-    both = _mm256_srlv_epi32(both, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4));
-    return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
-}
 
 /* One weight block against one Q8_0 block as 8 int32 partial sums. */
 typedef __m256i (*q8_0_block_fn)(const void *x, const struct block_q8_0 *y);

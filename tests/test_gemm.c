@@ -1,0 +1,143 @@
+/* The integer GEMM kernels of the prefill path (issue 9): the kernel the CPU dispatch chose (AVX-512
+ * VNNI, or AVX2 under LLM_CPU_ISA=avx2: tests/test_isa_avx2.sh) against vec_dot_ref (src/ops/vec_dot.c)
+ * for every product, on odd shapes (M, N not multiples of any tile, M past one block of rows, K of
+ * 1-152 blocks) with padded weight, activation and output rows, and extreme quants (-128 weights).
+ * Tolerance: 2e-6 of Σ|w·x| per product (the integer block sums are exact; only the float scaling
+ * and summation order differ). Then MUL_MAT nodes on the GEMM path must give the same floats on
+ * 1, 2 and 3 threads. */
+#include <math.h>
+#include <stdint.h>
+
+#include "harness.h"
+#include "mul_mat_job.h"
+#include "ops/blocks.h"
+#include "ops/cpu.h"
+#include "ops/cpu_features.h"
+#include "ops/quants.h"
+#include "ops/types.h"
+
+static float frand(void)
+{
+    return (float)(test_rand() >> 8) / (float)(1u << 24) - 0.5f;
+}
+
+/* rows of type t, each `stride` bytes apart, from random floats (some rows scaled so their
+ * quants reach the ends of the range) */
+static char *quant_rows(enum llm_type t, int64_t k, int64_t rows, size_t stride)
+{
+    char *out = calloc((size_t)rows, stride);
+    float *row = malloc((size_t)k * sizeof(float));
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t i = 0; i < k; i++)
+            row[i] = r % 3 == 0 ? (i % 2 ? -1.0f : 0.25f * frand()) : frand();
+        llm_type_traits(t)->from_float(row, out + r * stride, k);
+    }
+    free(row);
+    return out;
+}
+
+/* Σ|w_i · x_i| with both rows dequantized: the scale of a product's rounding error */
+static double abs_dot(enum llm_type t, int64_t k, const void *w, const void *x)
+{
+    float *a = malloc((size_t)k * sizeof(float)), *b = malloc((size_t)k * sizeof(float));
+    llm_type_traits(t)->to_float(w, a, k);
+    llm_type_traits(LLM_TYPE_Q8_0)->to_float(x, b, k);
+    double s = 0;
+    for (int64_t i = 0; i < k; i++)
+        s += fabs((double)a[i] * b[i]);
+    free(a);
+    free(b);
+    return s;
+}
+
+static void kernel_case(enum llm_type t, int64_t k, int64_t M, int64_t N)
+{
+    const struct llm_type_traits *tt = llm_type_traits(t);
+    size_t wstride = llm_row_size(t, k) + 6, xstride = llm_row_size(LLM_TYPE_Q8_0, k) + 10, ldd = (size_t)M + 3;
+    char *w = quant_rows(t, k, M, wstride), *x = quant_rows(LLM_TYPE_Q8_0, k, N, xstride);
+    /* a weight row of -128s (Q8_0 only: the unsigned offset must not overflow) */
+    if (t == LLM_TYPE_Q8_0)
+        memset(((struct block_q8_0 *)w)->qs, 0x80, QK);
+    float *dst = malloc((N * ldd) * sizeof(float));
+    void *scratch = malloc(llm_gemm_scratch_size(k, N));
+    for (size_t i = 0; i < N * ldd; i++)
+        dst[i] = -7.0f;
+    tt->gemm(k, M, N, w, wstride, x, xstride, dst, ldd, scratch);
+    int64_t bad = 0;
+    double worst = 0;
+    for (int64_t n = 0; n < N; n++) {
+        for (int64_t m = 0; m < M; m++) {
+            float want;
+            tt->vec_dot_ref(k, &want, w + m * wstride, x + n * xstride);
+            double err = fabs((double)dst[n * ldd + m] - want) / (abs_dot(t, k, w + m * wstride, x + n * xstride) + 1e-30);
+            worst = err > worst ? err : worst;
+            bad += !(err <= 2e-6);
+        }
+        for (size_t m = (size_t)M; m < ldd; m++)
+            bad += dst[n * ldd + m] != -7.0f; /* padding untouched */
+    }
+    CHECK(bad == 0, "gemm %s K%lld M%lld N%lld: %lld products wrong (worst relative error %.3g)", llm_type_name(t),
+          (long long)k, (long long)M, (long long)N, (long long)bad, worst);
+    free(w);
+    free(x);
+    free(dst);
+    free(scratch);
+}
+
+/* The same node on 1, 2 and 3 threads: the same bits. */
+static void threads_case(enum llm_type t, int64_t k, int64_t M, int64_t N)
+{
+    struct llm_tensor w, x, d;
+    init_tensor(&w, t, k, M);
+    init_tensor(&x, LLM_TYPE_F32, k, N);
+    init_tensor(&d, LLM_TYPE_F32, M, N);
+    free(w.data);
+    w.data = quant_rows(t, k, M, w.nb[1]);
+    for (int64_t i = 0; i < k * N; i++)
+        ((float *)x.data)[i] = frand();
+    d.op = LLM_OP_MUL_MAT;
+    d.src[0] = &w, d.src[1] = &x;
+    CHECK(llm_cpu_mul_mat_uses_gemm(&d), "%s K%lld M%lld N%lld: not on the GEMM path", llm_type_name(t),
+          (long long)k, (long long)M, (long long)N);
+    float *first = malloc(d.nb[2]);
+    for (int nth = 1; nth <= 3; nth++) {
+        struct llm_threadpool *pool = llm_threadpool_new(nth);
+        size_t wsize = llm_cpu_work_size(&d, nth);
+        struct job j = { .node = &d, .wdata = malloc(wsize), .wsize = wsize, .pool = pool };
+        llm_threadpool_run(pool, run_job, &j);
+        if (nth == 1)
+            memcpy(first, d.data, d.nb[2]);
+        CHECK(memcmp(first, d.data, d.nb[2]) == 0, "%s K%lld M%lld N%lld: %d threads differ from 1",
+              llm_type_name(t), (long long)k, (long long)M, (long long)N, nth);
+        free(j.wdata);
+        llm_threadpool_free(pool);
+    }
+    free(first);
+    free(w.data);
+    free(x.data);
+    free(d.data);
+}
+
+int main(void)
+{
+    static const enum llm_type types[] = { LLM_TYPE_Q8_0, LLM_TYPE_Q4_0 };
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        enum llm_type t = types[i];
+        const struct llm_type_traits *tt = llm_type_traits(t);
+        if (!llm_cpu_has_avx2()) {
+            CHECK(tt->gemm == NULL, "%s: a GEMM kernel without AVX2", llm_type_name(t));
+            continue;
+        }
+        llm_gemm_fn want = llm_cpu_has_avx512() ? (t == LLM_TYPE_Q8_0 ? llm_gemm_q8_0_avx512 : llm_gemm_q4_0_avx512)
+                                                : (t == LLM_TYPE_Q8_0 ? llm_gemm_q8_0_avx2 : llm_gemm_q4_0_avx2);
+        CHECK(tt->gemm == want, "%s: not the GEMM kernel of the best ISA allowed", llm_type_name(t));
+        printf("%s: %s GEMM\n", llm_type_name(t), llm_cpu_has_avx512() ? "AVX-512 VNNI" : "AVX2");
+        kernel_case(t, 32, 1, 1);
+        kernel_case(t, 96, 17, 5);
+        kernel_case(t, 224, 50, 13);
+        kernel_case(t, 4864, 37, 6);
+        kernel_case(t, 2048, 300, 3); /* past one block of rows (gemm_block_rows) */
+        threads_case(t, 256, 67, 45); /* a batch on the GEMM path of both ISAs */
+    }
+    return test_done("test_gemm");
+}
