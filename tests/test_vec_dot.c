@@ -159,23 +159,29 @@ static void check_type(int t)
 }
 
 /* vec_dot4 (where the CPU gives a type one): each of the four sums matches vec_dot_ref within the
- * same tolerance, and a row gives the same bits in every one of the four places. */
+ * same tolerance, and a row gives the same bits in every one of the four places. Block counts
+ * cover the 8-block steps of the quantized kernels and their tails. */
 static void check_dot4(int t)
 {
     const struct llm_type_traits *tt = llm_type_traits(t);
     if (!tt->vec_dot4)
         return;
-    static const int64_t lens[] = { 1, 7, 8, 15, 16, 17, 24, 63, 64, 172, 1000 };
+    static const int64_t lens[] = { 1, 7, 8, 15, 16, 17, 24, 28, 63, 64, 172, 1000 };
+    const int64_t blck = llm_type_info(t)->blck_size;
+    const int yt = tt->vec_dot_type;
     const size_t n_lens = sizeof lens / sizeof lens[0];
     int bad = 0, moved = 0;
     for (size_t li = 0; li < n_lens; li++) {
-        const int64_t n = lens[li];
+        const int64_t n = lens[li] * blck;
         const size_t row = llm_row_size(t, n);
-        char *w = malloc(5 * row), *act = malloc(row);
-        float *tmp = malloc((size_t)n * sizeof(float));
+        char *w = malloc(5 * row), *act = malloc(llm_row_size(yt, n));
+        float *tmp = malloc((size_t)n * sizeof(float)), *wf = malloc((size_t)n * sizeof(float));
         for (int r = 0; r < 5; r++)
-            make_weight(t, n, w + r * row, tmp, 0);
-        make_weight(t, n, act, tmp, 0); /* plain types: vec_dot_type is the weights' own */
+            make_weight(t, n, w + r * row, tmp, r % 2);
+        for (int64_t i = 0; i < n; i++)
+            tmp[i] = sample();
+        llm_type_traits(yt)->from_float(tmp, act, n);
+        llm_type_traits(yt)->to_float(act, tmp, n);
         const void *rows[4] = { w, w + row, w + 2 * row, w + 3 * row };
         float s[4];
         tt->vec_dot4(n, s, rows, act);
@@ -183,14 +189,9 @@ static void check_dot4(int t)
             float ref;
             double mag = 0;
             tt->vec_dot_ref(n, &ref, rows[r], act);
-            for (int64_t i = 0; i < n; i++) {
-                float a, b;
-                tt->to_float(w + r * row, tmp, n);
-                a = tmp[i];
-                tt->to_float(act, tmp, n);
-                b = tmp[i];
-                mag += fabs((double)a * b);
-            }
+            tt->to_float(rows[r], wf, n);
+            for (int64_t i = 0; i < n; i++)
+                mag += fabs((double)wf[i] * tmp[i]);
             if (!(fabs((double)s[r] - ref) <= 1e-5 * mag + 1e-30)) {
                 bad++;
                 fprintf(stderr, "%s dot4 n=%lld row %d: %.9g, reference %.9g\n", llm_type_name(t), (long long)n,
@@ -211,6 +212,7 @@ static void check_dot4(int t)
         free(w);
         free(act);
         free(tmp);
+        free(wf);
     }
     CHECK(bad == 0, "%s: %d vec_dot4 sums off the reference", llm_type_name(t), bad);
     CHECK(moved == 0, "%s: %d vec_dot4 sums changed with the row's place", llm_type_name(t), moved);
@@ -227,6 +229,11 @@ int main(void)
         check_type(weights[i]);
     for (size_t i = 0; i < sizeof weights / sizeof weights[0]; i++)
         check_dot4(weights[i]);
+    /* the decode types have a 4-row kernel wherever they have a SIMD one */
+    const int four[] = { LLM_TYPE_F16, LLM_TYPE_Q4_0, LLM_TYPE_Q8_0 };
+    for (size_t i = 0; i < sizeof four / sizeof four[0]; i++)
+        CHECK(llm_type_traits(four[i])->vec_dot4 || llm_type_traits(four[i])->vec_dot == llm_type_traits(four[i])->vec_dot_ref,
+              "%s has a fast vec_dot but no vec_dot4", llm_type_name(four[i]));
     CHECK(llm_type_traits(LLM_TYPE_F32)->vec_dot4 || !llm_type_traits(LLM_TYPE_F32)->vec_dot_ref ||
           llm_type_traits(LLM_TYPE_F32)->vec_dot == llm_type_traits(LLM_TYPE_F32)->vec_dot_ref,
           "F32 has a fast vec_dot but no vec_dot4");

@@ -15,7 +15,6 @@
 #include "quants.h"
 #include "simd.h"
 
-#define AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 #define RN 4
 
 /* 16 rows of one block, repacked: scales, then q[j][r][0..3] = bytes 4j..4j+3 of row r, + 128 */

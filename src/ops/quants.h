@@ -66,6 +66,11 @@ void llm_vec_dot_q4_K_ref(int64_t n, float *s, const void *x, const void *y);
 void llm_vec_dot_q5_K_ref(int64_t n, float *s, const void *x, const void *y);
 void llm_vec_dot_q6_K_ref(int64_t n, float *s, const void *x, const void *y);
 
+/* AVX-512 (F, BW, VL, VNNI) twins of the decode kernels (vec_dot_avx512.c) */
+void llm_vec_dot4_f16_avx512(int64_t n, float *s, const void *const *w, const void *x);
+void llm_vec_dot4_q4_0_avx512(int64_t n, float *s, const void *const *w, const void *x);
+void llm_vec_dot4_q8_0_avx512(int64_t n, float *s, const void *const *w, const void *x);
+
 /* AVX2/FMA/F16C twins (vec_dot_avx2.c, dequant_avx2.c, quants_avx2.c) */
 void llm_vec_dot_f32_avx2(int64_t n, float *s, const void *x, const void *y);
 void llm_vec_dot_f16_avx2(int64_t n, float *s, const void *x, const void *y);
@@ -73,6 +78,8 @@ void llm_vec_dot_bf16_avx2(int64_t n, float *s, const void *x, const void *y);
 void llm_vec_dot4_f32_avx2(int64_t n, float *s, const void *const *w, const void *x);
 void llm_vec_dot4_f16_avx2(int64_t n, float *s, const void *const *w, const void *x);
 void llm_vec_dot4_bf16_avx2(int64_t n, float *s, const void *const *w, const void *x);
+void llm_vec_dot4_q4_0_avx2(int64_t n, float *s, const void *const *w, const void *x);
+void llm_vec_dot4_q8_0_avx2(int64_t n, float *s, const void *const *w, const void *x);
 void llm_vec_dot_q4_0_avx2(int64_t n, float *s, const void *x, const void *y);
 void llm_vec_dot_q4_1_avx2(int64_t n, float *s, const void *x, const void *y);
 void llm_vec_dot_q5_0_avx2(int64_t n, float *s, const void *x, const void *y);

@@ -5,10 +5,14 @@
 
 #include <immintrin.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
-/* The one target of every SIMD kernel: the three features come together on every x86 we target. */
+/* The target of every AVX2 kernel: the three features come together on every x86 we target, */
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
+/* ... and of the AVX-512 ones, after llm_cpu_has_avx512() (which checks all five) */
+#define AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 
 static inline AVX2 float hsum_ps(__m256 v)
 {
@@ -95,6 +99,22 @@ static inline AVX2 __m256i nibbles32_u(const uint8_t *qs)
     __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
     both = _mm256_srlv_epi32(both, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4));
     return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
+}
+
+/* The fp16 scales d of 8 consecutive blocks (`stride` bytes apart, d first) as floats: packed
+ * four to a 64-bit word with scalar loads and shifts, so the vector unit sees two moves and one
+ * conversion instead of eight. */
+static inline AVX2 __m256 scales8(const void *blocks, size_t stride)
+{
+    const uint8_t *p = blocks;
+    uint64_t w[2] = { 0, 0 };
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++) {
+        uint16_t h;
+        memcpy(&h, p + (size_t)k * stride, sizeof h);
+        w[k / 4] |= (uint64_t)h << (16 * (k % 4));
+    }
+    return _mm256_cvtph_ps(_mm_set_epi64x((long long)w[1], (long long)w[0]));
 }
 
 #endif

@@ -8,14 +8,14 @@
 
 /* One row per type with kernels (other known types stay zeroed): the public traits (with reference
  * kernels) plus the AVX2/FMA/F16C twins that init_traits() installs as to_float_fast /
- * from_float_fast / vec_dot / vec_dot4 when the CPU has those features, and the GEMM kernels
- * (AVX-512 VNNI over AVX2). */
+ * from_float_fast / vec_dot / vec_dot4 when the CPU has those features, and the AVX-512 VNNI
+ * vec_dot4 and GEMM kernels, preferred over the AVX2 ones. */
 struct row {
     struct llm_type_traits t;
     llm_to_float_fn to_float_avx2;
     llm_from_float_fn from_float_avx2;
     llm_vec_dot_fn vec_dot_avx2;
-    llm_vec_dot4_fn vec_dot4_avx2;
+    llm_vec_dot4_fn vec_dot4_avx2, vec_dot4_avx512;
     llm_gemm_fn gemm_avx2, gemm_avx512;
 };
 
@@ -31,12 +31,15 @@ static struct row rows[LLM_TYPE_COUNT] = {
         .to_float_avx2 = llm_to_float_f16_avx2,
         .from_float_avx2 = llm_from_float_f16_avx2,
         .vec_dot_avx2 = llm_vec_dot_f16_avx2,
-        .vec_dot4_avx2 = llm_vec_dot4_f16_avx2 },
+        .vec_dot4_avx2 = llm_vec_dot4_f16_avx2,
+        .vec_dot4_avx512 = llm_vec_dot4_f16_avx512 },
     [LLM_TYPE_Q4_0] = {
         .t = { .to_float = llm_to_float_q4_0, .from_float = llm_from_float_q4_0,
                .vec_dot_ref = llm_vec_dot_q4_0_ref, .vec_dot_type = LLM_TYPE_Q8_0 },
         .to_float_avx2 = llm_to_float_q4_0_avx2,
         .vec_dot_avx2 = llm_vec_dot_q4_0_avx2,
+        .vec_dot4_avx2 = llm_vec_dot4_q4_0_avx2,
+        .vec_dot4_avx512 = llm_vec_dot4_q4_0_avx512,
         .gemm_avx2 = llm_gemm_q4_0_avx2,
         .gemm_avx512 = llm_gemm_q4_0_avx512 },
     [LLM_TYPE_Q4_1] = {
@@ -60,6 +63,8 @@ static struct row rows[LLM_TYPE_COUNT] = {
         .to_float_avx2 = llm_to_float_q8_0_avx2,
         .from_float_avx2 = llm_from_float_q8_0_avx2,
         .vec_dot_avx2 = llm_vec_dot_q8_0_avx2,
+        .vec_dot4_avx2 = llm_vec_dot4_q8_0_avx2,
+        .vec_dot4_avx512 = llm_vec_dot4_q8_0_avx512,
         .gemm_avx2 = llm_gemm_q8_0_avx2,
         .gemm_avx512 = llm_gemm_q8_0_avx512 },
     [LLM_TYPE_Q8_1] = {
@@ -113,7 +118,7 @@ static void init_traits(void)
         r->t.to_float_fast = avx2 && r->to_float_avx2 ? r->to_float_avx2 : r->t.to_float;
         r->t.from_float_fast = avx2 && r->from_float_avx2 ? r->from_float_avx2 : r->t.from_float;
         r->t.vec_dot = avx2 && r->vec_dot_avx2 ? r->vec_dot_avx2 : r->t.vec_dot_ref;
-        r->t.vec_dot4 = avx2 ? r->vec_dot4_avx2 : NULL;
+        r->t.vec_dot4 = avx512 && r->vec_dot4_avx512 ? r->vec_dot4_avx512 : avx2 ? r->vec_dot4_avx2 : NULL;
         r->t.gemm = avx512 && r->gemm_avx512 ? r->gemm_avx512 : avx2 ? r->gemm_avx2 : NULL;
     }
 }

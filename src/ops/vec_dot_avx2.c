@@ -166,22 +166,6 @@ static inline AVX2 __m256i fifth_bits(const uint8_t *qh)
     return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
 }
 
-/* The fp16 scales d of 8 consecutive blocks (`stride` bytes apart, d first) as floats: packed
- * four to a 64-bit word with scalar loads and shifts, so the vector unit sees two moves and one
- * conversion instead of eight. */
-static inline AVX2 __m256 scales8(const void *blocks, size_t stride)
-{
-    const uint8_t *p = blocks;
-    uint64_t w[2] = { 0, 0 };
-#pragma GCC unroll 8
-    for (int k = 0; k < 8; k++) {
-        uint16_t h;
-        memcpy(&h, p + (size_t)k * stride, sizeof h);
-        w[k / 4] |= (uint64_t)h << (16 * (k % 4));
-    }
-    return _mm256_cvtph_ps(_mm_set_epi64x((long long)w[1], (long long)w[0]));
-}
-
 /* Block k's combined scale of 8, in all lanes (the index vector is loop-invariant). */
 static inline AVX2 __m256 lane(__m256 d8, int k)
 {
