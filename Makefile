@@ -109,10 +109,13 @@ test: test-unit test-asan fuzz
 # against llama.cpp's figures: bench/results/latest.md.
 # Then the NPU graph-mode A/B (installs gnuplot-nox if missing): graph_ab.md, crossover.png; and one
 # decode token of the 0.5B shape, eager against graph, as a timeline: timeline.md, timeline.png.
+# Last, tg128 on stories260K with --profile, --trace and neither against the build before them
+# (built once into build/profile_ab/): profile_ab.md.
 bench: all
 	@SHARED=$(SHARED) BIN=$(BIN) bash bench/run.sh
 	@SHARED=$(SHARED) BIN=$(BIN) bash bench/graph_ab.sh
 	@SHARED=$(SHARED) BIN=$(BIN) bash bench/timeline.sh
+	@BIN=$(BIN) bash bench/profile_ab.sh
 
 # Planted bugs (tests/mutants.txt), one at a time in a scratch copy of the working tree
 # ($(BUILD)/mutants/): fails if any survives or no longer applies. MUTANTS="rope sampler" runs the
