@@ -195,9 +195,10 @@ print('Eager, the host enqueues the token\'s %d launches (each op\'s executor bu
       '(%.0f µs together), so the host waits from the start and the token is the device\'s time alone. '
       'Here eager is %s than replay by %.0f µs; its workers sit idle %.0f / %.0f µs between their first and '
       'last span (replay: %.0f / %.0f µs), in part waiting for launches where small ops follow one another. '
-      'The marks (▼) are the tracer writing a full 64 KiB buffer to the file: the thread whose event did '
-      'not fit writes it (~0.1 ms) outside the trace lock while the other threads append to the second '
-      'buffer. '
+      'The marks (▼) are the tracer writing a full 64 KiB buffer to the file (~0.1 ms): the thread whose '
+      'event did not fit writes it outside the trace lock while the other threads append to the second '
+      'buffer, so only that thread pauses; when it is a device worker, a kernel split across both workers '
+      'waits for it (a gap in both worker rows). '
       'Token times move with the load of the machine (see the load above; `make bench` runs best on a quiet '
       'machine): graph_ab.md measures the same pair over 128 tokens.'
       % (se['launches'], launch_us, bound, se['launch_end'], se['dev_last'], sg['other_us'],
