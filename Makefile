@@ -112,13 +112,15 @@ test: test-unit test-asan fuzz
 # about half without, on 2 cores. BENCH_QUICK=1: a smoke test of bench/run.sh in seconds and nothing
 # else (run.sh has the other knobs). Then the NPU graph-mode A/B (installs gnuplot-nox if missing):
 # graph_ab.md, crossover.png; and one decode token of the 0.5B shape, eager against graph, as a
-# timeline: timeline.md, timeline.png.
+# timeline: timeline.md, timeline.png. Last, tg128 on stories260K with --profile, --trace and neither
+# against the build before them (built once into build/profile_ab/): profile_ab.md.
 LLAMA_BENCH ?=
 BENCH_QUICK ?=
 bench: all
 	@SHARED=$(SHARED) BIN=$(BIN) LLAMA_BENCH=$(LLAMA_BENCH) BENCH_QUICK=$(BENCH_QUICK) bash bench/run.sh
 	@[ "$(BENCH_QUICK)" = 1 ] || SHARED=$(SHARED) BIN=$(BIN) bash bench/graph_ab.sh
 	@[ "$(BENCH_QUICK)" = 1 ] || SHARED=$(SHARED) BIN=$(BIN) bash bench/timeline.sh
+	@[ "$(BENCH_QUICK)" = 1 ] || BIN=$(BIN) bash bench/profile_ab.sh
 
 # Planted bugs (tests/mutants.txt), one at a time in a scratch copy of the working tree
 # ($(BUILD)/mutants/): fails if any survives or no longer applies. MUTANTS="rope sampler" runs the

@@ -76,8 +76,8 @@ def token(path):
                 drains=drains(path, gc))
 
 def drains(path, gc):
-    """When the tracer wrote its 64 KiB buffer to the file inside the token (src/trace.c: the writing
-    holds the trace lock, so every thread that ends a span meanwhile waits: a gap in all rows at once).
+    """When the tracer wrote a full 64 KiB buffer to the file inside the token (src/trace.c: the thread
+    whose event did not fit writes it, outside the trace lock, while the others fill the second buffer).
     Replays the buffer: one event per line, emptied by the flush after each decode's 'logits read'; a
     drain happens when the next event does not fit. [] when the file is not one event per line."""
     a, b = gc['ts'], gc['ts'] + gc['dur']
@@ -195,9 +195,10 @@ print('Eager, the host enqueues the token\'s %d launches (each op\'s executor bu
       '(%.0f µs together), so the host waits from the start and the token is the device\'s time alone. '
       'Here eager is %s than replay by %.0f µs; its workers sit idle %.0f / %.0f µs between their first and '
       'last span (replay: %.0f / %.0f µs), in part waiting for launches where small ops follow one another. '
-      'The white stripes through all three rows at once (▼) are the tracer writing its 64 KiB buffer to the '
-      'file: it holds the trace lock meanwhile, so every thread that ends a span waits (~0.1 ms each; '
-      '`--trace` costs ~8 %% at this shape). '
+      'The marks (▼) are the tracer writing a full 64 KiB buffer to the file (~0.1 ms): the thread whose '
+      'event did not fit writes it outside the trace lock while the other threads append to the second '
+      'buffer, so only that thread pauses; when it is a device worker, a kernel split across both workers '
+      'waits for it (a gap in both worker rows). '
       'Token times move with the load of the machine (see the load above; `make bench` runs best on a quiet '
       'machine): graph_ab.md measures the same pair over 128 tokens.'
       % (se['launches'], launch_us, bound, se['launch_end'], se['dev_last'], sg['other_us'],

@@ -3,8 +3,13 @@
  * non-negative duration, and its events count what the run did: one host launch span per eager
  * launch, one capture per miss, one ExecuteAsync per replay, cache hit / miss instants matching
  * the statistics, one device span per executed node; the profile's per-token node counts equal on
- * cpu and npu (eager or replayed) and are whole numbers of graphs. */
+ * cpu and npu (eager or replayed) and are whole numbers of graphs. Threads emitting at once while
+ * the buffers are written out (outside the lock) lose, repeat and reorder none of their events. */
 #include <cjson/cJSON.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -14,6 +19,8 @@
 #include "trace.h"
 
 #define N_STEPS 20
+#define N_EMITTERS 4     /* threads besides the main one */
+#define N_EVENTS 6000    /* per thread: ~3 MB in all, some 50 writes of a 64 KiB buffer */
 
 struct counts {
     int spans, negative, launches, captures, executes, hits, misses, worker0_nodes, tracks;
@@ -175,6 +182,119 @@ static void test_unclosed(const char *dir)
     CHECK(llm_trace_open("/nonexistent-dir/x.json", &err) == NULL && err.code == LLM_ERR_IO);
 }
 
+struct emitter {
+    struct llm_trace *t;
+    int tid;
+};
+
+/* N_EVENTS spans numbered in args.seq; the main thread (LLM_TRACE_HOST) also flushes now and then. */
+static void *emit(void *arg)
+{
+    const struct emitter *e = arg;
+    for (int i = 0; i < N_EVENTS; i++) {
+        char args[32];
+        snprintf(args, sizeof args, "{\"seq\":%d}", i);
+        llm_trace_span(e->t, e->tid, "op", "seq", llm_now_us(), 1.0, args);
+        if (e->tid == LLM_TRACE_HOST && i % 500 == 0)
+            llm_trace_flush(e->t);
+    }
+    return NULL;
+}
+
+/* The trace's reader: a FIFO emptied slowly (4 KiB per 0.1 ms), so that every buffer write blocks
+ * for a while and the other threads fill the second buffer meanwhile: the window in which a wrong
+ * hand-over between the buffers would lose, repeat or reorder events. */
+struct reader {
+    const char *path;
+    char *text; /* all that was read, NUL-terminated; NULL if out of memory */
+    size_t len;
+};
+
+static void *slow_read(void *arg)
+{
+    struct reader *r = arg;
+    int fd = open(r->path, O_RDONLY);
+    size_t cap = 0;
+    bool oom = false;
+    char chunk[4096];
+    for (ssize_t n = 1; fd >= 0 && n > 0;) {
+        n = read(fd, chunk, sizeof chunk);
+        if (n > 0 && !oom && r->len + (size_t)n >= cap) {
+            char *grown = realloc(r->text, cap = 2 * cap + sizeof chunk);
+            oom = !grown;
+            r->text = grown ? grown : r->text;
+        }
+        if (n > 0 && !oom) {
+            memcpy(r->text + r->len, chunk, (size_t)n);
+            r->len += (size_t)n;
+        }
+        nanosleep(&(struct timespec){ 0, 100000 }, NULL);
+    }
+    if (fd >= 0)
+        close(fd);
+    if (oom) {
+        free(r->text);
+        r->text = NULL;
+    } else if (r->text) {
+        r->text[r->len] = '\0';
+    }
+    return NULL;
+}
+
+/* Every thread's events reach the file once each, in the order that thread emitted them. */
+static void test_concurrent(const char *dir)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/conc.fifo", dir);
+    CHECK(mkfifo(path, 0600) == 0, "mkfifo %s", path);
+    struct reader rd = { path, NULL, 0 };
+    pthread_t reader;
+    if (pthread_create(&reader, NULL, slow_read, &rd) != 0) {
+        CHECK(false, "no reader thread");
+        return;
+    }
+    struct llm_error err;
+    struct llm_trace *t = llm_trace_open(path, &err); /* returns once the reader has opened it */
+    CHECK(t != NULL, "%s", err.msg);
+    struct emitter em[N_EMITTERS + 1];
+    pthread_t th[N_EMITTERS];
+    int started = 0;
+    for (int i = 0; i <= N_EMITTERS; i++)
+        em[i] = (struct emitter){ t, i == N_EMITTERS ? LLM_TRACE_HOST : LLM_TRACE_WORKER + i };
+    for (; t && started < N_EMITTERS; started++)
+        if (pthread_create(&th[started], NULL, emit, &em[started]) != 0)
+            break;
+    CHECK_EQ_INT(started, t ? N_EMITTERS : 0);
+    if (t)
+        emit(&em[N_EMITTERS]);
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    if (t)
+        CHECK(llm_trace_close(t, &err) == 0, "%s", err.msg);
+    else
+        close(open(path, O_WRONLY)); /* lets the reader see the end */
+    pthread_join(reader, NULL);
+
+    cJSON *arr = rd.text ? cJSON_Parse(rd.text) : NULL;
+    free(rd.text);
+    CHECK(cJSON_IsArray(arr), "the concurrent trace does not parse");
+    CHECK(rd.len > 32 * 65536, "%zu bytes: too few buffer writes to test", rd.len);
+    int next[N_EMITTERS + 1] = { 0 }, bad = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, arr)
+    {
+        int tid = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(e, "tid"));
+        int k = tid == LLM_TRACE_HOST ? N_EMITTERS : tid - LLM_TRACE_WORKER;
+        const cJSON *seq = cJSON_GetObjectItem(cJSON_GetObjectItem(e, "args"), "seq");
+        if (k < 0 || k > N_EMITTERS || !cJSON_IsNumber(seq) || (int)seq->valuedouble != next[k]++)
+            bad++;
+    }
+    cJSON_Delete(arr);
+    CHECK_EQ_INT(bad, 0);
+    for (int i = 0; i <= N_EMITTERS; i++)
+        CHECK_EQ_INT(next[i], N_EVENTS);
+}
+
 int main(void)
 {
     char dir[] = "/tmp/llm-trace-XXXXXX";
@@ -185,8 +305,9 @@ int main(void)
     if (m)
         test_runs(m, dir);
     test_unclosed(dir);
+    test_concurrent(dir);
     llm_model_free(m);
-    const char *names[] = { "cpu.json", "npu0.json", "npu1.json", "cut.json" };
+    const char *names[] = { "cpu.json", "npu0.json", "npu1.json", "cut.json", "conc.fifo" };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char p[600];
         snprintf(p, sizeof p, "%s/%s", dir, names[i]);
