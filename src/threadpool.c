@@ -28,7 +28,7 @@ struct llm_threadpool {
     pthread_t *threads;
     void (*fn)(int, int, void *);
     void *arg;
-    uint64_t idle_spin_ns;
+    _Atomic uint64_t idle_spin_ns; /* atomic: set after the workers started (they read it idle) */
     /* the futex words, each bumped by the thread that ends a wait on it */
     atomic_uint run_gen;     /* a run starts (or the pool stops)  */
     atomic_uint n_done;      /* workers finished the current run  */
@@ -110,7 +110,8 @@ static void *worker(void *arg)
     free(wa);
     unsigned seen = 0;
     for (;;) {
-        wait_change(p, &p->run_gen, seen, p->idle_spin_ns, &p->idle_sleepers);
+        wait_change(p, &p->run_gen, seen, atomic_load_explicit(&p->idle_spin_ns, memory_order_relaxed),
+                    &p->idle_sleepers);
         if (atomic_load(&p->stop))
             return NULL;
         seen = atomic_load(&p->run_gen);
@@ -127,7 +128,7 @@ struct llm_threadpool *llm_threadpool_new(int n_threads)
         return NULL;
     }
     p->n = n_threads;
-    p->idle_spin_ns = (uint64_t)IDLE_SPIN_US * 1000u;
+    atomic_init(&p->idle_spin_ns, (uint64_t)IDLE_SPIN_US * 1000u);
     p->threads = calloc((size_t)n_threads, sizeof *p->threads);
     if (!p->threads) {
         llm_threadpool_free(p);
@@ -163,7 +164,8 @@ void llm_threadpool_free(struct llm_threadpool *p)
 
 void llm_threadpool_set_idle_spin(struct llm_threadpool *p, int spin_us)
 {
-    p->idle_spin_ns = spin_us > 0 ? (uint64_t)spin_us * 1000u : 0;
+    const uint64_t ns = spin_us > 0 ? (uint64_t)spin_us * 1000u : 0;
+    atomic_store_explicit(&p->idle_spin_ns, ns, memory_order_relaxed);
 }
 
 int llm_threadpool_n_threads(const struct llm_threadpool *p)
