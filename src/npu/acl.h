@@ -108,6 +108,10 @@ const char *aclGetRecentErrMsg(void);
 uint64_t aclrtStreamDeviceNs(aclrtStream stream);
 uint64_t aclrtStreamHostBlockedNs(aclrtStream stream);
 size_t aclrtDeviceMemoryInUse(void);
+/* Emulator extension: the host thread driving stream is away from the machine's cores (non-zero
+ * while it sleeps off an emulated driver's launch cost), so the stream's waiting device threads
+ * need not leave it a core. */
+void aclrtStreamSetHostAway(aclrtStream stream, int away);
 
 /* Evaluates an ACL call; on failure returns the caller's llm_fail with file, line, call text and
  * the runtime's message (use inside functions taking struct llm_error *err and returning int). */

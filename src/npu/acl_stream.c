@@ -29,11 +29,11 @@
 /* How long the device thread (waiting for the next task) and the host (in synchronize) busy-wait
  * before they sleep. Neither polls with sched_yield: a poller looks idle to the scheduler, which
  * then holds back the thread that has the work (EEVDF runs it only once the pollers have caught up
- * on CPU time): a replay that ended was seen by the host 2 ms later. While the host, the device
- * thread and the device's other awake workers outnumber the cores ("crowded"), a waiting thread
- * sleeps almost at once and leaves its core to a thread with work; otherwise it has a core of its
- * own and spins through a whole replay, sparing a wake-up per token (tens of us on a VM whose idle
- * vCPU halted). */
+ * on CPU time): a replay that ended was seen by the host 2 ms later. While the host (unless it
+ * sleeps), the device thread and the device's other awake workers outnumber the cores ("crowded"),
+ * a waiting thread sleeps almost at once and leaves its core to a thread with work; otherwise it
+ * has a core of its own and spins through a whole replay, sparing a wake-up per token (tens of us
+ * on a VM whose idle vCPU halted). */
 #define DEVICE_SPIN_NS 100000
 #define HOST_SPIN_NS 2000000
 #define CROWDED_SPIN_NS 3000
@@ -80,6 +80,7 @@ struct acl_stream {
     struct llm_threadpool *pool;
     int n_workers;
     int cores;
+    atomic_int host_away; /* the host is asleep (synchronize, or an emulated launch cost) */
     /* capture state, touched by the host thread only */
     bool capturing;
     aclmdlRICaptureMode capture_mode;
@@ -148,7 +149,8 @@ static void run_task(struct acl_stream *s, struct task *t)
 /* How long a waiting host or device thread may busy-wait (see DEVICE_SPIN_NS). */
 static uint64_t spin_budget(struct acl_stream *s, uint64_t uncrowded_ns)
 {
-    return 2 + llm_threadpool_n_awake(s->pool) > s->cores ? CROWDED_SPIN_NS : uncrowded_ns;
+    const int host = !atomic_load_explicit(&s->host_away, memory_order_relaxed);
+    return host + 1 + llm_threadpool_n_awake(s->pool) > s->cores ? CROWDED_SPIN_NS : uncrowded_ns;
 }
 
 /* Waits for a task or stop; false when stopping with nothing left. */
@@ -205,8 +207,10 @@ static void wait_done(struct acl_stream *s, uint64_t target)
         return;
     pthread_mutex_lock(&s->mu);
     atomic_store(&s->wake_at, target);
+    atomic_store(&s->host_away, 1);
     while (atomic_load(&s->head) < target)
         pthread_cond_wait(&s->done_cv, &s->mu);
+    atomic_store(&s->host_away, 0);
     atomic_store(&s->wake_at, UINT64_MAX);
     pthread_mutex_unlock(&s->mu);
 }
@@ -443,6 +447,12 @@ size_t aclmdlRITaskCount(aclmdlRI ri)
 uint64_t aclrtStreamDeviceNs(aclrtStream s)
 {
     return s ? atomic_load(&s->device_ns) : 0;
+}
+
+void aclrtStreamSetHostAway(aclrtStream s, int away)
+{
+    if (s)
+        atomic_store(&s->host_away, away != 0);
 }
 
 uint64_t aclrtStreamHostBlockedNs(aclrtStream s)
