@@ -21,19 +21,15 @@ static float frand(void)
     return (float)(test_rand() >> 8) / (float)(1u << 24) - 0.5f;
 }
 
-/* rows of type t, each `stride` bytes apart, from random floats (some rows scaled so their
- * quants reach the ends of the range) */
+/* random floats, every third row with the quants at the ends of the range */
+static float quant_value(int64_t r, int64_t i)
+{
+    return r % 3 == 0 ? (i % 2 ? -1.0f : 0.25f * frand()) : frand();
+}
+
 static char *quant_rows(enum llm_type t, int64_t k, int64_t rows, size_t stride)
 {
-    char *out = calloc((size_t)rows, stride);
-    float *row = malloc((size_t)k * sizeof(float));
-    for (int64_t r = 0; r < rows; r++) {
-        for (int64_t i = 0; i < k; i++)
-            row[i] = r % 3 == 0 ? (i % 2 ? -1.0f : 0.25f * frand()) : frand();
-        llm_type_traits(t)->from_float(row, out + r * stride, k);
-    }
-    free(row);
-    return out;
+    return typed_rows(t, k, rows, stride, quant_value);
 }
 
 /* Σ|w_i · x_i| with both rows dequantized: the scale of a product's rounding error */
@@ -50,6 +46,15 @@ static double abs_dot(enum llm_type t, int64_t k, const void *w, const void *x)
     return s;
 }
 
+/* against vec_dot_ref, relative to Σ|w·x| */
+static double product_error(const struct gemm_case *c, int64_t m, int64_t n)
+{
+    const char *w = c->w + m * c->wstride, *x = c->x + n * c->xstride;
+    float want;
+    llm_type_traits(c->t)->vec_dot_ref(c->k, &want, w, x);
+    return fabs((double)c->dst[n * c->ldd + m] - want) / (abs_dot(c->t, c->k, w, x) + 1e-30);
+}
+
 static void kernel_case(enum llm_type t, int64_t k, int64_t M, int64_t N)
 {
     const struct llm_type_traits *tt = llm_type_traits(t);
@@ -58,64 +63,23 @@ static void kernel_case(enum llm_type t, int64_t k, int64_t M, int64_t N)
     /* a weight row of -128s (Q8_0 only: the unsigned offset must not overflow) */
     if (t == LLM_TYPE_Q8_0)
         memset(((struct block_q8_0 *)w)->qs, 0x80, QK);
-    float *dst = malloc((N * ldd) * sizeof(float));
-    void *scratch = malloc(llm_gemm_scratch_size(k, N));
-    for (size_t i = 0; i < N * ldd; i++)
-        dst[i] = -7.0f;
-    tt->gemm(k, M, N, w, wstride, x, xstride, dst, ldd, scratch);
-    int64_t bad = 0;
-    double worst = 0;
-    for (int64_t n = 0; n < N; n++) {
-        for (int64_t m = 0; m < M; m++) {
-            float want;
-            tt->vec_dot_ref(k, &want, w + m * wstride, x + n * xstride);
-            double err = fabs((double)dst[n * ldd + m] - want) / (abs_dot(t, k, w + m * wstride, x + n * xstride) + 1e-30);
-            worst = err > worst ? err : worst;
-            bad += !(err <= 2e-6);
-        }
-        for (size_t m = (size_t)M; m < ldd; m++)
-            bad += dst[n * ldd + m] != -7.0f; /* padding untouched */
-    }
+    struct gemm_case c = { t, k, M, N, w, x, wstride, xstride, ldd, NULL };
+    double worst;
+    int64_t bad = gemm_wrong(tt->gemm, &c, llm_gemm_scratch_size(k, N), product_error, 2e-6, &worst);
     CHECK(bad == 0, "gemm %s K%lld M%lld N%lld: %lld products wrong (worst relative error %.3g)", llm_type_name(t),
           (long long)k, (long long)M, (long long)N, (long long)bad, worst);
     free(w);
     free(x);
-    free(dst);
-    free(scratch);
 }
 
 /* The same node on 1, 2 and 3 threads: the same bits. */
 static void threads_case(enum llm_type t, int64_t k, int64_t M, int64_t N)
 {
-    struct llm_tensor w, x, d;
-    init_tensor(&w, t, k, M);
-    init_tensor(&x, LLM_TYPE_F32, k, N);
-    init_tensor(&d, LLM_TYPE_F32, M, N);
-    free(w.data);
-    w.data = quant_rows(t, k, M, w.nb[1]);
-    for (int64_t i = 0; i < k * N; i++)
-        ((float *)x.data)[i] = frand();
-    d.op = LLM_OP_MUL_MAT;
-    d.src[0] = &w, d.src[1] = &x;
-    CHECK(llm_cpu_mul_mat_uses_gemm(&d), "%s K%lld M%lld N%lld: not on the GEMM path", llm_type_name(t),
-          (long long)k, (long long)M, (long long)N);
-    float *first = malloc(d.nb[2]);
-    for (int nth = 1; nth <= 3; nth++) {
-        struct llm_threadpool *pool = llm_threadpool_new(nth);
-        size_t wsize = llm_cpu_work_size(&d, nth);
-        struct job j = { .node = &d, .wdata = malloc(wsize), .wsize = wsize, .pool = pool };
-        llm_threadpool_run(pool, run_job, &j);
-        if (nth == 1)
-            memcpy(first, d.data, d.nb[2]);
-        CHECK(memcmp(first, d.data, d.nb[2]) == 0, "%s K%lld M%lld N%lld: %d threads differ from 1",
-              llm_type_name(t), (long long)k, (long long)M, (long long)N, nth);
-        free(j.wdata);
-        llm_threadpool_free(pool);
-    }
-    free(first);
-    free(w.data);
-    free(x.data);
-    free(d.data);
+    int differ = gemm_threads_differ(t, k, M, N, quant_rows(t, k, M, llm_row_size(t, k)), frand);
+    CHECK(differ >= 0, "%s K%lld M%lld N%lld: not on the GEMM path", llm_type_name(t), (long long)k, (long long)M,
+          (long long)N);
+    CHECK(differ <= 0, "%s K%lld M%lld N%lld: %d threads differ from 1", llm_type_name(t), (long long)k, (long long)M,
+          (long long)N, differ);
 }
 
 int main(void)

@@ -5,7 +5,7 @@
 set -u
 TESTS=${TEST_BUILD:-build}/tests
 passed=0; failed=0
-for t in test_gemm test_vec_dot test_ops test_backend_ops; do
+for t in test_gemm test_gemm_f16 test_vec_dot test_ops test_backend_ops; do
   out=$(LLM_CPU_ISA=avx2 "$TESTS/$t" 2>&1); rc=$?
   line=$(grep -E "^$t: [0-9]+ passed, [0-9]+ failed" <<<"$out" | tail -1)
   if [ $rc -ne 0 ] || [ -z "$line" ]; then

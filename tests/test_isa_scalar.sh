@@ -10,7 +10,7 @@ passed=0; failed=0
 ok()   { passed=$((passed + 1)); }
 fail() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
 
-for t in test_vec_dot test_dequant test_quants test_ops test_backend_ops test_decode test_gemm; do
+for t in test_vec_dot test_dequant test_quants test_ops test_backend_ops test_decode test_gemm test_gemm_f16; do
   out=$(LLM_CPU_ISA=scalar "$TESTS/$t" 2>&1); rc=$?
   line=$(grep -E "^$t: [0-9]+ passed, [0-9]+ failed" <<<"$out" | tail -1)
   if [ $rc -ne 0 ] || [ -z "$line" ]; then

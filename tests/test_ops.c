@@ -720,13 +720,16 @@ static void test_mul_mat(void)
             if (!llm_cpu_supports(mm))
                 continue;
             n_run++;
-            /* the BLAS path keeps F32 activations; the dot and GEMM paths round them to vec_dot_type */
+            /* the BLAS path and the float GEMM keep F32 activations; the dot path and the integer
+             * GEMM round them to vec_dot_type */
             enum llm_type vdt = tt->vec_dot ? tt->vec_dot_type : LLM_TYPE_F32;
             bool blas = llm_cpu_mul_mat_uses_blas(mm), gemm = llm_cpu_mul_mat_uses_gemm(mm);
-            CHECK(!gemm || (tt->gemm && N > 1), "%s: GEMM path without a GEMM kernel, or for one row", what);
+            bool f32_acts = blas || (gemm && tt->gemm_f32);
+            CHECK(!gemm || ((tt->gemm || tt->gemm_f32) && N > 1), "%s: GEMM path without a GEMM kernel, or for one row",
+                  what);
             CHECK(blas == (!gemm && (N >= (t == LLM_TYPE_F32 || t == LLM_TYPE_F16 || t == LLM_TYPE_BF16 ? 8 : 24) || !tt->vec_dot)), "%s: unexpected path (blas %d)", what, blas);
-            double e = check_node(what, mm, blas ? 1e-10 : dot_tol(vdt), NULL);
-            if (!blas && vdt != LLM_TYPE_F32) {
+            double e = check_node(what, mm, f32_acts ? 1e-10 : dot_tol(vdt), NULL);
+            if (!f32_acts && vdt != LLM_TYPE_F32) {
                 /* Q8_1 blocks carry d·Σq rounded to f16, which vec_dot uses for the weights' min;
                  * -1 (no rounded reference, or a non-finite result) fails */
                 double er = check_rounded(mm, vdt), tol = vdt == LLM_TYPE_Q8_1 ? 1e-6 : 1e-10;

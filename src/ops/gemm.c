@@ -47,3 +47,50 @@ void llm_gemm_tiles(gemm_tile_fn tile, int rm, int rn, int64_t k, int64_t M, int
         }
     }
 }
+
+/* ---- float GEMM ------------------------------------------------------------------------------ */
+
+#define FGEMM_KC 512                  /* nr activation rows x kc floats (16 KiB) stay in L1 */
+#define FGEMM_BLOCK_BYTES (256 << 10) /* packed weights of a block of rows, in L2 */
+
+/* k per block: k split evenly into blocks of at most FGEMM_KC. */
+static int64_t fgemm_kc(int64_t k)
+{
+    int64_t blocks = k > FGEMM_KC ? (k + FGEMM_KC - 1) / FGEMM_KC : 1;
+    return (k + blocks - 1) / blocks;
+}
+
+size_t llm_gemm_f32_scratch_size(int64_t k)
+{
+    (void)k; /* a block never exceeds FGEMM_BLOCK_BYTES: rv * lanes * FGEMM_KC floats is 96 KiB at most */
+    return 64 + FGEMM_BLOCK_BYTES;
+}
+
+void llm_fgemm(const struct fgemm_kernel *kern, enum llm_type t, int64_t k, int64_t M, int64_t N, const void *w,
+               size_t wstride, const float *x, size_t xstride, float *dst, size_t ldd, void *scratch)
+{
+    float *packed = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    const int64_t kc_max = fgemm_kc(k), tile_rows = (int64_t)kern->rv * kern->lanes;
+    int64_t block = FGEMM_BLOCK_BYTES / (kc_max * (int64_t)sizeof(float)) / tile_rows * tile_rows;
+    block = block < tile_rows ? tile_rows : block;
+    for (int64_t b0 = 0; b0 < M; b0 += block) {
+        const int64_t rows = M - b0 < block ? M - b0 : block, panels = (rows + kern->lanes - 1) / kern->lanes;
+        for (int64_t k0 = 0; k0 == 0 || k0 < k; k0 += kc_max) { /* k = 0 stores zeros */
+            const int64_t kc = k - k0 < kc_max ? k - k0 : kc_max;
+            kern->pack(t, k0, kc, rows, (const char *)w + (size_t)b0 * wstride, wstride, packed);
+            for (int64_t n0 = 0; n0 < N; n0 += kern->nr) {
+                const float *xr[FGEMM_MAX_NR];
+                const int nn = N - n0 < kern->nr ? (int)(N - n0) : kern->nr;
+                for (int j = 0; j < kern->nr; j++)
+                    xr[j] = (const float *)((const char *)x + (size_t)(n0 + (j < nn ? j : nn - 1)) * xstride) + k0;
+                for (int64_t p = 0; p < panels; p += kern->rv) {
+                    const int nv = panels - p < kern->rv ? (int)(panels - p) : kern->rv;
+                    const int64_t live = rows - p * kern->lanes;
+                    kern->tile(kc, nv, packed + (size_t)(p * kc * kern->lanes), xr,
+                               dst + (size_t)n0 * ldd + (size_t)(b0 + p * kern->lanes), ldd, nn,
+                               (int)(live < tile_rows ? live : tile_rows), k0 == 0);
+                }
+            }
+        }
+    }
+}

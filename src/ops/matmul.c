@@ -1,6 +1,6 @@
 /* MUL_MAT: dst[m, n] = dot(src0 row m, src1 row n), src0 broadcast over dims 2/3.
  *
- * Three paths, chosen per node by use_gemm() and use_blas():
+ * Four paths, chosen per node by use_gemm() and use_blas():
  *  - dot path (decode, small batches): src1 rows are converted once to the weights' vec_dot_type
  *    (in parallel, into wdata), then threads take chunks of weight rows from a shared counter and
  *    dot each row with every src1 row, so each weight row is read from memory once per call.
@@ -11,7 +11,9 @@
  *    116 t/s against thread 0 calling a 2-thread OpenBLAS sgemm while the pool waits.
  *  - GEMM path (batches of Q8_0 / Q4_0 weights, gemm_batch()): src1 converted as for the dot path,
  *    then each thread runs the type's integer GEMM kernel (types.h) over its share of the weight
- *    rows against every src1 row; the results do not depend on the number of threads. */
+ *    rows against every src1 row; the results do not depend on the number of threads.
+ *  - float GEMM path (batches of F16 / BF16 weights, fgemm_min_batch()): the same split, the
+ *    type's gemm_f32 kernel reading the F32 src1 rows in place. */
 #include <stdint.h>
 #include <string.h>
 
@@ -61,8 +63,9 @@ static bool blas_path_ok(const struct mm_geom *g, const struct llm_tensor *dst)
  * which pays off only when enough src1 rows share it; the dot path streams each weight row once
  * and is the only sensible choice for decode (N = 1, memory-bound). Crossovers measured on the
  * 2-core target (K 1024/4864, M 4864/896, 2 threads, best of 15): F32, F16 and BF16 weights take
- * sgemm from N = 8 (F16 N 8: 3.5-3.7 vs 4.5-5.2 ms; their dot path is float FMAs anyway); Q8_0,
- * Q4_0, Q4_K and Q6_K break even near N = 20 and sgemm is 1.1-1.5x faster at N = 24. */
+ * sgemm from N = 8 (F16 N 8: 3.5-3.7 vs 4.5-5.2 ms; their dot path is float FMAs anyway; F16 and
+ * BF16 now only without a float GEMM kernel, use_blas); Q8_0, Q4_0, Q4_K and Q6_K break even near
+ * N = 20 and sgemm is 1.1-1.5x faster at N = 24. */
 static int64_t blas_min_batch(enum llm_type t)
 {
     return t == LLM_TYPE_F32 || t == LLM_TYPE_F16 || t == LLM_TYPE_BF16 ? 8 : 24;
@@ -74,6 +77,9 @@ static bool use_blas(const struct mm_geom *g, const struct llm_tensor *dst)
         return false;
     if (!dot_path_ok(g))
         return true;
+    /* F16 / BF16: the dot path below the float GEMM's batches (fgemm_min_batch) */
+    if (g->wt->gemm_f32)
+        return false;
     return g->N >= blas_min_batch(g->w->type);
 }
 
@@ -88,9 +94,34 @@ static bool gemm_batch(int64_t N)
     return llm_cpu_has_avx512() ? N >= 8 : N >= 16 && N < 64;
 }
 
-static bool use_gemm(const struct mm_geom *g, const struct llm_tensor *dst)
+static bool use_int_gemm(const struct mm_geom *g, const struct llm_tensor *dst)
 {
     return g->wt->gemm && dot_path_ok(g) && dst->nb[1] % sizeof(float) == 0 && gemm_batch(g->N);
+}
+
+/* The float GEMM (F16 / BF16 weights, gemm_f16_avx512.c / gemm_f16_avx2.c) against the dot and
+ * BLAS paths, qwen2-0.5B shapes on the 2-core Zen 5 (bench/results/gemm_f16.md): it beats sgemm
+ * at every N >= 8, with AVX-512 1.6-2.2x (K 896 M 4864 N 512, 2 threads: 10.6 vs 20.5 ms), with
+ * AVX2 1.0-1.7x against this machine's AVX-512 OpenBLAS, so BLAS no longer serves F16 or BF16.
+ * Its packing (weights transposed into float panels, once per call) loses to the 4-row F16 dot
+ * kernels at small N: AVX-512 N 8 0.49 vs 0.35 ms, N 16 0.55 vs 0.68 ms (K 896 M 4864, 2 threads);
+ * with AVX2 they break even from N = 16 to 32. BF16 has no AVX-512 dot4; its GEMM wins from N = 8. */
+static int64_t fgemm_min_batch(enum llm_type t)
+{
+    if (t == LLM_TYPE_BF16)
+        return 8;
+    return llm_cpu_has_avx512() ? 16 : 32;
+}
+
+static bool use_float_gemm(const struct mm_geom *g, const struct llm_tensor *dst)
+{
+    return g->wt->gemm_f32 && dst->nb[1] % sizeof(float) == 0 && g->x->nb[1] % sizeof(float) == 0 &&
+           g->N >= fgemm_min_batch(g->w->type);
+}
+
+static bool use_gemm(const struct mm_geom *g, const struct llm_tensor *dst)
+{
+    return use_int_gemm(g, dst) || use_float_gemm(g, dst);
 }
 
 bool llm_cpu_mul_mat_uses_blas(const struct llm_tensor *node)
@@ -145,13 +176,15 @@ size_t cpu_mul_mat_work_size(const struct llm_tensor *dst, int nth)
 {
     struct mm_geom g = geom(dst);
     size_t size = 2 * WDATA_HEADER; /* header + room to align wdata to a cache line */
-    if (!use_gemm(&g, dst) && use_blas(&g, dst)) {
+    if (use_float_gemm(&g, dst))
+        return size + (size_t)nth * llm_gemm_f32_scratch_size(g.K);
+    if (!use_int_gemm(&g, dst) && use_blas(&g, dst)) {
         if (g.w->type != LLM_TYPE_F32)
             size += (size_t)nth * (size_t)blas_thread_rows(&g, nth) * (size_t)g.K * sizeof(float);
     } else if (needs_convert(&g)) {
         size += (size_t)llm_nrows(g.x) * llm_row_size(g.wt->vec_dot_type, g.K);
     }
-    if (use_gemm(&g, dst))
+    if (use_int_gemm(&g, dst))
         size += (size_t)nth * llm_gemm_scratch_size(g.K, g.N);
     return size;
 }
@@ -268,7 +301,23 @@ static void mul_mat_dot(const struct llm_cpu_params *p, struct llm_tensor *dst, 
 /* ---- GEMM path ---------------------------------------------------------------------------- */
 
 /* Each thread takes its share of the weight rows of every matrix (the same share whatever the
- * batch) and walks it in blocks that stay in L2 while all src1 rows of the batch pass by. */
+ * batch) and walks it in blocks that stay in L2 while all src1 rows of the batch pass by: the src1
+ * rows of matrix (i2, i3) start at xs + i2 * x2 + i3 * x3, xrow bytes apart. */
+static void gemm_share(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct mm_geom *g,
+                       llm_gemm_fn gemm, const char *xs, size_t xrow, size_t x2, size_t x3, void *scratch)
+{
+    int64_t r0, r1;
+    thread_rows(g->M, p->ith, p->nth, &r0, &r1);
+    if (r1 <= r0)
+        return;
+    for (int64_t i3 = 0; i3 < dst->ne[3]; i3++)
+        for (int64_t i2 = 0; i2 < dst->ne[2]; i2++)
+            gemm(g->K, r1 - r0, g->N, tensor_at(g->w, 0, r0, i2 / g->r2, i3 / g->r3), g->w->nb[1],
+                 xs + (size_t)i2 * x2 + (size_t)i3 * x3, xrow, tensor_at(dst, r0, 0, i2, i3),
+                 dst->nb[1] / sizeof(float), scratch);
+}
+
+/* The integer GEMM, after src1 is converted as for the dot path. */
 static void mul_mat_gemm(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct mm_geom *g,
                          char *work)
 {
@@ -276,15 +325,15 @@ static void mul_mat_gemm(const struct llm_cpu_params *p, struct llm_tensor *dst,
     const char *xs = convert_src1(p, g, work);
     char *scratch = work + (size_t)llm_nrows(g->x) * xrow + (size_t)p->ith * llm_gemm_scratch_size(g->K, g->N);
     pool_barrier(p);
-    int64_t r0, r1;
-    thread_rows(g->M, p->ith, p->nth, &r0, &r1);
-    if (r1 <= r0)
-        return;
-    for (int64_t i3 = 0; i3 < dst->ne[3]; i3++)
-        for (int64_t i2 = 0; i2 < dst->ne[2]; i2++)
-            g->wt->gemm(g->K, r1 - r0, g->N, tensor_at(g->w, 0, r0, i2 / g->r2, i3 / g->r3), g->w->nb[1],
-                        xs + (size_t)((i3 * dst->ne[2] + i2) * g->N) * xrow, xrow, tensor_at(dst, r0, 0, i2, i3),
-                        dst->nb[1] / sizeof(float), scratch);
+    gemm_share(p, dst, g, g->wt->gemm, xs, xrow, (size_t)g->N * xrow, (size_t)(dst->ne[2] * g->N) * xrow, scratch);
+}
+
+/* The float GEMM reads the F32 src1 rows in place. */
+static void mul_mat_float_gemm(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct mm_geom *g,
+                               char *work)
+{
+    gemm_share(p, dst, g, g->wt->gemm_f32, g->x->data, g->x->nb[1], g->x->nb[2], g->x->nb[3],
+               work + (size_t)p->ith * llm_gemm_f32_scratch_size(g->K));
 }
 
 /* ---- BLAS path ---------------------------------------------------------------------------- */
@@ -334,7 +383,9 @@ void cpu_mul_mat(const struct llm_cpu_params *p, struct llm_tensor *dst)
     struct mm_geom g = geom(dst);
     /* wdata aligned up to a cache line: [counter][work] */
     char *base = (char *)(((uintptr_t)p->wdata + WDATA_HEADER - 1) & ~(uintptr_t)(WDATA_HEADER - 1));
-    if (use_gemm(&g, dst))
+    if (use_float_gemm(&g, dst))
+        mul_mat_float_gemm(p, dst, &g, base + WDATA_HEADER);
+    else if (use_int_gemm(&g, dst))
         mul_mat_gemm(p, dst, &g, base + WDATA_HEADER);
     else if (use_blas(&g, dst))
         mul_mat_blas(p, dst, &g, (float *)(base + WDATA_HEADER));

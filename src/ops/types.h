@@ -19,6 +19,8 @@ typedef void (*llm_vec_dot4_fn)(int64_t n, float *s, const void *const *w, const
 typedef void (*llm_gemm_fn)(int64_t k, int64_t M, int64_t N, const void *w, size_t wstride, const void *x,
                             size_t xstride, float *dst, size_t ldd, void *scratch);
 size_t llm_gemm_scratch_size(int64_t k, int64_t N);
+/* Scratch of a gemm_f32 kernel (the llm_gemm_fn contract with F32 activation rows). */
+size_t llm_gemm_f32_scratch_size(int64_t k);
 
 struct llm_type_traits {
     llm_to_float_fn to_float;     /* reference dequantize n elements (n % blck == 0), or NULL */
@@ -36,6 +38,9 @@ struct llm_type_traits {
     /* integer GEMM of many rows at once (prefill), AVX2 or AVX-512 VNNI, or NULL. Its oracle is
      * vec_dot_ref per pair of rows. */
     llm_gemm_fn gemm;
+    /* float GEMM (F16 / BF16 weights, prefill): llm_gemm_fn with F32 activation rows, AVX2 or
+     * AVX-512, or NULL. Its oracle is the F32 dot product of the dequantized rows. */
+    llm_gemm_fn gemm_f32;
     enum llm_type vec_dot_type;        /* type activations are converted to for vec_dot   */
 };
 
