@@ -1,6 +1,6 @@
 /* MUL_MAT: dst[m, n] = dot(src0 row m, src1 row n), src0 broadcast over dims 2/3.
  *
- * Four paths, chosen per node by use_gemm() and use_blas():
+ * Four paths, chosen per node by choose_path():
  *  - dot path (decode, small batches): src1 rows are converted once to the weights' vec_dot_type
  *    (in parallel, into wdata), then threads take chunks of weight rows from a shared counter and
  *    dot each row with every src1 row, so each weight row is read from memory once per call.
@@ -119,21 +119,29 @@ static bool use_float_gemm(const struct mm_geom *g, const struct llm_tensor *dst
            g->N >= fgemm_min_batch(g->w->type);
 }
 
-static bool use_gemm(const struct mm_geom *g, const struct llm_tensor *dst)
+enum mm_path { PATH_DOT, PATH_BLAS, PATH_GEMM, PATH_FLOAT_GEMM };
+
+/* The one place the path is chosen: kernel, scratch size and the tests' questions all ask here. */
+static enum mm_path choose_path(const struct mm_geom *g, const struct llm_tensor *dst)
 {
-    return use_int_gemm(g, dst) || use_float_gemm(g, dst);
+    if (use_float_gemm(g, dst))
+        return PATH_FLOAT_GEMM;
+    if (use_int_gemm(g, dst))
+        return PATH_GEMM;
+    return use_blas(g, dst) ? PATH_BLAS : PATH_DOT;
 }
 
 bool llm_cpu_mul_mat_uses_blas(const struct llm_tensor *node)
 {
     struct mm_geom g = geom(node);
-    return !use_gemm(&g, node) && use_blas(&g, node);
+    return choose_path(&g, node) == PATH_BLAS;
 }
 
 bool llm_cpu_mul_mat_uses_gemm(const struct llm_tensor *node)
 {
     struct mm_geom g = geom(node);
-    return use_gemm(&g, node);
+    enum mm_path path = choose_path(&g, node);
+    return path == PATH_GEMM || path == PATH_FLOAT_GEMM;
 }
 
 bool cpu_mul_mat_supports(const struct llm_tensor *dst)
@@ -176,17 +184,20 @@ size_t cpu_mul_mat_work_size(const struct llm_tensor *dst, int nth)
 {
     struct mm_geom g = geom(dst);
     size_t size = 2 * WDATA_HEADER; /* header + room to align wdata to a cache line */
-    if (use_float_gemm(&g, dst))
+    const size_t converted = (size_t)llm_nrows(g.x) * (g.vt ? llm_row_size(g.wt->vec_dot_type, g.K) : 0);
+    switch (choose_path(&g, dst)) {
+    case PATH_FLOAT_GEMM:
         return size + (size_t)nth * llm_gemm_f32_scratch_size(g.K);
-    if (!use_int_gemm(&g, dst) && use_blas(&g, dst)) {
+    case PATH_GEMM: /* converted src1, then each thread's scratch (mul_mat_gemm) */
+        return size + converted + (size_t)nth * llm_gemm_scratch_size(g.K, g.N);
+    case PATH_BLAS:
         if (g.w->type != LLM_TYPE_F32)
             size += (size_t)nth * (size_t)blas_thread_rows(&g, nth) * (size_t)g.K * sizeof(float);
-    } else if (needs_convert(&g)) {
-        size += (size_t)llm_nrows(g.x) * llm_row_size(g.wt->vec_dot_type, g.K);
+        return size;
+    case PATH_DOT:
+        break;
     }
-    if (use_int_gemm(&g, dst))
-        size += (size_t)nth * llm_gemm_scratch_size(g.K, g.N);
-    return size;
+    return size + (needs_convert(&g) ? converted : 0);
 }
 
 /* ---- dot path ----------------------------------------------------------------------------- */
@@ -383,14 +394,12 @@ void cpu_mul_mat(const struct llm_cpu_params *p, struct llm_tensor *dst)
     struct mm_geom g = geom(dst);
     /* wdata aligned up to a cache line: [counter][work] */
     char *base = (char *)(((uintptr_t)p->wdata + WDATA_HEADER - 1) & ~(uintptr_t)(WDATA_HEADER - 1));
-    if (use_float_gemm(&g, dst))
-        mul_mat_float_gemm(p, dst, &g, base + WDATA_HEADER);
-    else if (use_int_gemm(&g, dst))
-        mul_mat_gemm(p, dst, &g, base + WDATA_HEADER);
-    else if (use_blas(&g, dst))
-        mul_mat_blas(p, dst, &g, (float *)(base + WDATA_HEADER));
-    else
-        mul_mat_dot(p, dst, &g, base + WDATA_HEADER, (int64_t *)base);
+    switch (choose_path(&g, dst)) {
+    case PATH_FLOAT_GEMM: mul_mat_float_gemm(p, dst, &g, base + WDATA_HEADER); break;
+    case PATH_GEMM: mul_mat_gemm(p, dst, &g, base + WDATA_HEADER); break;
+    case PATH_BLAS: mul_mat_blas(p, dst, &g, (float *)(base + WDATA_HEADER)); break;
+    case PATH_DOT: mul_mat_dot(p, dst, &g, base + WDATA_HEADER, (int64_t *)base); break;
+    }
 }
 
 void llm_ref_mul_mat(struct llm_tensor *dst)
