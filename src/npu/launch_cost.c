@@ -36,7 +36,7 @@ void npu_launch_cost_init(struct npu_launch_cost *c, double us)
         c->us = v;
 }
 
-void npu_launch_cost_pay(struct npu_launch_cost *c)
+void npu_launch_cost_pay(struct npu_launch_cost *c, aclrtStream stream)
 {
     if (c->us <= 0)
         return;
@@ -47,7 +47,9 @@ void npu_launch_cost_pay(struct npu_launch_cost *c)
     prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
     int64_t t0 = now_ns();
     struct timespec ts = { .tv_sec = c->debt_ns / 1000000000, .tv_nsec = c->debt_ns % 1000000000 };
+    aclrtStreamSetHostAway(stream, 1);
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
+    aclrtStreamSetHostAway(stream, 0);
     c->debt_ns -= now_ns() - t0;
 }

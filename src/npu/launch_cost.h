@@ -10,6 +10,8 @@
 
 #include <stdint.h>
 
+#include "acl.h"
+
 struct npu_launch_cost {
     double us;       /* cost per launch; 0 = off */
     int64_t debt_ns; /* cost owed and not yet slept; negative after an overshoot */
@@ -17,7 +19,8 @@ struct npu_launch_cost {
 
 /* us < 0: from LLM_NPU_LAUNCH_US (unset or not a non-negative number: 0). */
 void npu_launch_cost_init(struct npu_launch_cost *c, double us);
-/* Charge one launch. */
-void npu_launch_cost_pay(struct npu_launch_cost *c);
+/* Charge one launch made on stream; while the host sleeps, the stream is told it is away
+ * (aclrtStreamSetHostAway): its sleeps stand for a driver's own core. */
+void npu_launch_cost_pay(struct npu_launch_cost *c, aclrtStream stream);
 
 #endif

@@ -188,9 +188,7 @@ static int launch_graph(struct npu_backend *nb, const struct llm_graph *g, struc
         const double t0 = now_us(), in_launch = nb->launch_acc_us;
         int rc = launch_node(nb, node, err);
         const double built = now_us();
-        aclrtStreamSetHostAway(nb->stream, 1); /* its sleeps stand for a driver's own core */
-        npu_launch_cost_pay(&nb->cost);
-        aclrtStreamSetHostAway(nb->stream, 0);
+        npu_launch_cost_pay(&nb->cost, nb->stream);
         const double t1 = now_us();
         nb->stats.host_launch_us += t1 - t0;
         nb->stats.eager_launches++;
