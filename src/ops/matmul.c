@@ -24,7 +24,10 @@
 #include "types.h"
 
 #define DOT_CHUNK 16            /* fewest weight rows per task on the dot path */
-#define BLAS_TILE_FLOATS (4u << 20) /* dequantized weights per sgemm tile: 16 MiB */
+/* Dequantized weights per sgemm tile, all threads: 4 MiB. Resident memory, not speed, sets it: the
+ * 16 MiB tile put qwen2-0.5B Q4_K_M's peak RSS 4.5 MiB over file + KV cache + 64 MiB, while 4 MiB
+ * tiles cost 0-3 % of its pp512 (289-297 t/s against 297, 2 threads, Zen 5). */
+#define BLAS_TILE_FLOATS (1u << 20)
 #define WDATA_HEADER 64         /* task counter, on its own cache line */
 
 struct mm_geom {
@@ -59,7 +62,7 @@ static bool blas_path_ok(const struct mm_geom *g, const struct llm_tensor *dst)
 }
 
 /* The path choice. Dequantize + sgemm costs one dequantization of the weights per call (the
- * to_float_fast kernels run at 0.2-0.3 ns per element in cache, ~0.8 ns into the 16 MiB tile),
+ * to_float_fast kernels run at 0.2-0.3 ns per element in cache, ~0.8 ns into the tile),
  * which pays off only when enough src1 rows share it; the dot path streams each weight row once
  * and is the only sensible choice for decode (N = 1, memory-bound). Crossovers measured on the
  * 2-core target (K 1024/4864, M 4864/896, 2 threads, best of 15): F32, F16 and BF16 weights take
