@@ -68,6 +68,7 @@ void llm_vec_dot_q6_K_ref(int64_t n, float *s, const void *x, const void *y);
 
 /* AVX-512 (F, BW, VL, VNNI) twins of the decode kernels (vec_dot_avx512.c) */
 void llm_vec_dot4_f16_avx512(int64_t n, float *s, const void *const *w, const void *x);
+void llm_vec_dot4_f32_avx512(int64_t n, float *s, const void *const *w, const void *x);
 void llm_vec_dot4_q4_0_avx512(int64_t n, float *s, const void *const *w, const void *x);
 void llm_vec_dot4_q8_0_avx512(int64_t n, float *s, const void *const *w, const void *x);
 

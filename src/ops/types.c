@@ -25,7 +25,8 @@ static struct row rows[LLM_TYPE_COUNT] = {
         .t = { .to_float = llm_to_float_f32, .from_float = llm_from_float_f32,
                .vec_dot_ref = llm_vec_dot_f32_ref, .vec_dot_type = LLM_TYPE_F32 },
         .vec_dot_avx2 = llm_vec_dot_f32_avx2,
-        .vec_dot4_avx2 = llm_vec_dot4_f32_avx2 },
+        .vec_dot4_avx2 = llm_vec_dot4_f32_avx2,
+        .vec_dot4_avx512 = llm_vec_dot4_f32_avx512 },
     [LLM_TYPE_F16] = {
         .t = { .to_float = llm_to_float_f16, .from_float = llm_from_float_f16,
                .vec_dot_ref = llm_vec_dot_f16_ref, .vec_dot_type = LLM_TYPE_F16 },

@@ -45,6 +45,50 @@ void AVX512 llm_vec_dot4_f16_avx512(int64_t n, float *s, const void *const *w, c
     s[3] = _mm512_reduce_add_ps(_mm512_add_ps(a3, b3));
 }
 
+/* ---- F32: a tiny model's rows (64-256 floats) are a few zmm each ------------------------------ */
+
+/* Lower plus upper eight lanes (AVX-512F alone: no DQ extract). */
+static inline AVX512 __m256 fold8(__m512 a)
+{
+    return _mm256_add_ps(_mm512_castps512_ps256(a), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
+}
+
+/* The four rows' lane sums in one reduction: halves folded, then the AVX2 pairwise tree. */
+static inline AVX512 __m128 hsum4_512(__m512 a, __m512 b, __m512 c, __m512 d)
+{
+    __m256 a8 = fold8(a), b8 = fold8(b), c8 = fold8(c), d8 = fold8(d);
+    __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a8, b8), _mm256_hadd_ps(c8, d8));
+    return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+
+void AVX512 llm_vec_dot4_f32_avx512(int64_t n, float *s, const void *const *w, const void *x)
+{
+    const float *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3], *xf = x;
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m512 x0 = _mm512_loadu_ps(xf + i), x1 = _mm512_loadu_ps(xf + i + 16);
+        a0 = _mm512_fmadd_ps(_mm512_loadu_ps(w0 + i), x0, a0);
+        a1 = _mm512_fmadd_ps(_mm512_loadu_ps(w1 + i), x0, a1);
+        a2 = _mm512_fmadd_ps(_mm512_loadu_ps(w2 + i), x0, a2);
+        a3 = _mm512_fmadd_ps(_mm512_loadu_ps(w3 + i), x0, a3);
+        b0 = _mm512_fmadd_ps(_mm512_loadu_ps(w0 + i + 16), x1, b0);
+        b1 = _mm512_fmadd_ps(_mm512_loadu_ps(w1 + i + 16), x1, b1);
+        b2 = _mm512_fmadd_ps(_mm512_loadu_ps(w2 + i + 16), x1, b2);
+        b3 = _mm512_fmadd_ps(_mm512_loadu_ps(w3 + i + 16), x1, b3);
+    }
+    for (; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
+        __m512 x0 = _mm512_maskz_loadu_ps(m, xf + i);
+        a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, w0 + i), x0, a0);
+        a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, w1 + i), x0, a1);
+        a2 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, w2 + i), x0, a2);
+        a3 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, w3 + i), x0, a3);
+    }
+    _mm_storeu_ps(s, hsum4_512(_mm512_add_ps(a0, b0), _mm512_add_ps(a1, b1), _mm512_add_ps(a2, b2),
+                               _mm512_add_ps(a3, b3)));
+}
+
 /* ---- Q4_0 / Q8_0 against Q8_0 with VNNI ------------------------------------------------------ */
 
 /* vpdpbusd multiplies unsigned by signed bytes: the weights go in as unsigned (Q4_0's stored
