@@ -795,34 +795,41 @@ static void test_flash_attn(void)
 }
 
 /* Row q of a KV window of n_kv cells, n_used of them filled: it sees cells [start, n_used - n_q + q]
- * (head h of a per-head mask starts 8·h cells later); the rest, the padded tail included, is -inf. */
-static struct llm_tensor *window_mask(int64_t n_kv, int64_t n_used, int64_t n_q, int64_t start, int64_t heads)
+ * but not the hole [hole_lo, hole_hi) (cells of another sequence); head h of a per-head mask starts
+ * 8·h cells later; the rest, the padded tail included, is -inf. */
+static struct llm_tensor *window_mask(int64_t n_kv, int64_t n_used, int64_t n_q, int64_t start, int64_t heads,
+                                      int64_t hole_lo, int64_t hole_hi)
 {
     struct llm_tensor *m = new_tensor(LLM_TYPE_F32, n_kv, n_q, heads, 1);
     for (int64_t h = 0; h < heads; h++)
         for (int64_t q = 0; q < n_q; q++)
             for (int64_t j = 0; j < n_kv; j++)
-                set_f32(m, j, q, h, 0, j >= start + 8 * h && j <= n_used - n_q + q ? 0.0f : -INFINITY);
+                set_f32(m, j, q, h, 0,
+                        j >= start + 8 * h && j <= n_used - n_q + q && (j < hole_lo || j >= hole_hi) ? 0.0f
+                                                                                                   : -INFINITY);
     return m;
 }
 
 /* Shapes of the fast kernel's paths: head dims that are multiples of 8 or not (with hd_v != hd),
  * GQA groups of 1..7 heads (split between threads when there are fewer groups than threads),
  * padded KV windows whose masked cells hold NaN (they must be skipped, not multiplied by 0),
- * masks that differ per head, and K/V with non-unit element stride (the scalar path). */
+ * masked blocks between visible ones, masks that differ per head, and K/V with non-unit element
+ * stride (the scalar path). */
 static void test_flash_attn_shapes(void)
 {
     static const struct {
-        int kvt_f16, hd, hd_v, heads, heads_kv, n_q, n_kv, n_used, start, mask_heads, strided;
+        int kvt_f16, hd, hd_v, heads, heads_kv, n_q, n_kv, n_used, start, mask_heads, strided, hole_lo, hole_hi;
     } cases[] = {
-        { 1, 8, 8, 8, 4, 1, 256, 37, 0, 1, 0 },       /* stories260K decode */
-        { 1, 8, 8, 8, 4, 5, 256, 5, 0, 1, 0 },        /* stories260K prompt */
-        { 1, 64, 64, 14, 2, 1, 512, 401, 0, 1, 0 },   /* qwen2-0.5B decode */
-        { 0, 64, 64, 14, 2, 3, 512, 300, 40, 1, 0 },  /* F32, window start past the first blocks */
-        { 0, 20, 12, 6, 2, 4, 70, 61, 3, 1, 0 },      /* hd and hd_v not multiples of 8 */
-        { 1, 24, 40, 6, 3, 2, 100, 90, 0, 6, 0 },     /* a mask per head */
-        { 1, 16, 16, 4, 1, 3, 64, 50, 10, 1, 1 },     /* strided K/V: scalar path */
-        { 0, 13, 9, 3, 3, 2, 40, 33, 0, 3, 1 },
+        { 1, 8, 8, 8, 4, 1, 256, 37, 0, 1, 0, 0, 0 },        /* stories260K decode */
+        { 1, 8, 8, 8, 4, 5, 256, 5, 0, 1, 0, 0, 0 },         /* stories260K prompt */
+        { 1, 64, 64, 14, 2, 1, 512, 401, 0, 1, 0, 0, 0 },    /* qwen2-0.5B decode */
+        { 0, 64, 64, 14, 2, 3, 512, 300, 40, 1, 0, 0, 0 },   /* F32, window start past the first blocks */
+        { 0, 20, 12, 6, 2, 4, 70, 61, 3, 1, 0, 0, 0 },       /* hd and hd_v not multiples of 8 */
+        { 1, 24, 40, 6, 3, 2, 100, 90, 0, 6, 0, 0, 0 },      /* a mask per head */
+        { 1, 16, 16, 4, 1, 3, 64, 50, 10, 1, 1, 0, 0 },      /* strided K/V: scalar path */
+        { 0, 13, 9, 3, 3, 2, 40, 33, 0, 3, 1, 0, 0 },
+        { 1, 8, 8, 8, 4, 1, 256, 100, 0, 1, 0, 16, 56 }, /* a hole of whole blocks */
+        { 0, 24, 16, 6, 2, 2, 128, 90, 0, 2, 0, 13, 50 }, /* a ragged hole, a mask per head */
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         enum llm_type kvt = cases[c].kvt_f16 ? LLM_TYPE_F16 : LLM_TYPE_F32;
@@ -840,7 +847,8 @@ static void test_flash_attn_shapes(void)
         fill(q, 1.0f);
         fill(k, 1.0f);
         fill(v, 1.0f);
-        struct llm_tensor *m = window_mask(n_kv, n_used, n_q, cases[c].start, cases[c].mask_heads);
+        struct llm_tensor *m =
+            window_mask(n_kv, n_used, n_q, cases[c].start, cases[c].mask_heads, cases[c].hole_lo, cases[c].hole_hi);
         struct llm_tensor *fa = node(LLM_OP_FLASH_ATTN, new_tensor(LLM_TYPE_F32, hd_v, heads, n_q, 1), q, k, v, m);
         llm_set_op_f32(fa, 0, 1.0f / sqrtf((float)hd));
         char what[160];
@@ -853,7 +861,9 @@ static void test_flash_attn_shapes(void)
         struct llm_tensor *ref = clone_dst(fa);
         llm_ref_compute(ref);
         for (int64_t h = 0; h < heads_kv; h++)
-            for (int64_t j = n_used; j < n_kv; j++) {
+            for (int64_t j = 0; j < n_kv; j++) {
+                if (j < n_used && (j < cases[c].hole_lo || j >= cases[c].hole_hi))
+                    continue;
                 for (int64_t i = 0; i < hd; i++)
                     set_nan(k, i, j, h);
                 for (int64_t i = 0; i < hd_v; i++)

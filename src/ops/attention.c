@@ -125,12 +125,13 @@ static AVX2 bool k_block(const struct attn_unit *u, int64_t j0, const void *r[8]
 {
     const struct llm_tensor *k = u->k;
     bool f16 = k->type == LLM_TYPE_F16, direct = u->hd == u->hd8;
+    const char *k0 = tensor_at(k, 0, j0, u->hk, 0);
     for (int c = 0; c < 8; c++) {
         if (j0 + c >= u->n_kv) {
             r[c] = u->zero; /* zero bits: 0 as F32 and as F16 */
             continue;
         }
-        const char *kr = tensor_at(k, 0, j0 + c, u->hk, 0);
+        const char *kr = k0 + c * k->nb[1];
         if (direct) {
             r[c] = kr;
             continue;
@@ -157,11 +158,13 @@ static AVX2 void scores_avx2(struct attn_unit *u)
         bool skip = _mm256_movemask_ps(is_ninf(mv0)) == 0xff;
         for (int64_t g = 1; g < nm && skip; g++)
             skip = _mm256_movemask_ps(is_ninf(mask8(u->m, mask_row(u, g), j0, u->n_kv))) == 0xff;
-        if (skip) {
-            for (int64_t g = 0; g < u->nh; g++)
-                _mm256_storeu_ps(u->s + g * u->n_kv8 + j0, ninf);
+        if (skip)
             continue;
-        }
+        /* masked blocks between live ones get -inf scores (weight 0); the others lie outside
+         * [lo, hi), which no later pass reads (a padded window's tail is most of the cells) */
+        for (int64_t j = u->hi; j < j0; j += 8)
+            for (int64_t g = 0; g < u->nh; g++)
+                _mm256_storeu_ps(u->s + g * u->n_kv8 + j, ninf);
         u->lo = u->lo < j0 ? u->lo : j0;
         u->hi = j0 + 8 < u->n_kv ? j0 + 8 : u->n_kv;
         const void *r[8];
