@@ -131,6 +131,7 @@ int main(void)
         kernel_case(t, 32, 1, 1);
         kernel_case(t, 96, 17, 5);
         kernel_case(t, 224, 50, 13);
+        kernel_case(t, 320, 9, 4); /* 8 blocks, then a tail of 2 */
         kernel_case(t, 4864, 37, 6);
         kernel_case(t, 2048, 300, 3); /* past one block of rows (gemm_block_rows) */
         threads_case(t, 256, 67, 45); /* a batch on the GEMM path of both ISAs */
