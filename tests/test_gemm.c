@@ -1,10 +1,11 @@
 /* The integer GEMM kernels of the prefill path (issue 9): the kernel the CPU dispatch chose (AVX-512
- * VNNI, or AVX2 under LLM_CPU_ISA=avx2: tests/test_isa_avx2.sh) against vec_dot_ref (src/ops/vec_dot.c)
- * for every product, on odd shapes (M, N not multiples of any tile, M past one block of rows, K of
- * 1-152 blocks) with padded weight, activation and output rows, and extreme quants (-128 weights).
- * Tolerance: 2e-6 of Σ|w·x| per product (the integer block sums are exact; only the float scaling
- * and summation order differ). Then MUL_MAT nodes on the GEMM path must give the same floats on
- * 1, 2 and 3 threads. */
+ * VNNI, AVX-VNNI under LLM_CPU_ISA=avxvnni, AVX2 under LLM_CPU_ISA=avx2: tests/test_isa_caps.sh)
+ * against vec_dot_ref (src/ops/vec_dot.c) for every product, on odd shapes (M, N not multiples of
+ * any tile, M past one block of rows, K of 1-152 blocks) with padded weight, activation and output
+ * rows, and extreme quants (-128 weights). Tolerance: 2e-6 of Σ|w·x| per product (the integer block
+ * sums are exact; only the float scaling and summation order differ). Wherever the CPU has AVX-VNNI
+ * (natively too), its kernel must give the AVX2 kernel's bits on the same cases. Then MUL_MAT nodes
+ * on the GEMM path must give the same floats on 1, 2 and 3 threads. */
 #include <math.h>
 #include <stdint.h>
 
@@ -55,6 +56,29 @@ static double product_error(const struct gemm_case *c, int64_t m, int64_t n)
     return fabs((double)c->dst[n * c->ldd + m] - want) / (abs_dot(c->t, c->k, w, x) + 1e-30);
 }
 
+/* The AVX-VNNI kernel against the AVX2 one on case c: the number of output floats (padding
+ * included) whose bits differ. */
+static int64_t avxvnni_differs(const struct gemm_case *c)
+{
+    size_t n = (size_t)c->N * c->ldd;
+    float *a = malloc(n * sizeof(float)), *b = malloc(n * sizeof(float));
+    void *scratch = malloc(llm_gemm_scratch_size(c->k, c->N));
+    for (size_t i = 0; i < n; i++)
+        a[i] = b[i] = GEMM_PAD;
+    bool q8 = c->t == LLM_TYPE_Q8_0;
+    (q8 ? llm_gemm_q8_0_avx2 : llm_gemm_q4_0_avx2)(c->k, c->M, c->N, c->w, c->wstride, c->x, c->xstride, a,
+                                                    c->ldd, scratch);
+    (q8 ? llm_gemm_q8_0_avxvnni : llm_gemm_q4_0_avxvnni)(c->k, c->M, c->N, c->w, c->wstride, c->x, c->xstride, b,
+                                                          c->ldd, scratch);
+    int64_t differ = 0;
+    for (size_t i = 0; i < n; i++)
+        differ += memcmp(&a[i], &b[i], sizeof(float)) != 0;
+    free(a);
+    free(b);
+    free(scratch);
+    return differ;
+}
+
 static void kernel_case(enum llm_type t, int64_t k, int64_t M, int64_t N)
 {
     const struct llm_type_traits *tt = llm_type_traits(t);
@@ -68,6 +92,11 @@ static void kernel_case(enum llm_type t, int64_t k, int64_t M, int64_t N)
     int64_t bad = gemm_wrong(tt->gemm, &c, llm_gemm_scratch_size(k, N), product_error, 2e-6, &worst);
     CHECK(bad == 0, "gemm %s K%lld M%lld N%lld: %lld products wrong (worst relative error %.3g)", llm_type_name(t),
           (long long)k, (long long)M, (long long)N, (long long)bad, worst);
+    if (llm_cpu_has_avxvnni()) {
+        int64_t differ = avxvnni_differs(&c);
+        CHECK(differ == 0, "gemm %s K%lld M%lld N%lld: AVX-VNNI differs from AVX2 in %lld floats", llm_type_name(t),
+              (long long)k, (long long)M, (long long)N, (long long)differ);
+    }
     free(w);
     free(x);
 }
@@ -92,13 +121,17 @@ int main(void)
             CHECK(tt->gemm == NULL, "%s: a GEMM kernel without AVX2", llm_type_name(t));
             continue;
         }
-        llm_gemm_fn want = llm_cpu_has_avx512() ? (t == LLM_TYPE_Q8_0 ? llm_gemm_q8_0_avx512 : llm_gemm_q4_0_avx512)
-                                                : (t == LLM_TYPE_Q8_0 ? llm_gemm_q8_0_avx2 : llm_gemm_q4_0_avx2);
+        bool q8 = t == LLM_TYPE_Q8_0;
+        llm_gemm_fn want = llm_cpu_has_avx512()    ? (q8 ? llm_gemm_q8_0_avx512 : llm_gemm_q4_0_avx512)
+                           : llm_cpu_has_avxvnni() ? (q8 ? llm_gemm_q8_0_avxvnni : llm_gemm_q4_0_avxvnni)
+                                                   : (q8 ? llm_gemm_q8_0_avx2 : llm_gemm_q4_0_avx2);
         CHECK(tt->gemm == want, "%s: not the GEMM kernel of the best ISA allowed", llm_type_name(t));
-        printf("%s: %s GEMM\n", llm_type_name(t), llm_cpu_has_avx512() ? "AVX-512 VNNI" : "AVX2");
+        printf("%s: %s GEMM\n", llm_type_name(t),
+               llm_cpu_has_avx512() ? "AVX-512 VNNI" : llm_cpu_has_avxvnni() ? "AVX-VNNI" : "AVX2");
         kernel_case(t, 32, 1, 1);
         kernel_case(t, 96, 17, 5);
         kernel_case(t, 224, 50, 13);
+        kernel_case(t, 320, 9, 4); /* 8 blocks, then a tail of 2 */
         kernel_case(t, 4864, 37, 6);
         kernel_case(t, 2048, 300, 3); /* past one block of rows (gemm_block_rows) */
         threads_case(t, 256, 67, 45); /* a batch on the GEMM path of both ISAs */

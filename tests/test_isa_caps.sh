@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # LLM_CPU_ISA caps the kernels, so every SIMD path is tested on whatever machine runs this: under
-# `scalar` (the plain C kernels) and `avx2` (the AVX2 kernels on an AVX-512 machine; elsewhere the
-# native runs already cover them) the kernel tests pass (their counts are added to this script's);
-# greedy text with the scalar kernels equals the SIMD one; an unknown value is one warning line,
-# then native.
+# `scalar` (the plain C kernels), `avx2` (the AVX2 kernels on an AVX-VNNI or AVX-512 machine;
+# elsewhere the native runs already cover them) and `avxvnni` (the AVX-VNNI kernels on an AVX-512
+# machine that has them too; skipped, counted, on a CPU without AVX-VNNI) the kernel tests pass
+# (their counts are added to this script's); greedy text with the scalar kernels equals the SIMD
+# one; an unknown value is one warning line, then native.
 set -u
 LLM=$(cd "$(dirname "${LLM:-bin/llm}")" && pwd)/$(basename "${LLM:-bin/llm}")
 TESTS=${TEST_BUILD:-build}/tests
 M=${SHARED:-../shared}/models/stories260K.gguf
-passed=0; failed=0
+passed=0; failed=0; skipped=0
 ok()   { passed=$((passed + 1)); }
 fail() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
+skip() { skipped=$((skipped + 1)); echo "SKIP test_isa_caps: $*" >&2; }
 
 # under_cap ISA TEST...: each test program under LLM_CPU_ISA=ISA, its counts added to ours.
 under_cap() {
@@ -28,7 +30,17 @@ under_cap() {
 }
 
 under_cap scalar test_vec_dot test_dequant test_quants test_ops test_backend_ops test_decode test_gemm test_gemm_f16
-under_cap avx2 test_gemm test_gemm_f16 test_vec_dot test_ops test_backend_ops
+under_cap avx2 test_gemm test_gemm_f16 test_vec_dot test_decode test_ops test_backend_ops
+
+# The kernel's own flag says whether the CPU has AVX-VNNI, apart from our CPUID reading: with it,
+# the cap must choose the AVX-VNNI kernels (test_gemm names them) and the tests pass on them.
+if grep -qw avx_vnni /proc/cpuinfo 2>/dev/null; then
+  chosen=$(LLM_CPU_ISA=avxvnni "$TESTS/test_gemm" 2>&1 | grep -c ': AVX-VNNI GEMM$')
+  [ "$chosen" = 2 ] && ok || fail "LLM_CPU_ISA=avxvnni: test_gemm ran $chosen of 2 AVX-VNNI GEMM kernels"
+  under_cap avxvnni test_gemm test_vec_dot test_decode test_ops test_backend_ops
+else
+  skip "LLM_CPU_ISA=avxvnni: this CPU has no AVX-VNNI (no avx_vnni in /proc/cpuinfo)"
+fi
 
 for dev in cpu npu; do
   native=$("$LLM" run -m "$M" -p "Once upon a time" -n 48 --temp 0 -dev $dev 2>/dev/null)
@@ -37,8 +49,9 @@ for dev in cpu npu; do
 done
 
 err=$(LLM_CPU_ISA=avx9 "$LLM" run -m "$M" -p "Once" -n 2 --temp 0 2>&1 >/dev/null)
-[ "$(grep -c 'warning: LLM_CPU_ISA=avx9 is not scalar, avx2, avx512 or native' <<<"$err")" = 1 ] && ok \
+[ "$(grep -c 'warning: LLM_CPU_ISA=avx9 is not scalar, avx2, avxvnni, avx512 or native' <<<"$err")" = 1 ] && ok \
   || fail "unknown LLM_CPU_ISA: $err"
 
-echo "test_isa_caps: $passed passed, $failed failed"
+if [ $skipped -gt 0 ]; then echo "test_isa_caps: $passed passed, $failed failed, $skipped skipped"
+else echo "test_isa_caps: $passed passed, $failed failed"; fi
 [ $failed -eq 0 ]

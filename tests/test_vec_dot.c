@@ -8,6 +8,8 @@
 
 #include "harness.h"
 #include "ops/blocks.h"
+#include "ops/cpu_features.h"
+#include "ops/quants.h"
 #include "ops/types.h"
 
 static float uniform(void)
@@ -158,13 +160,14 @@ static void check_type(int t)
           name, worst_ref, worst_ref_err);
 }
 
-/* vec_dot4 (where the CPU gives a type one): each of the four sums matches vec_dot_ref within the
- * same tolerance, and a row gives the same bits in every one of the four places. Block counts
- * cover the 8-block steps of the quantized kernels and their tails. */
-static void check_dot4(int t)
+/* A vec_dot4 kernel of type t (the traits' where the CPU gives the type one): each of the four
+ * sums matches vec_dot_ref within the same tolerance, and a row gives the same bits in every one
+ * of the four places. Block counts cover the 8-block steps of the quantized kernels and their
+ * tails. */
+static void check_dot4(int t, llm_vec_dot4_fn dot4, const char *kernel)
 {
     const struct llm_type_traits *tt = llm_type_traits(t);
-    if (!tt->vec_dot4)
+    if (!dot4)
         return;
     static const int64_t lens[] = { 1, 7, 8, 15, 16, 17, 24, 28, 63, 64, 172, 1000 };
     const int64_t blck = llm_type_info(t)->blck_size;
@@ -184,7 +187,7 @@ static void check_dot4(int t)
         llm_type_traits(yt)->to_float(act, tmp, n);
         const void *rows[4] = { w, w + row, w + 2 * row, w + 3 * row };
         float s[4];
-        tt->vec_dot4(n, s, rows, act);
+        dot4(n, s, rows, act);
         for (int r = 0; r < 4; r++) {
             float ref;
             double mag = 0;
@@ -194,19 +197,19 @@ static void check_dot4(int t)
                 mag += fabs((double)wf[i] * tmp[i]);
             if (!(fabs((double)s[r] - ref) <= 1e-5 * mag + 1e-30)) {
                 bad++;
-                fprintf(stderr, "%s dot4 n=%lld row %d: %.9g, reference %.9g\n", llm_type_name(t), (long long)n,
-                        r, s[r], ref);
+                fprintf(stderr, "%s %s dot4 n=%lld row %d: %.9g, reference %.9g\n", llm_type_name(t), kernel,
+                        (long long)n, r, s[r], ref);
             }
         }
         /* row 4 in each place, next to other rows: the same bits as when it is alone */
         const void *alone[4] = { w + 4 * row, w + 4 * row, w + 4 * row, w + 4 * row };
         float base[4];
-        tt->vec_dot4(n, base, alone, act);
+        dot4(n, base, alone, act);
         for (int place = 0; place < 4; place++) {
             const void *mix[4] = { rows[0], rows[1], rows[2], rows[3] };
             mix[place] = w + 4 * row;
             float got[4];
-            tt->vec_dot4(n, got, mix, act);
+            dot4(n, got, mix, act);
             moved += memcmp(&got[place], &base[0], sizeof(float)) != 0;
         }
         free(w);
@@ -214,8 +217,23 @@ static void check_dot4(int t)
         free(tmp);
         free(wf);
     }
-    CHECK(bad == 0, "%s: %d vec_dot4 sums off the reference", llm_type_name(t), bad);
-    CHECK(moved == 0, "%s: %d vec_dot4 sums changed with the row's place", llm_type_name(t), moved);
+    CHECK(bad == 0, "%s %s: %d vec_dot4 sums off the reference", llm_type_name(t), kernel, bad);
+    CHECK(moved == 0, "%s %s: %d vec_dot4 sums changed with the row's place", llm_type_name(t), kernel, moved);
+}
+
+/* Q4_0 / Q8_0: the traits hold the vec_dot4 of the best ISA allowed; where the CPU has AVX-VNNI
+ * and the traits prefer AVX-512, the AVX-VNNI kernel is checked on its own too. */
+static void check_dot4_isa(int t)
+{
+    bool q8 = t == LLM_TYPE_Q8_0;
+    llm_vec_dot4_fn vnni = q8 ? llm_vec_dot4_q8_0_avxvnni : llm_vec_dot4_q4_0_avxvnni;
+    llm_vec_dot4_fn want = llm_cpu_has_avx512()    ? (q8 ? llm_vec_dot4_q8_0_avx512 : llm_vec_dot4_q4_0_avx512)
+                           : llm_cpu_has_avxvnni() ? vnni
+                           : llm_cpu_has_avx2()    ? (q8 ? llm_vec_dot4_q8_0_avx2 : llm_vec_dot4_q4_0_avx2)
+                                                   : NULL;
+    CHECK(llm_type_traits(t)->vec_dot4 == want, "%s: not the vec_dot4 of the best ISA allowed", llm_type_name(t));
+    if (llm_cpu_has_avxvnni() && want != vnni)
+        check_dot4(t, vnni, "AVX-VNNI");
 }
 
 int main(void)
@@ -228,7 +246,9 @@ int main(void)
     for (size_t i = 0; i < sizeof weights / sizeof weights[0]; i++)
         check_type(weights[i]);
     for (size_t i = 0; i < sizeof weights / sizeof weights[0]; i++)
-        check_dot4(weights[i]);
+        check_dot4(weights[i], llm_type_traits(weights[i])->vec_dot4, "traits");
+    check_dot4_isa(LLM_TYPE_Q4_0);
+    check_dot4_isa(LLM_TYPE_Q8_0);
     /* the decode types have a 4-row kernel wherever they have a SIMD one */
     const int four[] = { LLM_TYPE_F16, LLM_TYPE_Q4_0, LLM_TYPE_Q8_0 };
     for (size_t i = 0; i < sizeof four / sizeof four[0]; i++)

@@ -86,15 +86,18 @@ static bool use_blas(const struct mm_geom *g, const struct llm_tensor *dst)
     return g->N >= blas_min_batch(g->w->type);
 }
 
-/* The integer GEMM (Q8_0 / Q4_0 weights, gemm_avx512.c / gemm_avx2.c) against the dot and BLAS
- * paths, 2 threads on the 2-core Zen 5, qwen2-0.5B shapes (bench/results/gemm_int8.md): the
- * AVX-512 VNNI kernel is 1.5-1.8x the dot path at N = 8 and 3.5-5.6x sgemm at N >= 32 (Q8_0 K 896
- * M 4864 N 512: 8.3 vs 43 ms). The AVX2 kernel (LLM_CPU_ISA=avx2) beats both at N 16-32 (Q4_0 K
- * 4864 M 896 N 32: 3.7 vs 4.7 / 5.5 ms) and loses to this machine's AVX-512 OpenBLAS from N 128
- * (18.9 vs 16.0 ms); a Zen 3's AVX2 sgemm is slower, so measure there before widening it. */
+/* The integer GEMM (Q8_0 / Q4_0 weights, gemm_avx512.c / gemm_avxvnni.c / gemm_avx2.c) against the
+ * dot and BLAS paths, 2 threads on the 2-core Zen 5, qwen2-0.5B shapes (bench/results/gemm_int8.md):
+ * the AVX-512 VNNI kernel is 1.5-1.8x the dot path at N = 8 and 3.5-5.6x sgemm at N >= 32 (Q8_0 K
+ * 896 M 4864 N 512: 8.3 vs 43 ms). The AVX-VNNI kernel (LLM_CPU_ISA=avxvnni) beats the dot path
+ * from N = 8 (1.2-1.4x), this machine's AVX-512 sgemm at N 64-128 (1.05-1.25x) and ties it at
+ * N = 512, so it takes every batch: a CPU with AVX-VNNI but no AVX-512 has a slower sgemm. The
+ * AVX2 kernel (LLM_CPU_ISA=avx2) beats both at N 16-32 (Q4_0 K 4864 M 896 N 32: 3.7 vs 4.7 / 5.5
+ * ms) and loses to the AVX-512 OpenBLAS from N 128 (18.9 vs 16.0 ms); a Zen 3's AVX2 sgemm is
+ * slower, so measure there before widening it. */
 static bool gemm_batch(int64_t N)
 {
-    return llm_cpu_has_avx512() ? N >= 8 : N >= 16 && N < 64;
+    return llm_cpu_has_avx512() || llm_cpu_has_avxvnni() ? N >= 8 : N >= 16 && N < 64;
 }
 
 static bool use_int_gemm(const struct mm_geom *g, const struct llm_tensor *dst)

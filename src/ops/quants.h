@@ -72,6 +72,11 @@ void llm_vec_dot4_f32_avx512(int64_t n, float *s, const void *const *w, const vo
 void llm_vec_dot4_q4_0_avx512(int64_t n, float *s, const void *const *w, const void *x);
 void llm_vec_dot4_q8_0_avx512(int64_t n, float *s, const void *const *w, const void *x);
 
+/* AVX-VNNI (256-bit, VEX) twins of the AVX2 decode kernels, the same bits (vec_dot4_avxvnni.c;
+ * only when llm_cpu_has_avxvnni()) */
+void llm_vec_dot4_q4_0_avxvnni(int64_t n, float *s, const void *const *w, const void *x);
+void llm_vec_dot4_q8_0_avxvnni(int64_t n, float *s, const void *const *w, const void *x);
+
 /* AVX2/FMA/F16C twins (vec_dot_avx2.c, dequant_avx2.c, quants_avx2.c) */
 void llm_vec_dot_f32_avx2(int64_t n, float *s, const void *x, const void *y);
 void llm_vec_dot_f16_avx2(int64_t n, float *s, const void *x, const void *y);
@@ -109,12 +114,17 @@ void llm_from_float_q8_0_avx2(const float *src, void *dst, int64_t n);
 void llm_from_float_q8_1_avx2(const float *src, void *dst, int64_t n);
 void llm_from_float_q8_K_avx2(const float *src, void *dst, int64_t n);
 
-/* integer GEMM (llm_gemm_fn, types.h) against Q8_0 rows: gemm_avx2.c, gemm_avx512.c (AVX-512
- * F/BW/VL + VNNI, only when llm_cpu_has_avx512()) */
+/* integer GEMM (llm_gemm_fn, types.h) against Q8_0 rows: gemm_avx2.c, gemm_avxvnni.c (the AVX2
+ * kernel's bits, only when llm_cpu_has_avxvnni()), gemm_avx512.c (AVX-512 F/BW/VL + VNNI, only
+ * when llm_cpu_has_avx512()) */
 void llm_gemm_q8_0_avx2(int64_t k, int64_t M, int64_t N, const void *w, size_t wstride, const void *x,
                         size_t xstride, float *dst, size_t ldd, void *scratch);
 void llm_gemm_q4_0_avx2(int64_t k, int64_t M, int64_t N, const void *w, size_t wstride, const void *x,
                         size_t xstride, float *dst, size_t ldd, void *scratch);
+void llm_gemm_q8_0_avxvnni(int64_t k, int64_t M, int64_t N, const void *w, size_t wstride, const void *x,
+                           size_t xstride, float *dst, size_t ldd, void *scratch);
+void llm_gemm_q4_0_avxvnni(int64_t k, int64_t M, int64_t N, const void *w, size_t wstride, const void *x,
+                           size_t xstride, float *dst, size_t ldd, void *scratch);
 void llm_gemm_q8_0_avx512(int64_t k, int64_t M, int64_t N, const void *w, size_t wstride, const void *x,
                           size_t xstride, float *dst, size_t ldd, void *scratch);
 void llm_gemm_q4_0_avx512(int64_t k, int64_t M, int64_t N, const void *w, size_t wstride, const void *x,

@@ -9,15 +9,15 @@
 /* One row per type with kernels (other known types stay zeroed): the public traits (with reference
  * kernels) plus the AVX2/FMA/F16C twins that init_traits() installs as to_float_fast /
  * from_float_fast / vec_dot / vec_dot4 when the CPU has those features, and the AVX-512 VNNI
- * vec_dot4 and GEMM kernels, preferred over the AVX2 ones. The float GEMM of F16 / BF16 weights
+ * vec_dot4 and GEMM kernels, preferred over the AVX-VNNI ones, preferred over the AVX2 ones. The float GEMM of F16 / BF16 weights
  * comes from each instruction set's lookup by type (llm_gemm_f32_avx512 / _avx2, quants.h). */
 struct row {
     struct llm_type_traits t;
     llm_to_float_fn to_float_avx2;
     llm_from_float_fn from_float_avx2;
     llm_vec_dot_fn vec_dot_avx2;
-    llm_vec_dot4_fn vec_dot4_avx2, vec_dot4_avx512;
-    llm_gemm_fn gemm_avx2, gemm_avx512;
+    llm_vec_dot4_fn vec_dot4_avx2, vec_dot4_avxvnni, vec_dot4_avx512;
+    llm_gemm_fn gemm_avx2, gemm_avxvnni, gemm_avx512;
 };
 
 static struct row rows[LLM_TYPE_COUNT] = {
@@ -41,8 +41,10 @@ static struct row rows[LLM_TYPE_COUNT] = {
         .to_float_avx2 = llm_to_float_q4_0_avx2,
         .vec_dot_avx2 = llm_vec_dot_q4_0_avx2,
         .vec_dot4_avx2 = llm_vec_dot4_q4_0_avx2,
+        .vec_dot4_avxvnni = llm_vec_dot4_q4_0_avxvnni,
         .vec_dot4_avx512 = llm_vec_dot4_q4_0_avx512,
         .gemm_avx2 = llm_gemm_q4_0_avx2,
+        .gemm_avxvnni = llm_gemm_q4_0_avxvnni,
         .gemm_avx512 = llm_gemm_q4_0_avx512 },
     [LLM_TYPE_Q4_1] = {
         .t = { .to_float = llm_to_float_q4_1, .from_float = llm_from_float_q4_1,
@@ -66,8 +68,10 @@ static struct row rows[LLM_TYPE_COUNT] = {
         .from_float_avx2 = llm_from_float_q8_0_avx2,
         .vec_dot_avx2 = llm_vec_dot_q8_0_avx2,
         .vec_dot4_avx2 = llm_vec_dot4_q8_0_avx2,
+        .vec_dot4_avxvnni = llm_vec_dot4_q8_0_avxvnni,
         .vec_dot4_avx512 = llm_vec_dot4_q8_0_avx512,
         .gemm_avx2 = llm_gemm_q8_0_avx2,
+        .gemm_avxvnni = llm_gemm_q8_0_avxvnni,
         .gemm_avx512 = llm_gemm_q8_0_avx512 },
     [LLM_TYPE_Q8_1] = {
         .t = { .to_float = llm_to_float_q8_1, .from_float = llm_from_float_q8_1 },
@@ -114,14 +118,20 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 /* Fill the fast-path slots once (thread-safe via pthread_once). */
 static void init_traits(void)
 {
-    bool avx2 = llm_cpu_has_avx2(), avx512 = llm_cpu_has_avx512();
+    bool avx2 = llm_cpu_has_avx2(), vnni = llm_cpu_has_avxvnni(), avx512 = llm_cpu_has_avx512();
     for (int t = 0; t < LLM_TYPE_COUNT; t++) {
         struct row *r = &rows[t];
         r->t.to_float_fast = avx2 && r->to_float_avx2 ? r->to_float_avx2 : r->t.to_float;
         r->t.from_float_fast = avx2 && r->from_float_avx2 ? r->from_float_avx2 : r->t.from_float;
         r->t.vec_dot = avx2 && r->vec_dot_avx2 ? r->vec_dot_avx2 : r->t.vec_dot_ref;
-        r->t.vec_dot4 = avx512 && r->vec_dot4_avx512 ? r->vec_dot4_avx512 : avx2 ? r->vec_dot4_avx2 : NULL;
-        r->t.gemm = avx512 && r->gemm_avx512 ? r->gemm_avx512 : avx2 ? r->gemm_avx2 : NULL;
+        r->t.vec_dot4 = avx512 && r->vec_dot4_avx512   ? r->vec_dot4_avx512
+                        : vnni && r->vec_dot4_avxvnni ? r->vec_dot4_avxvnni
+                        : avx2                        ? r->vec_dot4_avx2
+                                                      : NULL;
+        r->t.gemm = avx512 && r->gemm_avx512   ? r->gemm_avx512
+                    : vnni && r->gemm_avxvnni ? r->gemm_avxvnni
+                    : avx2                    ? r->gemm_avx2
+                                              : NULL;
         r->t.gemm_f32 = avx512 ? llm_gemm_f32_avx512(t) : avx2 ? llm_gemm_f32_avx2(t) : NULL;
     }
 }
