@@ -162,14 +162,14 @@ static void check_type(int t)
 
 /* A vec_dot4 kernel of type t (the traits' where the CPU gives the type one): each of the four
  * sums matches vec_dot_ref within the same tolerance, and a row gives the same bits in every one
- * of the four places. Block counts cover the 8-block steps of the quantized kernels and their
- * tails. */
+ * of the four places. Block counts cover the 4- and 8-block steps of the quantized kernels and
+ * every tail of them. */
 static void check_dot4(int t, llm_vec_dot4_fn dot4, const char *kernel)
 {
     const struct llm_type_traits *tt = llm_type_traits(t);
     if (!dot4)
         return;
-    static const int64_t lens[] = { 1, 7, 8, 15, 16, 17, 24, 28, 63, 64, 172, 1000 };
+    static const int64_t lens[] = { 1, 2, 7, 8, 15, 16, 17, 24, 28, 30, 63, 64, 172, 1000 };
     const int64_t blck = llm_type_info(t)->blck_size;
     const int yt = tt->vec_dot_type;
     const size_t n_lens = sizeof lens / sizeof lens[0];

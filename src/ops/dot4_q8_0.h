@@ -1,5 +1,5 @@
-/* Internal to src/ops: the loop of the vec_dot4 kernels of Q4_0 / Q8_0 weights against Q8_0
- * activations, shared by the AVX2 and AVX-512 ones. Each passes its loader of 8 blocks' fp16
+/* Internal to src/ops: the loop of the AVX2 vec_dot4 kernels of Q4_0 / Q8_0 weights against Q8_0
+ * activations (the AVX-512 ones take four blocks per zmm instead). Each passes its loader of 8 blocks' fp16
  * scales and its kernel of one block of the four rows; the loop is always inlined, so both become
  * direct calls that inline too. The fp16 scales of 8 blocks of a row are converted as one vector;
  * each row has its own accumulator, fed block by block in order, so a row's sum does not depend

@@ -1,10 +1,9 @@
-/* AVX-512 vec_dot4 kernels (decode's matrix-vector product), twins of vec_dot4_avx2.c and of the
- * F16 dot4 in vec_dot_avx2.c. Each row has its own accumulators, fed in the same order whatever
+/* AVX-512 vec_dot4 kernels (decode's matrix-vector product): the sums of vec_dot4_avx2.c and of
+ * the F16 dot4 in vec_dot_avx2.c, with wider steps. Each row has its own accumulators, fed in the same order whatever
  * the other three rows are, so a row's sum does not depend on its place. */
 #include <stdint.h>
 
 #include "blocks.h"
-#include "dot4_q8_0.h"
 #include "quants.h"
 #include "simd.h"
 
@@ -103,24 +102,6 @@ static inline __attribute__((always_inline)) AVX512 __m256i block_sum(enum llm_t
     return _mm256_dpbusd_epi32(start, q, yv);
 }
 
-/* The fp16 d of 8 consecutive blocks of ws bytes (18: Q4_0, 34: Q8_0) as floats: picked out of
- * two or four 64-byte loads by word permutes (the 8 blocks span 144 or 272 bytes, so no load
- * passes their end), much cheaper than eight scalar loads and shifts. */
-static inline __attribute__((always_inline)) AVX512 __m256 scales8_512(const void *blocks, size_t ws)
-{
-    const __m512i *p = blocks;
-    if (ws == sizeof(struct block_q4_0)) {
-        const __m512i idx = _mm512_setr_epi64(0x001b001200090000, 0x003f0036002d0024, 0, 0, 0, 0, 0, 0);
-        __m512i h = _mm512_permutex2var_epi16(_mm512_loadu_si512(p), idx, _mm512_loadu_si512(p + 1));
-        return _mm256_cvtph_ps(_mm512_castsi512_si128(h));
-    }
-    /* words 17k: blocks 0-3 in the first 128 bytes, blocks 4-7 at words 4, 21, 38, 55 of the next */
-    const __m512i idx = _mm512_setr_epi64(0x0033002200110000, 0x0037002600150004, 0, 0, 0, 0, 0, 0);
-    __m512i lo = _mm512_permutex2var_epi16(_mm512_loadu_si512(p), idx, _mm512_loadu_si512(p + 1));
-    __m512i hi = _mm512_permutex2var_epi16(_mm512_loadu_si512(p + 2), idx, _mm512_loadu_si512(p + 3));
-    return _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_mask_mov_epi16(lo, 0xf0, hi)));
-}
-
 static inline __attribute__((always_inline)) AVX512 void block4(enum llm_type t, size_t ws, const char *const *w,
                                                                const struct block_q8_0 *yb, int64_t b,
                                                                const float *const *d, __m256 *acc)
@@ -134,12 +115,131 @@ static inline __attribute__((always_inline)) AVX512 void block4(enum llm_type t,
                                  _mm256_cvtepi32_ps(block_sum(t, w[r] + b * ws, yv, start)), acc[r]);
 }
 
+/* The last blocks [i, nb) of the four rows, one per ymm (fewer than four remain), then the sums. */
+static inline __attribute__((always_inline)) AVX512 void finish4(enum llm_type t, const void *const *w,
+                                                                const struct block_q8_0 *y, int64_t i, int64_t nb,
+                                                                const __m512 *acc, float *s)
+{
+    const size_t ws = t == LLM_TYPE_Q4_0 ? sizeof(struct block_q4_0) : sizeof(struct block_q8_0);
+    const char *rows[4] = { w[0], w[1], w[2], w[3] };
+    __m256 tail[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
+    for (; i < nb; i++) {
+        float d[4];
+        const float *dk[4] = { &d[0], &d[1], &d[2], &d[3] };
+        for (int r = 0; r < 4; r++) {
+            uint16_t h;
+            memcpy(&h, rows[r] + i * ws, sizeof h);
+            d[r] = fp16_avx2(h) * fp16_avx2(y[i].d);
+        }
+        block4(t, ws, rows, y, i, dk, tail);
+    }
+    for (int r = 0; r < 4; r++)
+        s[r] = _mm512_reduce_add_ps(acc[r]) + hsum_ps(tail[r]);
+}
+
+/* ---- Q4_0: four blocks of a row per zmm --------------------------------------------------------
+ * One block per ymm left most of the work per weight byte in unpacking, converting and scaling
+ * (in cache ~28 GB/s, below what one core streams). Here the 16-byte quants of four consecutive
+ * blocks of a row fill one zmm: its low nibbles pair with the activations' first 16 bytes of each
+ * block and its high nibbles with their last 16, so one AND, one shift and two vpdpbusd cover
+ * 128 weights, and lane group j (4 lanes) holds block j's sum, scaled by a 16-float vector of the
+ * four blocks' d_w * d_y. The activation side is rearranged once for the four rows. */
+
+/* The 32 quants of two Q8_0 blocks, the first in the low half. */
+static inline __attribute__((always_inline)) AVX512 __m512i quants2(const struct block_q8_0 *b)
+{
+    return _mm512_inserti64x4(_mm512_castsi256_si512(loadu256(b[0].qs)), loadu256(b[1].qs), 1);
+}
+
+/* Elements 0..15 (lo) and 16..31 (hi) of four consecutive Q8_0 blocks, block j in 128-bit lane j. */
+static inline __attribute__((always_inline)) AVX512 void act4(const struct block_q8_0 *y, __m512i *lo, __m512i *hi)
+{
+    __m512i a = quants2(y), b = quants2(y + 2);
+    *lo = _mm512_shuffle_i64x2(a, b, _MM_SHUFFLE(2, 0, 2, 0));
+    *hi = _mm512_shuffle_i64x2(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+}
+
+/* The fp16 d of four consecutive blocks (ws bytes apart, first word of each: words 0, 9, 18, 27 of
+ * Q4_0, 0, 17, 34, 51 of Q8_0), each repeated over its 4 lanes. Four Q4_0 blocks span 72 bytes and
+ * four Q8_0 blocks 136, so the 64- and 128-byte loads stay inside them. */
+static inline __attribute__((always_inline)) AVX512 __m512 scales4x4(const void *blocks, size_t ws)
+{
+    const __m512i *p = blocks;
+    if (ws == sizeof(struct block_q4_0)) {
+        const __m256i idx = _mm256_setr_epi16(0, 0, 0, 0, 9, 9, 9, 9, 18, 18, 18, 18, 27, 27, 27, 27);
+        return _mm512_cvtph_ps(_mm512_castsi512_si256(
+            _mm512_permutexvar_epi16(_mm512_castsi256_si512(idx), _mm512_loadu_si512(p))));
+    }
+    const __m256i idx = _mm256_setr_epi16(0, 0, 0, 0, 17, 17, 17, 17, 34, 34, 34, 34, 51, 51, 51, 51);
+    return _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(
+        _mm512_loadu_si512(p), _mm512_castsi256_si512(idx), _mm512_loadu_si512(p + 1))));
+}
+
+/* The quants of four consecutive Q4_0 blocks, block j in 128-bit lane j. */
+static inline __attribute__((always_inline)) AVX512 __m512i quants4(const struct block_q4_0 *b)
+{
+    __m512i q = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)b[0].qs));
+    q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)b[1].qs), 1);
+    q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)b[2].qs), 2);
+    return _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)b[3].qs), 3);
+}
+
 void AVX512 llm_vec_dot4_q4_0_avx512(int64_t n, float *s, const void *const *w, const void *x)
 {
-    dot4_q8_0(LLM_TYPE_Q4_0, n, s, w, x, scales8_512, block4);
+    const struct block_q8_0 *y = x;
+    const struct block_q4_0 *rows[4] = { w[0], w[1], w[2], w[3] };
+    const __m512i m4 = _mm512_set1_epi8(0x0f), ones = _mm512_set1_epi8(1);
+    __m512 acc[4] = { _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps() };
+    int64_t nb = n / QK, i = 0;
+    for (; i + 4 <= nb; i += 4) {
+        __m512i lo, hi;
+        act4(y + i, &lo, &hi);
+        /* lane start: -8 * the sum of its 8 activations (Q4_0 quants are stored +8) */
+        __m512i sy = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, lo), ones, hi);
+        __m512i start = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sy, 3));
+        __m512 dy = scales4x4(y + i, sizeof *y);
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            __m512i q = quants4(rows[r] + i);
+            __m512i sum = _mm512_dpbusd_epi32(start, _mm512_and_si512(q, m4), lo);
+            sum = _mm512_dpbusd_epi32(sum, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4), hi);
+            __m512 d = _mm512_mul_ps(scales4x4(rows[r] + i, sizeof *rows[r]), dy);
+            acc[r] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sum), acc[r]);
+        }
+    }
+    finish4(LLM_TYPE_Q4_0, w, y, i, nb, acc, s);
 }
+
+/* ---- Q8_0: two blocks of a row per zmm ------------------------------------------------------
+ * The same idea for Q8_0: blocks b and b+1 of a row fill one zmm (lanes 0-7 block b, 8-15 block
+ * b+1), weights made unsigned by +128 (an XOR), the activation side built once for four rows. */
 
 void AVX512 llm_vec_dot4_q8_0_avx512(int64_t n, float *s, const void *const *w, const void *x)
 {
-    dot4_q8_0(LLM_TYPE_Q8_0, n, s, w, x, scales8_512, block4);
+    const struct block_q8_0 *y = x;
+    const struct block_q8_0 *rows[4] = { w[0], w[1], w[2], w[3] };
+    const __m512i ones = _mm512_set1_epi8(1), bias = _mm512_set1_epi8((char)0x80);
+    /* a 4-lanes-per-block scale vector spread to 8 lanes per block: blocks 0, 1 and blocks 2, 3 */
+    const __m512i first = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4);
+    const __m512i second = _mm512_add_epi32(first, _mm512_set1_epi32(8));
+    __m512 acc[4] = { _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps() };
+    int64_t nb = n / QK, i = 0;
+    for (; i + 4 <= nb; i += 4) {
+        __m512i y01 = quants2(y + i), y23 = quants2(y + i + 2);
+        /* lane starts: -128 * the sum of its 4 activations */
+        __m512i s01 = _mm512_slli_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, y01), 7);
+        __m512i s23 = _mm512_slli_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, y23), 7);
+        s01 = _mm512_sub_epi32(_mm512_setzero_si512(), s01);
+        s23 = _mm512_sub_epi32(_mm512_setzero_si512(), s23);
+        __m512 dy = scales4x4(y + i, sizeof *y);
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            __m512i a = _mm512_dpbusd_epi32(s01, _mm512_xor_si512(quants2(rows[r] + i), bias), y01);
+            __m512i b = _mm512_dpbusd_epi32(s23, _mm512_xor_si512(quants2(rows[r] + i + 2), bias), y23);
+            __m512 d = _mm512_mul_ps(scales4x4(rows[r] + i, sizeof *rows[r]), dy);
+            acc[r] = _mm512_fmadd_ps(_mm512_permutexvar_ps(first, d), _mm512_cvtepi32_ps(a), acc[r]);
+            acc[r] = _mm512_fmadd_ps(_mm512_permutexvar_ps(second, d), _mm512_cvtepi32_ps(b), acc[r]);
+        }
+    }
+    finish4(LLM_TYPE_Q8_0, w, y, i, nb, acc, s);
 }
