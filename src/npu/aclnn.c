@@ -36,29 +36,36 @@ struct aclOpExecutor {
 
 static void npu_kernel(const struct acl_kernel_ctx *k, void *argp)
 {
-    const struct kernel_args *a = argp;
-    struct llm_tensor dst = a->dst; /* per worker: src pointers lead into this task's own copies */
+    struct kernel_args *a = argp;
+    /* dst's src pointers must lead into this task's own copies of the sources. A worker alone on
+     * the task points them there in place (idempotent: a replay's task is then ready), workers
+     * sharing it each take a copy of dst (no worker writes what another reads). */
+    struct llm_tensor copy, *dst = &a->dst;
+    if (k->nth > 1) {
+        copy = a->dst;
+        dst = &copy;
+    }
     for (int i = 0; i < LLM_MAX_SRC; i++)
-        dst.src[i] = a->has_src >> i & 1 ? (struct llm_tensor *)&a->src[i] : NULL;
+        dst->src[i] = a->has_src >> i & 1 ? &a->src[i] : NULL;
     struct llm_cpu_params p = { .ith = k->ith, .nth = k->nth, .wdata = a->wdata, .wsize = a->wsize,
                                 .barrier = k->barrier, .pool = k->pool };
     const bool watch = a->prof || a->trace;
     const double t0 = watch ? llm_now_us() : 0.0;
     switch (a->kind) {
-    case KERNEL_COMPUTE: llm_cpu_compute(&p, &dst); break;
-    case KERNEL_ROPE_CACHE: llm_cpu_rope_fill_table(&p, &dst, a->table); break;
-    case KERNEL_ROPE_APPLY: llm_cpu_rope_apply(&p, &dst, a->table); break;
+    case KERNEL_COMPUTE: llm_cpu_compute(&p, dst); break;
+    case KERNEL_ROPE_CACHE: llm_cpu_rope_fill_table(&p, dst, a->table); break;
+    case KERNEL_ROPE_APPLY: llm_cpu_rope_apply(&p, dst, a->table); break;
     }
     if (!watch)
         return;
     if (a->kind != KERNEL_ROPE_CACHE) {
-        llm_observe_node(a->prof, a->trace, LLM_TRACE_WORKER + k->ith, k->ith == 0, &dst, t0);
+        llm_observe_node(a->prof, a->trace, LLM_TRACE_WORKER + k->ith, k->ith == 0, dst, t0);
         return;
     }
     /* the table is part of the node's ROPE work: its time counts there, not as another node */
     const double dur = llm_now_us() - t0;
     if (a->prof && k->ith == 0)
-        llm_profile_entry_of(a->prof, a->prof->phase, &dst)->us += dur;
+        llm_profile_entry_of(a->prof, a->prof->phase, dst)->us += dur;
     llm_trace_span(a->trace, LLM_TRACE_WORKER + k->ith, "rope cache", "ROPE", t0, dur, NULL);
 }
 

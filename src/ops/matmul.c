@@ -24,6 +24,7 @@
 #include "types.h"
 
 #define DOT_CHUNK 16            /* fewest weight rows per task on the dot path */
+#define PREFETCH_MAX_N 4        /* src1 rows up to which the dot path streams (decode): prefetch_ahead */
 /* Dequantized weights per sgemm tile, all threads: 4 MiB. Resident memory, not speed, sets it: the
  * 16 MiB tile put qwen2-0.5B Q4_K_M's peak RSS 4.5 MiB over file + KV cache + 64 MiB, while 4 MiB
  * tiles cost 0-3 % of its pp512 (289-297 t/s against 297, 2 threads, Zen 5). */
@@ -76,14 +77,13 @@ static int64_t blas_min_batch(enum llm_type t)
 
 static bool use_blas(const struct mm_geom *g, const struct llm_tensor *dst)
 {
-    if (!blas_path_ok(g, dst))
-        return false;
-    if (!dot_path_ok(g))
-        return true;
-    /* F16 / BF16: the dot path below the float GEMM's batches (fgemm_min_batch) */
-    if (g->wt->gemm_f32)
-        return false;
-    return g->N >= blas_min_batch(g->w->type);
+    if (dot_path_ok(g)) {
+        /* F16 / BF16: the dot path below the float GEMM's batches (fgemm_min_batch); decode never
+         * asks blas_path_ok, which looks up OpenBLAS */
+        if (g->wt->gemm_f32 || g->N < blas_min_batch(g->w->type))
+            return false;
+    }
+    return blas_path_ok(g, dst);
 }
 
 /* The integer GEMM (Q8_0 / Q4_0 weights, gemm_avx512.c / gemm_avxvnni.c / gemm_avx2.c) against the
@@ -213,7 +213,6 @@ size_t cpu_mul_mat_work_size(const struct llm_tensor *dst, int nth)
  * product from 5.2 to ~7 GB/s on one core of the target. Pointless once a row is reused by many
  * src1 rows. */
 #define PREFETCH_AHEAD 4096
-#define PREFETCH_MAX_N 4
 /* Smaller matrices come from cache (a tiny model's weights fit in L2/L3), where the prefetch
  * instructions only take issue slots: stories260K decode 26.5k against 25.2k t/s. */
 #define PREFETCH_MIN_BYTES (256u << 10)
@@ -235,7 +234,17 @@ static void dot_rows4(const struct mm_geom *g, struct llm_tensor *dst, int64_t m
     const size_t stride = g->w->nb[1], row_bytes = llm_row_size(g->w->type, g->K);
     llm_vec_dot4_fn dot4 = g->wt->vec_dot4;
     const bool prefetch = g->N <= PREFETCH_MAX_N && (size_t)g->M * row_bytes >= PREFETCH_MIN_BYTES;
-    for (int64_t m = m0; m < m1; m += 4) {
+    int64_t m = m0;
+    /* decode from cache: whole groups of four rows, the kernel writing the sums in place, with
+     * nothing else per group (the checks below cost as much as a 64-float row's kernel) */
+    if (g->N == 1 && dst->nb[0] == sizeof(float) && !prefetch) {
+        float *out = tensor_at(dst, m0, 0, i2, i3);
+        for (const char *r = w + (size_t)m0 * stride; m + 4 <= m1; m += 4, r += 4 * stride, out += 4) {
+            const void *rows[4] = { r, r + stride, r + 2 * stride, r + 3 * stride };
+            dot4(g->K, out, rows, xb);
+        }
+    }
+    for (; m < m1; m += 4) {
         const void *rows[4];
         for (int r = 0; r < 4; r++) {
             rows[r] = w + (size_t)(m + r < m1 ? m + r : m1 - 1) * stride;
@@ -243,8 +252,7 @@ static void dot_rows4(const struct mm_geom *g, struct llm_tensor *dst, int64_t m
                 prefetch_ahead(rows[r], row_bytes);
         }
         const size_t live = (size_t)(m1 - m < 4 ? m1 - m : 4);
-        /* decode: the kernel writes the four sums in place (stories260K's 36 matrix-vector products
-         * per token: 15.2 -> 14.3 us through llm_cpu_compute) */
+        /* decode: the kernel writes the four sums in place */
         if (live == 4 && g->N == 1 && dst->nb[0] == sizeof(float)) {
             dot4(g->K, tensor_at(dst, m, 0, i2, i3), rows, xb);
             continue;
@@ -285,22 +293,24 @@ static void mul_mat_dot(const struct llm_cpu_params *p, struct llm_tensor *dst, 
 {
     size_t xrow = llm_row_size(g->wt->vec_dot_type, g->K);
     const char *xs = convert_src1(p, g, work);
-    if (p->ith == 0)
+    /* Decode is bandwidth-bound and its threads run at the same pace: one equal share each, one
+     * run per matrix (qwen2-0.5B Q4_0 tg64, 2 threads: 104-108 against 94 t/s), dealt out without
+     * the counter. Batches: about 8 tasks per thread from the counter, enough to balance, few
+     * enough that each thread streams long runs of consecutive rows (short interleaved runs defeat
+     * the hardware prefetcher). */
+    const bool decode = g->N <= PREFETCH_MAX_N;
+    if (!decode && p->ith == 0)
         __atomic_store_n(counter, 0, __ATOMIC_RELAXED);
-    pool_barrier(p);
-
-    /* Batches: about 8 tasks per thread, enough to balance, few enough that each thread streams
-     * long runs of consecutive rows (short interleaved runs defeat the hardware prefetcher).
-     * Decode is bandwidth-bound and its threads run at the same pace: one equal share each, one
-     * run per matrix (qwen2-0.5B Q4_0 tg64, 2 threads: 104-108 against 94 t/s). */
-    int64_t tasks = (g->N <= PREFETCH_MAX_N ? 1 : 8) * p->nth;
+    if (!decode || xs != g->x->data) /* the counter, or the converted rows, are shared */
+        pool_barrier(p);
+    int64_t tasks = (decode ? 1 : 8) * p->nth;
     int64_t chunk = (g->M + tasks - 1) / tasks;
     chunk = chunk < DOT_CHUNK ? DOT_CHUNK : chunk;
     int64_t chunks = (g->M + chunk - 1) / chunk, batches = dst->ne[2] * dst->ne[3];
     llm_vec_dot_fn dot = g->wt->vec_dot;
     const size_t row_bytes = llm_row_size(g->w->type, g->K);
-    for (;;) {
-        int64_t t = __atomic_fetch_add(counter, 1, __ATOMIC_RELAXED);
+    for (int64_t mine = p->ith;; mine += p->nth) {
+        int64_t t = decode ? mine : __atomic_fetch_add(counter, 1, __ATOMIC_RELAXED);
         if (t >= chunks * batches)
             break;
         int64_t b = t / chunks, m0 = t % chunks * chunk;
