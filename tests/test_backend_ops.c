@@ -711,6 +711,7 @@ static void test_flash_attn(void)
                 if (heads_kv == 2) {
                     flash_case(kv[t], 16, 16, 4, heads_kv, n_q, 0);
                     flash_case(kv[t], 20, 12, 4, heads_kv, n_q, 2); /* hd not a multiple of 8, hd_v != hd */
+                    flash_case(kv[t], 8, 8, 8, 4, n_q, 1);          /* hd 8 (stories260K): a path of its own */
                 }
             }
 }

@@ -246,6 +246,18 @@ static double nmse(const struct llm_tensor *a, const struct llm_tensor *b, bool 
     return ref > 0.0 ? err / ref : err;
 }
 
+/* a and b hold the same float bits in every element. */
+static bool same_bits(const struct llm_tensor *a, const struct llm_tensor *b)
+{
+    for (int64_t i2 = 0; i2 < a->ne[2]; i2++)
+        for (int64_t i1 = 0; i1 < a->ne[1]; i1++)
+            for (int64_t i0 = 0; i0 < a->ne[0]; i0++)
+                if (memcmp((const char *)a->data + i0 * a->nb[0] + i1 * a->nb[1] + i2 * a->nb[2],
+                           (const char *)b->data + i0 * b->nb[0] + i1 * b->nb[1] + i2 * b->nb[2], sizeof(float)))
+                    return false;
+    return true;
+}
+
 /* A copy of node n whose dst memory is a fresh copy of the buffer n->data lies in (views too). */
 static struct llm_tensor *clone_dst(const struct llm_tensor *n)
 {
@@ -796,10 +808,12 @@ static void test_flash_attn(void)
 
 /* Row q of a KV window of n_kv cells, n_used of them filled: it sees cells [start, n_used - n_q + q]
  * but not the hole [hole_lo, hole_hi) (cells of another sequence); head h of a per-head mask starts
- * 8·h cells later; the rest, the padded tail included, is -inf. */
+ * 8·h cells later; the rest, the padded tail included, is -inf. heads 0: no mask. */
 static struct llm_tensor *window_mask(int64_t n_kv, int64_t n_used, int64_t n_q, int64_t start, int64_t heads,
                                       int64_t hole_lo, int64_t hole_hi)
 {
+    if (heads == 0)
+        return NULL;
     struct llm_tensor *m = new_tensor(LLM_TYPE_F32, n_kv, n_q, heads, 1);
     for (int64_t h = 0; h < heads; h++)
         for (int64_t q = 0; q < n_q; q++)
@@ -811,10 +825,13 @@ static struct llm_tensor *window_mask(int64_t n_kv, int64_t n_used, int64_t n_q,
 }
 
 /* Shapes of the fast kernel's paths: head dims that are multiples of 8 or not (with hd_v != hd),
- * GQA groups of 1..7 heads (split between threads when there are fewer groups than threads),
+ * GQA groups of 1..8 heads (split between threads when there are fewer groups than threads),
  * padded KV windows whose masked cells hold NaN (they must be skipped, not multiplied by 0),
- * masked blocks between visible ones, masks that differ per head, and K/V with non-unit element
- * stride (the scalar path). */
+ * masked blocks between visible ones, masks that differ per head, no mask, query rows that see
+ * nothing, and K/V with non-unit element stride (the scalar path). Head dims of 8 have a path of
+ * their own (AVX-512: 16 cells per block, heads of several KV heads batched, a window end that is
+ * not a multiple of 16). Results must not depend on the thread count, bit for bit: the npu compares
+ * itself with the cpu. */
 static void test_flash_attn_shapes(void)
 {
     static const struct {
@@ -830,6 +847,14 @@ static void test_flash_attn_shapes(void)
         { 0, 13, 9, 3, 3, 2, 40, 33, 0, 3, 1, 0, 0 },
         { 1, 8, 8, 8, 4, 1, 256, 100, 0, 1, 0, 16, 56 }, /* a hole of whole blocks */
         { 0, 24, 16, 6, 2, 2, 128, 90, 0, 2, 0, 13, 50 }, /* a ragged hole, a mask per head */
+        { 1, 8, 8, 8, 4, 1, 256, 64, 0, 1, 0, 0, 0 },     /* stories260K decode, whole blocks of 16 */
+        { 0, 8, 8, 8, 4, 3, 45, 45, 0, 1, 0, 0, 0 },      /* F32, window end not a multiple of 16 */
+        { 1, 8, 8, 8, 8, 2, 70, 50, 40, 1, 0, 0, 0 },     /* MHA, window start past the first block */
+        { 1, 8, 8, 6, 2, 4, 96, 90, 0, 1, 0, 0, 0 },      /* groups of 3 heads */
+        { 1, 8, 8, 16, 2, 1, 128, 77, 0, 1, 0, 0, 0 },    /* groups of 8 heads */
+        { 1, 8, 8, 8, 4, 2, 61, 61, 0, 0, 0, 0, 0 },      /* no mask */
+        { 1, 8, 8, 8, 4, 2, 64, 40, 50, 1, 0, 0, 0 },     /* rows that see nothing: zeros */
+        { 0, 8, 8, 8, 2, 3, 64, 60, 0, 4, 0, 20, 37 },    /* a mask per head, a ragged hole */
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         enum llm_type kvt = cases[c].kvt_f16 ? LLM_TYPE_F16 : LLM_TYPE_F32;
@@ -869,11 +894,16 @@ static void test_flash_attn_shapes(void)
                 for (int64_t i = 0; i < hd_v; i++)
                     set_nan(v, i, j, h);
             }
+        struct llm_tensor *one = NULL;
         for (int nth = 1; nth <= 3; nth++) {
             compute(fa, nth, NULL);
             bool finite;
             double e = nmse(fa, ref, &finite);
             CHECK(finite && e <= 1e-10, "%s, NaN in the padding, nth=%d: NMSE %.3g (finite %d)", what, nth, e, finite);
+            if (nth == 1)
+                one = clone_dst(fa);
+            else
+                CHECK(same_bits(fa, one), "%s: nth=%d differs from nth=1 bit for bit", what, nth);
         }
     }
 }

@@ -87,6 +87,31 @@ static inline AVX2 __m256 exp8(__m256 x)
     return _mm256_blendv_ps(y, _mm256_set1_ps(INFINITY), over);
 }
 
+/* exp8 on 16 floats (same reduction and polynomial): 2^n applied by vscalefps, which needs no
+ * split of n; inputs below -87.3 (including -inf) give 0, above 88.7 give +inf. */
+static inline AVX512 __m512 exp16(__m512 x)
+{
+    const __m512 lo = _mm512_set1_ps(-87.3f), hi = _mm512_set1_ps(88.7f);
+    __mmask16 under = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+    __mmask16 over = _mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ);
+    __m512 xc = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), xc);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.4286068203094172e-06f), r);
+    __m512 q = _mm512_set1_ps(1.0f / 5040);
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f / 720));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f / 120));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f / 24));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f / 6));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(0.5f));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f));
+    __m512 y = _mm512_scalef_ps(q, n);
+    y = _mm512_mask_mov_ps(y, under, _mm512_setzero_ps());
+    return _mm512_mask_mov_ps(y, over, _mm512_set1_ps(INFINITY));
+}
+
 static inline AVX2 __m256i loadu256(const void *p)
 {
     return _mm256_loadu_si256((const __m256i *)p);
