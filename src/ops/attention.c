@@ -458,7 +458,13 @@ static inline int pair_cell(int c)
  * 8-15. c must be a constant. */
 static inline FORCE_INLINE AVX512 __m512 pair_weights(__m512 wl, __m512 wh, int c)
 {
-    return c < 4 ? _mm512_permute_ps(wl, (c & 3) * 0x55) : _mm512_permute_ps(wh, (c & 3) * 0x55);
+    __m512 w = c < 4 ? wl : wh;
+    switch (c & 3) { /* literal immediates: at -O1 (the sanitizer build) c is not folded */
+    case 0: return _mm512_permute_ps(w, 0x00);
+    case 1: return _mm512_permute_ps(w, 0x55);
+    case 2: return _mm512_permute_ps(w, 0xaa);
+    default: return _mm512_permute_ps(w, 0xff);
+    }
 }
 
 /* Pass 3 of one head over a block's V row pairs p: acc[c % 4] += w·p[c], each accumulator holding
