@@ -2,7 +2,7 @@
 # make bench, after run.sh: the ACL graph-mode A/B on the emulated NPU. For stories260K and the
 # Qwen2.5-0.5B Q8_0 shape (models/, made by `llm synth` when missing), one sitting of
 # llm-bench -p 0 -n 128 -t 2 (-r 10 / -r 3): cpu once per model (it ignores -g and --npu-launch-us), then npu
-# with -g on,off x --npu-launch-us 0,5,10,20,40. Writes bench/results/graph_ab.md (measured tg t/s,
+# with -g on,off twice x --npu-launch-us 0,5,10,20,40. Writes bench/results/graph_ab.md (measured tg t/s,
 # graph/eager ratio, the host and device µs per token from the backend's statistics, and the ratio
 # they predict: an asynchronous stream overlaps host launching and device work, so a token costs
 # about the host's serial work between tokens plus max(host launching, device)) and bench/results/crossover.png (gnuplot: tg t/s against launch µs). The jsonl
