@@ -350,6 +350,18 @@ static void test_elementwise(void)
     struct llm_tensor *r = node(LLM_OP_RMS_NORM, make_src(ne, 0), a, NULL, NULL, NULL);
     llm_set_op_f32(r, 0, 1e-5f);
     check_node("RMS_NORM long", r, 1e-10, NULL);
+    /* the AVX2 ADD / MUL rows with a tail: src1 a full row per row, one row for all (a norm
+     * weight), and one value per row */
+    int64_t wide[4] = { 64 + 3, 5, 1, 1 }, row[4] = { 64 + 3, 1, 1, 1 }, one[4] = { 1, 5, 1, 1 };
+    struct llm_tensor *xa = make_src(wide, 0), *bs[3] = { make_src(wide, 0), make_src(row, 0), make_src(one, 0) };
+    for (int i = 0; i < 3; i++) {
+        static const char *const names[3] = { "full", "row", "value" };
+        char what[64];
+        snprintf(what, sizeof what, "ADD unit rows, src1 %s", names[i]);
+        check_node(what, node(LLM_OP_ADD, make_src(wide, 0), xa, bs[i], NULL, NULL), 0.0, NULL);
+        snprintf(what, sizeof what, "MUL unit rows, src1 %s", names[i]);
+        check_node(what, node(LLM_OP_MUL, make_src(wide, 0), xa, bs[i], NULL, NULL), 0.0, NULL);
+    }
     /* silu at the ends of the exp range */
     float ext[] = { -200.0f, -88.0f, -87.0f, -20.0f, -1e-3f, 0.0f, 1e-3f, 20.0f, 87.0f, 88.5f, 100.0f };
     struct llm_tensor *x = new_tensor(LLM_TYPE_F32, 11, 1, 1, 1);

@@ -1,0 +1,49 @@
+/* What attention.c and its head-dim-8 AVX-512 path (attention_hd8.c) share. Internal to src/ops. */
+#ifndef LLM_OPS_ATTENTION_H
+#define LLM_OPS_ATTENTION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kernels.h"
+
+/* Query row iq, heads [h0, h0 + nh) of KV head hk, with this thread's scratch. */
+struct attn_unit {
+    const struct llm_tensor *dst, *q, *k, *v, *m;
+    int64_t iq, hk, h0, nh;
+    int64_t hd, hd8, hd_v, n_kv, n_kv8, n_kv16;
+    float *qs;       /* nh rows of hd8: q·scale, zero-padded */
+    float *s;        /* nh rows of n_kv8 (n_kv16 on the head-dim-8 path): scores, then weights */
+    float *mx;       /* nh × 8: lanes of each head's running max score */
+    float *inv;      /* nh: 1 / Σ weights (0 when the head may attend to nothing) */
+    float *acc;      /* nh rows of hd_v: Σ w·v */
+    float *kb;       /* 8 rows of hd8: K rows zero-padded to hd8 as F32 (when hd is not) */
+    float *zero;     /* hd8 zeros: stands in for rows past n_kv */
+    int32_t *live;   /* n_kv8: the cells pass 3 reads (AVX2 path) */
+    int64_t lo, hi;  /* cells [lo, hi) hold every cell some head may attend to */
+    int64_t r_iq;    /* query row whose visible range [r_lo, r_hi) is known (-1: none yet) */
+    int64_t r_lo, r_hi;
+};
+
+/* The mask row of the unit's head g (NULL without a mask). */
+static inline const char *mask_row(const struct attn_unit *u, int64_t g)
+{
+    const struct llm_tensor *m = u->m;
+    return m ? tensor_at(m, 0, u->iq, m->ne[2] == 1 ? 0 : (u->h0 + g) % m->ne[2], 0) : NULL; /* no division */
+}
+
+/* One head of a batch on the head-dim-8 path. */
+struct hd8_head {
+    const char *q;   /* its q row */
+    const char *k;   /* row 0 of its KV head in K and V */
+    const char *v;
+    char *out;       /* its dst row */
+};
+
+/* The head-dim-8 path (hd 8, hd_v 8, one mask row shared by the heads or none, AVX-512): adds the
+ * unit's heads (visible range already set) to the batch hs (room for 4, *np pending), running
+ * batches as they fill; heads of one query row only: flush with attn_hd8_flush before the next. */
+void attn_hd8_add(struct attn_unit *u, struct hd8_head *hs, int *np);
+void attn_hd8_flush(const struct attn_unit *u, struct hd8_head *hs, int *np);
+
+#endif
