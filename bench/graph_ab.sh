@@ -2,7 +2,7 @@
 # make bench, after run.sh: the ACL graph-mode A/B on the emulated NPU. For stories260K and the
 # Qwen2.5-0.5B Q8_0 shape (models/, made by `llm synth` when missing), one sitting of
 # llm-bench -p 0 -n 128 -t 2 (-r 10 / -r 3): cpu once per model (it ignores -g and --npu-launch-us), then npu
-# with -g on,off twice x --npu-launch-us 0,5,10,20,40. Writes bench/results/graph_ab.md (measured tg t/s,
+# with -g on,off x --npu-launch-us 0,5,10,20,40. Writes bench/results/graph_ab.md (measured tg t/s,
 # graph/eager ratio, the host and device µs per token from the backend's statistics, and the ratio
 # they predict: an asynchronous stream overlaps host launching and device work, so a token costs
 # about the host's serial work between tokens plus max(host launching, device)) and bench/results/crossover.png (gnuplot: tg t/s against launch µs). The jsonl
@@ -36,10 +36,7 @@ labels=()
 for spec in "${specs[@]}"; do
   IFS='|' read -r file label args <<<"$spec"
   labels+=("$label")
-  # npu: every configuration twice in one process, the report keeping the second round: this VM
-  # runs a process's first 40-400 ms slowly in stretches, which would otherwise land on its first
-  # test (graph on at 0 us) alone
-  for dev in "-dev cpu" "-dev npu -g on,off,on,off --npu-launch-us $LAUNCH_US"; do
+  for dev in "-dev cpu" "-dev npu -g on,off --npu-launch-us $LAUNCH_US"; do
     cmd="$BIN/llm-bench -m $file $dev $args -o jsonl"
     echo "make bench: $cmd" >&2
     echo "$cmd" >>"$cmds"
@@ -85,15 +82,13 @@ print('and device µs per token come from the backend\'s statistics: H = launchi
 print('host enqueuing a token\'s work), D = device busy time, S = host serial time (from one token\'s end')
 print('to the next token\'s submission: logits, sampling, inputs). The stream is asynchronous, so within a')
 print('token H and D overlap and cost about the larger of the two; S cannot overlap (the next token needs')
-print('this one\'s logits). Predicted graph/eager = (S + max(H, D)) eager / (S + max(H, D)) graph.')
-print('The npu runs every configuration twice in one process and the tables show the second round: the')
-print('first 40-400 ms of a process on this VM run slowly in stretches, which would land on its first test.\n')
+print('this one\'s logits). Predicted graph/eager = (S + max(H, D)) eager / (S + max(H, D)) graph.\n')
 
 summary, dat_blocks, ok_all, misses = [], [], True, []
 for f in files:
     ts = [t for t in tests if t['model_filename'] == f]
     cpu = next(t for t in ts if t['devices'] == 'cpu')
-    npu = {(t['acl_graph'], t['npu_launch_us']): t for t in ts if t['devices'] == 'npu'}  # the last round
+    npu = {(t['acl_graph'], t['npu_launch_us']): t for t in ts if t['devices'] == 'npu'}
     launches = sorted({k[1] for k in npu})
     name = label.get(f, cpu['model_type'])
     print('## %s\n' % name)

@@ -257,6 +257,12 @@ bench -m stories260K.gguf -dev npu -g on,off --npu-launch-us 3 -p 0 -n 2 -r 1 -t
 [ "$(grep -c 'execution mode is GRAPH' "$tmp/v")" = 1 ] && [ "$(grep -c 'execution mode is EAGER' "$tmp/v")" = 1 ] \
   && grep -q 'launch cost model: 3 us' "$tmp/v" && [ "$(grep -c 'npu launch cost 3 us: graph captures' "$tmp/v")" = 2 ] \
   && ok || fail "-v npu lines: $(cat "$tmp/v")"
+# the machine warm-up: once, before the first test, at least 300 ms (it keeps the tests' counters
+# exact: the graph counts above are the tests' own); none with --no-warmup
+[ "$(grep -c '^llm-bench: machine warm-up: [0-9]* rounds of 16 tokens in \(3[0-9][0-9]\|[4-9][0-9][0-9]\|1[0-9][0-9][0-9]\)\.' "$tmp/v")" = 1 ] \
+  && ok || fail "-v machine warm-up line: $(cat "$tmp/v")"
+bench -m stories260K.gguf -dev npu -p 0 -n 2 -r 1 -t 1 -v --no-warmup >/dev/null 2>"$tmp/v"
+! grep -q 'machine warm-up' "$tmp/v" && ok || fail "--no-warmup still warms up: $(cat "$tmp/v")"
 
 # Ctrl-C during the second test's --delay: the first test's row, the footer, exit non-zero.
 (cd "$M" && exec "$LLM" bench -m stories260K.gguf -p 4,8 -n 0 -r 1 -t 1 --delay 2 >"$tmp/int.md" 2>"$tmp/int.err") &
