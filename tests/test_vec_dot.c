@@ -221,6 +221,44 @@ static void check_dot4(int t, llm_vec_dot4_fn dot4, const char *kernel)
     CHECK(moved == 0, "%s %s: %d vec_dot4 sums changed with the row's place", llm_type_name(t), kernel, moved);
 }
 
+/* vec_dot_rows of type t: every row's sum has the bits vec_dot4 gives it, for row counts of one
+ * to several groups, rows padded apart (a stride longer than the row), lengths with every tail. */
+static void check_dot_rows(int t)
+{
+    const struct llm_type_traits *tt = llm_type_traits(t);
+    if (!tt->vec_dot_rows)
+        return;
+    static const int64_t lens[] = { 1, 8, 15, 16, 17, 31, 32, 33, 64, 172, 1000 };
+    int bad = 0;
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+        const int64_t n = lens[li], rows = 12;
+        const size_t stride = llm_row_size(t, n) + 64;
+        char *w = calloc((size_t)rows, stride), *act = malloc(llm_row_size(tt->vec_dot_type, n));
+        float *tmp = malloc((size_t)n * sizeof(float)), got[12], want[12];
+        for (int64_t r = 0; r < rows; r++)
+            make_weight(t, n, w + r * stride, tmp, (int)(r % 2));
+        for (int64_t i = 0; i < n; i++)
+            tmp[i] = sample();
+        llm_type_traits(tt->vec_dot_type)->from_float(tmp, act, n);
+        for (int64_t groups = 1; groups <= rows / 4; groups++) {
+            for (int64_t g = 0; g < groups; g++) {
+                const char *r = w + (size_t)(4 * g) * stride;
+                const void *four[4] = { r, r + stride, r + 2 * stride, r + 3 * stride };
+                tt->vec_dot4(n, want + 4 * g, four, act);
+            }
+            memset(got, 0xff, sizeof got);
+            tt->vec_dot_rows(n, 4 * groups, got, w, stride, act);
+            bad += memcmp(got, want, (size_t)(4 * groups) * sizeof(float)) != 0;
+            for (int64_t r = 4 * groups; r < rows; r++) /* nothing written past the rows asked for */
+                bad += !isnan(got[r]);
+        }
+        free(w);
+        free(act);
+        free(tmp);
+    }
+    CHECK(bad == 0, "%s: %d vec_dot_rows results differ from vec_dot4", llm_type_name(t), bad);
+}
+
 /* Q4_0 / Q8_0: the traits hold the vec_dot4 of the best ISA allowed; where the CPU has AVX-VNNI
  * and the traits prefer AVX-512, the AVX-VNNI kernel is checked on its own too. */
 static void check_dot4_isa(int t)
@@ -247,6 +285,11 @@ int main(void)
         check_type(weights[i]);
     for (size_t i = 0; i < sizeof weights / sizeof weights[0]; i++)
         check_dot4(weights[i], llm_type_traits(weights[i])->vec_dot4, "traits");
+    for (size_t i = 0; i < sizeof weights / sizeof weights[0]; i++)
+        check_dot_rows(weights[i]);
+    /* F32 (tiny models' decode) loops inside the kernel wherever it has a SIMD vec_dot4 */
+    CHECK(!llm_type_traits(LLM_TYPE_F32)->vec_dot4 || llm_type_traits(LLM_TYPE_F32)->vec_dot_rows,
+          "F32 has a vec_dot4 but no vec_dot_rows");
     check_dot4_isa(LLM_TYPE_Q4_0);
     check_dot4_isa(LLM_TYPE_Q8_0);
     /* the decode types have a 4-row kernel wherever they have a SIMD one */

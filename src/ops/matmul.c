@@ -239,9 +239,16 @@ static void dot_rows4(const struct mm_geom *g, struct llm_tensor *dst, int64_t m
      * nothing else per group (the checks below cost as much as a 64-float row's kernel) */
     if (g->N == 1 && dst->nb[0] == sizeof(float) && !prefetch) {
         float *out = tensor_at(dst, m0, 0, i2, i3);
-        for (const char *r = w + (size_t)m0 * stride; m + 4 <= m1; m += 4, r += 4 * stride, out += 4) {
-            const void *rows[4] = { r, r + stride, r + 2 * stride, r + 3 * stride };
-            dot4(g->K, out, rows, xb);
+        const char *r = w + (size_t)m0 * stride;
+        if (g->wt->vec_dot_rows) {
+            const int64_t whole = (m1 - m0) / 4 * 4;
+            g->wt->vec_dot_rows(g->K, whole, out, r, stride, xb);
+            m += whole;
+        } else {
+            for (; m + 4 <= m1; m += 4, r += 4 * stride, out += 4) {
+                const void *rows[4] = { r, r + stride, r + 2 * stride, r + 3 * stride };
+                dot4(g->K, out, rows, xb);
+            }
         }
     }
     for (; m < m1; m += 4) {

@@ -69,6 +69,7 @@ void llm_vec_dot_q6_K_ref(int64_t n, float *s, const void *x, const void *y);
 /* AVX-512 (F, BW, VL, VNNI) twins of the decode kernels (vec_dot_avx512.c) */
 void llm_vec_dot4_f16_avx512(int64_t n, float *s, const void *const *w, const void *x);
 void llm_vec_dot4_f32_avx512(int64_t n, float *s, const void *const *w, const void *x);
+void llm_vec_dot_rows_f32_avx512(int64_t n, int64_t rows, float *s, const void *w, size_t stride, const void *x);
 void llm_vec_dot4_q4_0_avx512(int64_t n, float *s, const void *const *w, const void *x);
 void llm_vec_dot4_q8_0_avx512(int64_t n, float *s, const void *const *w, const void *x);
 
@@ -82,6 +83,7 @@ void llm_vec_dot_f32_avx2(int64_t n, float *s, const void *x, const void *y);
 void llm_vec_dot_f16_avx2(int64_t n, float *s, const void *x, const void *y);
 void llm_vec_dot_bf16_avx2(int64_t n, float *s, const void *x, const void *y);
 void llm_vec_dot4_f32_avx2(int64_t n, float *s, const void *const *w, const void *x);
+void llm_vec_dot_rows_f32_avx2(int64_t n, int64_t rows, float *s, const void *w, size_t stride, const void *x);
 void llm_vec_dot4_f16_avx2(int64_t n, float *s, const void *const *w, const void *x);
 void llm_vec_dot4_bf16_avx2(int64_t n, float *s, const void *const *w, const void *x);
 void llm_vec_dot4_q4_0_avx2(int64_t n, float *s, const void *const *w, const void *x);

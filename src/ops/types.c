@@ -17,6 +17,7 @@ struct row {
     llm_from_float_fn from_float_avx2;
     llm_vec_dot_fn vec_dot_avx2;
     llm_vec_dot4_fn vec_dot4_avx2, vec_dot4_avxvnni, vec_dot4_avx512;
+    llm_vec_dot_rows_fn vec_dot_rows_avx2, vec_dot_rows_avx512; /* twins of the vec_dot4 ones */
     llm_gemm_fn gemm_avx2, gemm_avxvnni, gemm_avx512;
 };
 
@@ -26,7 +27,9 @@ static struct row rows[LLM_TYPE_COUNT] = {
                .vec_dot_ref = llm_vec_dot_f32_ref, .vec_dot_type = LLM_TYPE_F32 },
         .vec_dot_avx2 = llm_vec_dot_f32_avx2,
         .vec_dot4_avx2 = llm_vec_dot4_f32_avx2,
-        .vec_dot4_avx512 = llm_vec_dot4_f32_avx512 },
+        .vec_dot4_avx512 = llm_vec_dot4_f32_avx512,
+        .vec_dot_rows_avx2 = llm_vec_dot_rows_f32_avx2,
+        .vec_dot_rows_avx512 = llm_vec_dot_rows_f32_avx512 },
     [LLM_TYPE_F16] = {
         .t = { .to_float = llm_to_float_f16, .from_float = llm_from_float_f16,
                .vec_dot_ref = llm_vec_dot_f16_ref, .vec_dot_type = LLM_TYPE_F16 },
@@ -128,6 +131,10 @@ static void init_traits(void)
                         : vnni && r->vec_dot4_avxvnni ? r->vec_dot4_avxvnni
                         : avx2                        ? r->vec_dot4_avx2
                                                       : NULL;
+        /* only beside the vec_dot4 it loops over */
+        r->t.vec_dot_rows = r->t.vec_dot4 == r->vec_dot4_avx512 ? r->vec_dot_rows_avx512
+                            : r->t.vec_dot4 == r->vec_dot4_avx2 ? r->vec_dot_rows_avx2
+                                                                 : NULL;
         r->t.gemm = avx512 && r->gemm_avx512   ? r->gemm_avx512
                     : vnni && r->gemm_avxvnni ? r->gemm_avxvnni
                     : avx2                    ? r->gemm_avx2

@@ -12,6 +12,9 @@ typedef void (*llm_from_float_fn)(const float *src, void *dst, int64_t n);
 typedef void (*llm_vec_dot_fn)(int64_t n, float *s, const void *x, const void *y);
 /* s[r] = dot(w[r], x) for r < 4: four rows of this type, x a row of vec_dot_type. */
 typedef void (*llm_vec_dot4_fn)(int64_t n, float *s, const void *const *w, const void *x);
+/* s[m] = dot(row m, x) for m < rows (a multiple of 4), rows stride bytes apart from w: vec_dot4 over
+ * consecutive groups of four rows, the same floats, the loop inside the kernel. */
+typedef void (*llm_vec_dot_rows_fn)(int64_t n, int64_t rows, float *s, const void *w, size_t stride, const void *x);
 /* dst[n * ldd + m] = dot(w row m, x row n) for m < M, n < N, rows of k elements: weight rows
  * wstride bytes apart, Q8_0 rows xstride bytes apart; scratch holds llm_gemm_scratch_size(k, N)
  * bytes of the caller's. Each product depends on its two rows alone (not on M, N or the rows'
@@ -35,6 +38,9 @@ struct llm_type_traits {
     /* four rows at once (matrix-vector products of small rows), or NULL: vec_dot row by row.
      * Its oracle is vec_dot_ref per row; a row's result does not depend on the other three. */
     llm_vec_dot4_fn vec_dot4;
+    /* vec_dot4 over many groups (decode of short rows, where a call per group costs as much as the
+     * arithmetic), or NULL. Its oracle is vec_dot4. */
+    llm_vec_dot_rows_fn vec_dot_rows;
     /* integer GEMM of many rows at once (prefill), AVX2 or AVX-512 VNNI, or NULL. Its oracle is
      * vec_dot_ref per pair of rows. */
     llm_gemm_fn gemm;

@@ -104,6 +104,16 @@ void AVX2 llm_vec_dot4_f32_avx2(int64_t n, float *s, const void *const *w, const
     dot4_plain(LLM_TYPE_F32, n, s, w, x);
 }
 
+/* The loop over groups of four rows inside the kernel (see llm_vec_dot_rows_f32_avx512). */
+void AVX2 llm_vec_dot_rows_f32_avx2(int64_t n, int64_t rows, float *s, const void *w, size_t stride, const void *x)
+{
+    const char *r = w;
+    for (int64_t m = 0; m < rows; m += 4, r += 4 * stride, s += 4) {
+        const void *four[4] = { r, r + stride, r + 2 * stride, r + 3 * stride };
+        dot4_plain(LLM_TYPE_F32, n, s, four, x);
+    }
+}
+
 void AVX2 llm_vec_dot4_f16_avx2(int64_t n, float *s, const void *const *w, const void *x)
 {
     dot4_plain(LLM_TYPE_F16, n, s, w, x);

@@ -60,9 +60,10 @@ static inline AVX512 __m128 hsum4_512(__m512 a, __m512 b, __m512 c, __m512 d)
     return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
 }
 
-void AVX512 llm_vec_dot4_f32_avx512(int64_t n, float *s, const void *const *w, const void *x)
+static inline __attribute__((always_inline)) AVX512 void dot4_f32(int64_t n, float *s, const float *w0,
+                                                                 const float *w1, const float *w2, const float *w3,
+                                                                 const float *xf)
 {
-    const float *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3], *xf = x;
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
@@ -86,6 +87,22 @@ void AVX512 llm_vec_dot4_f32_avx512(int64_t n, float *s, const void *const *w, c
     }
     _mm_storeu_ps(s, hsum4_512(_mm512_add_ps(a0, b0), _mm512_add_ps(a1, b1), _mm512_add_ps(a2, b2),
                                _mm512_add_ps(a3, b3)));
+}
+
+void AVX512 llm_vec_dot4_f32_avx512(int64_t n, float *s, const void *const *w, const void *x)
+{
+    dot4_f32(n, s, w[0], w[1], w[2], w[3], x);
+}
+
+/* The loop over groups of four rows inside the kernel: a call per group, with its spills, cost a
+ * tiny model as much as its 64-float rows' arithmetic. */
+void AVX512 llm_vec_dot_rows_f32_avx512(int64_t n, int64_t rows, float *s, const void *w, size_t stride,
+                                        const void *x)
+{
+    const char *r = w;
+    for (int64_t m = 0; m < rows; m += 4, r += 4 * stride, s += 4)
+        dot4_f32(n, s, (const float *)r, (const float *)(r + stride), (const float *)(r + 2 * stride),
+                 (const float *)(r + 3 * stride), x);
 }
 
 /* ---- Q4_0 / Q8_0 against Q8_0 with VNNI ------------------------------------------------------ */
