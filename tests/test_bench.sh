@@ -265,9 +265,12 @@ bench -m stories260K.gguf -dev npu -p 0 -n 2 -r 1 -t 1 -v --no-warmup >/dev/null
 ! grep -q 'machine warm-up' "$tmp/v" && ok || fail "--no-warmup still warms up: $(cat "$tmp/v")"
 
 # Ctrl-C during the second test's --delay: the first test's row, the footer, exit non-zero.
-(cd "$M" && exec "$LLM" bench -m stories260K.gguf -p 4,8 -n 0 -r 1 -t 1 --delay 2 >"$tmp/int.md" 2>"$tmp/int.err") &
+# The signal goes once the first row is out (the machine warm-up and start-up take a varying time,
+# longer under ASan), well inside the second test's 3 s delay.
+(cd "$M" && exec "$LLM" bench -m stories260K.gguf -p 4,8 -n 0 -r 1 -t 1 --delay 3 >"$tmp/int.md" 2>"$tmp/int.err") &
 pid=$!
-sleep 3
+for _ in $(seq 200); do grep -q '^| .*pp4 |' "$tmp/int.md" && break; sleep 0.1; done
+sleep 0.5
 kill -INT $pid
 wait $pid
 rc=$?

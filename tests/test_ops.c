@@ -700,6 +700,28 @@ static double check_rounded(struct llm_tensor *mm, enum llm_type vdt)
     return finite ? e : -1.0;
 }
 
+/* The plan of mm (made once, as an npu executor makes it) run on a copy whose weights, activations
+ * and output live elsewhere gives the bits mm's own run gives (one thread, as a lone device worker). */
+static void check_plan_reuse(const char *what, struct llm_tensor *mm)
+{
+    struct llm_cpu_plan plan;
+    llm_cpu_plan(mm, &plan);
+    CHECK_EQ_INT(plan.op, LLM_OP_MUL_MAT);
+    compute(mm, 1, NULL);
+    struct llm_tensor *moved = clone_dst(mm);
+    moved->src[0] = clone_dst(mm->src[0]);
+    moved->src[1] = clone_dst(mm->src[1]);
+    size_t out_size;
+    char *out = buf_of(moved->data, &out_size);
+    memset(out, 0xff, out_size); /* NaN until computed */
+    size_t wsize = llm_cpu_work_size(moved, 1);
+    void *wdata = malloc(wsize ? wsize : 1);
+    struct llm_cpu_params p = { .ith = 0, .nth = 1, .wdata = wdata, .wsize = wsize, .barrier = barrier_wait };
+    llm_cpu_compute_planned(&p, moved, &plan);
+    free(wdata);
+    CHECK(same_bits(moved, mm), "%s: the planned run at other addresses differs", what);
+}
+
 static double dot_tol(enum llm_type vdt)
 {
     return vdt == LLM_TYPE_F32 ? 1e-10 : vdt == LLM_TYPE_F16 || vdt == LLM_TYPE_BF16 ? 1e-5 : 1e-3;
@@ -753,6 +775,7 @@ static void test_mul_mat(void)
                   what);
             CHECK(blas == (!gemm && (N >= (t == LLM_TYPE_F32 || t == LLM_TYPE_F16 || t == LLM_TYPE_BF16 ? 8 : 24) || !tt->vec_dot)), "%s: unexpected path (blas %d)", what, blas);
             double e = check_node(what, mm, f32_acts ? 1e-10 : dot_tol(vdt), NULL);
+            check_plan_reuse(what, mm);
             if (!f32_acts && vdt != LLM_TYPE_F32) {
                 /* Q8_1 blocks carry d·Σq rounded to f16, which vec_dot uses for the weights' min;
                  * -1 (no rounded reference, or a non-finite result) fails */

@@ -18,6 +18,7 @@ struct kernel_args {
     struct llm_tensor src[LLM_MAX_SRC];
     unsigned has_src;  /* bit i: dst had src[i] */
     enum kernel_kind kind;
+    struct llm_cpu_plan plan; /* compute kind: the kernel picked in GetWorkspaceSize */
     float *table;      /* rope kinds: the cos/sin table */
     void *wdata;
     size_t wsize;
@@ -45,14 +46,14 @@ static void npu_kernel(const struct acl_kernel_ctx *k, void *argp)
         copy = a->dst;
         dst = &copy;
     }
-    for (int i = 0; i < LLM_MAX_SRC; i++)
-        dst->src[i] = a->has_src >> i & 1 ? &a->src[i] : NULL;
+    for (unsigned m = a->has_src; m; m &= m - 1) /* the absent ones are NULL already */
+        dst->src[__builtin_ctz(m)] = &a->src[__builtin_ctz(m)];
     struct llm_cpu_params p = { .ith = k->ith, .nth = k->nth, .wdata = a->wdata, .wsize = a->wsize,
                                 .barrier = k->barrier, .pool = k->pool };
     const bool watch = a->prof || a->trace;
     const double t0 = watch ? llm_now_us() : 0.0;
     switch (a->kind) {
-    case KERNEL_COMPUTE: llm_cpu_compute(&p, dst); break;
+    case KERNEL_COMPUTE: llm_cpu_compute_planned(&p, dst, &a->plan); break;
     case KERNEL_ROPE_CACHE: llm_cpu_rope_fill_table(&p, dst, a->table); break;
     case KERNEL_ROPE_APPLY: llm_cpu_rope_apply(&p, dst, a->table); break;
     }
@@ -108,6 +109,7 @@ static aclError build(const char *name, const struct llm_tensor *node, enum kern
         memset(ex->args.src[i].src, 0, sizeof ex->args.src[i].src);
     }
     ex->args.kind = kind;
+    llm_cpu_plan(node, &ex->args.plan); /* the executor picks the kernel: replays reuse the choice */
     ex->args.table = table;
     ex->args.prof = NULL;
     ex->args.trace = NULL;

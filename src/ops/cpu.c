@@ -204,6 +204,21 @@ void llm_cpu_compute(const struct llm_cpu_params *p, struct llm_tensor *node)
     }
 }
 
+void llm_cpu_plan(const struct llm_tensor *node, struct llm_cpu_plan *plan)
+{
+    *plan = (struct llm_cpu_plan){ .op = node->op };
+    if (node->op == LLM_OP_MUL_MAT)
+        cpu_mul_mat_plan(node, plan);
+}
+
+void llm_cpu_compute_planned(const struct llm_cpu_params *p, struct llm_tensor *node, const struct llm_cpu_plan *plan)
+{
+    if (node->op == LLM_OP_MUL_MAT)
+        cpu_mul_mat_planned(p, node, plan);
+    else
+        llm_cpu_compute(p, node);
+}
+
 void llm_ref_compute(struct llm_tensor *dst)
 {
     switch (dst->op) {

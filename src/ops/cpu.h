@@ -47,6 +47,27 @@ bool llm_cpu_mul_mat_uses_gemm(const struct llm_tensor *node);
 /* Run this thread's share of node. No-op for NONE/VIEW/RESHAPE/PERMUTE/TRANSPOSE. */
 void llm_cpu_compute(const struct llm_cpu_params *p, struct llm_tensor *node);
 
+struct llm_type_traits;
+
+/* What node's kernel is, decided from its op, shapes and types alone (an aclnn executor's "picks
+ * the kernel" in GetWorkspaceSize): made once per launch, or once per capture and reused by every
+ * replay. It holds no pointer into the node or its sources (a launch copies them), only their
+ * geometry and the kernels' static traits. Only MUL_MAT has choices to make today. */
+struct llm_cpu_plan {
+    enum llm_op op;
+    int mm_path;      /* MUL_MAT: dot, BLAS, integer GEMM or float GEMM (matmul.c) */
+    bool mm_convert;  /* MUL_MAT: src1 is converted to the weights' vec_dot_type first */
+    int64_t mm_k, mm_m, mm_n, mm_r2, mm_r3;
+    const struct llm_type_traits *mm_wt, *mm_vt;
+};
+
+/* Plan node (llm_cpu_supports(node) must hold). */
+void llm_cpu_plan(const struct llm_tensor *node, struct llm_cpu_plan *plan);
+
+/* llm_cpu_compute with the plan llm_cpu_plan made for a node of the same op, types and shapes
+ * (addresses may differ): the same floats, without deciding again. */
+void llm_cpu_compute_planned(const struct llm_cpu_params *p, struct llm_tensor *node, const struct llm_cpu_plan *plan);
+
 /* Rope cache lifetime: the backend creates one, reserves its tables for the largest ROPE node
  * (false when out of memory), resets it before each graph (positions may have changed), frees it at
  * the end. A node whose table would not fit runs uncached: nothing grows while a graph runs. */

@@ -31,21 +31,33 @@
 #define BLAS_TILE_FLOATS (1u << 20)
 #define WDATA_HEADER 64         /* task counter, on its own cache line */
 
+/* A node's weights w and activations x, and what follows from their types and shapes alone (the
+ * part a plan keeps: struct llm_cpu_plan). */
 struct mm_geom {
     const struct llm_tensor *w, *x;
     int64_t K, M, N, r2, r3;
     const struct llm_type_traits *wt, *vt; /* weight type, vec_dot_type */
+    bool convert;                          /* src1 converted to vec_dot_type (needs_convert) */
 };
+
+/* The dot path reads src1 in place when it already is contiguous F32 rows of the right type. */
+static bool needs_convert(const struct mm_geom *g)
+{
+    return g->wt->vec_dot_type != LLM_TYPE_F32 || g->x->nb[1] != (size_t)g->K * sizeof(float) ||
+           g->x->nb[2] != g->x->nb[1] * (size_t)g->N || g->x->nb[3] != g->x->nb[2] * (size_t)g->x->ne[2];
+}
 
 static struct mm_geom geom(const struct llm_tensor *dst)
 {
     const struct llm_tensor *w = dst->src[0], *x = dst->src[1];
     const struct llm_type_traits *wt = llm_type_traits(w->type);
-    return (struct mm_geom){
+    struct mm_geom g = {
         .w = w, .x = x, .K = w->ne[0], .M = w->ne[1], .N = x->ne[1],
         .r2 = x->ne[2] / w->ne[2], .r3 = x->ne[3] / w->ne[3],
         .wt = wt, .vt = wt->vec_dot ? llm_type_traits(wt->vec_dot_type) : NULL,
     };
+    g.convert = needs_convert(&g);
+    return g;
 }
 
 static bool dot_path_ok(const struct mm_geom *g)
@@ -179,13 +191,6 @@ static int64_t blas_thread_rows(const struct mm_geom *g, int nth)
     return (blas_tile_rows(g) + nth - 1) / nth;
 }
 
-/* The dot path reads src1 in place when it already is contiguous F32 rows of the right type. */
-static bool needs_convert(const struct mm_geom *g)
-{
-    return g->wt->vec_dot_type != LLM_TYPE_F32 || g->x->nb[1] != (size_t)g->K * sizeof(float) ||
-           g->x->nb[2] != g->x->nb[1] * (size_t)g->N || g->x->nb[3] != g->x->nb[2] * (size_t)g->x->ne[2];
-}
-
 size_t cpu_mul_mat_work_size(const struct llm_tensor *dst, int nth)
 {
     struct mm_geom g = geom(dst);
@@ -203,7 +208,7 @@ size_t cpu_mul_mat_work_size(const struct llm_tensor *dst, int nth)
     case PATH_DOT:
         break;
     }
-    return size + (needs_convert(&g) ? converted : 0);
+    return size + (g.convert ? converted : 0);
 }
 
 /* ---- dot path ----------------------------------------------------------------------------- */
@@ -277,7 +282,7 @@ static void dot_rows4(const struct mm_geom *g, struct llm_tensor *dst, int64_t m
 static const char *convert_src1(const struct llm_cpu_params *p, const struct mm_geom *g, char *work)
 {
     const struct llm_tensor *x = g->x;
-    if (!needs_convert(g))
+    if (!g->convert)
         return x->data;
     size_t xrow = llm_row_size(g->wt->vec_dot_type, g->K);
     llm_from_float_fn conv = g->vt->from_float_fast;
@@ -418,12 +423,36 @@ static void mul_mat_blas(const struct llm_cpu_params *p, struct llm_tensor *dst,
             }
 }
 
-void cpu_mul_mat(const struct llm_cpu_params *p, struct llm_tensor *dst)
+void cpu_mul_mat_plan(const struct llm_tensor *dst, struct llm_cpu_plan *plan)
 {
     struct mm_geom g = geom(dst);
+    plan->mm_path = (int)choose_path(&g, dst);
+    plan->mm_convert = g.convert;
+    plan->mm_k = g.K;
+    plan->mm_m = g.M;
+    plan->mm_n = g.N;
+    plan->mm_r2 = g.r2;
+    plan->mm_r3 = g.r3;
+    plan->mm_wt = g.wt;
+    plan->mm_vt = g.vt;
+}
+
+void cpu_mul_mat(const struct llm_cpu_params *p, struct llm_tensor *dst)
+{
+    struct llm_cpu_plan plan;
+    cpu_mul_mat_plan(dst, &plan);
+    cpu_mul_mat_planned(p, dst, &plan);
+}
+
+void cpu_mul_mat_planned(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct llm_cpu_plan *plan)
+{
+    const struct mm_geom g = {
+        .w = dst->src[0], .x = dst->src[1], .K = plan->mm_k, .M = plan->mm_m, .N = plan->mm_n,
+        .r2 = plan->mm_r2, .r3 = plan->mm_r3, .wt = plan->mm_wt, .vt = plan->mm_vt, .convert = plan->mm_convert,
+    };
     /* wdata aligned up to a cache line: [counter][work] */
     char *base = (char *)(((uintptr_t)p->wdata + WDATA_HEADER - 1) & ~(uintptr_t)(WDATA_HEADER - 1));
-    switch (choose_path(&g, dst)) {
+    switch ((enum mm_path)plan->mm_path) {
     case PATH_FLOAT_GEMM: mul_mat_float_gemm(p, dst, &g, base + WDATA_HEADER); break;
     case PATH_GEMM: mul_mat_gemm(p, dst, &g, base + WDATA_HEADER); break;
     case PATH_BLAS: mul_mat_blas(p, dst, &g, (float *)(base + WDATA_HEADER)); break;
