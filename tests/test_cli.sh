@@ -49,6 +49,19 @@ for g in on off; do
     || fail "npu story (graph $g, exit $rc) differs: $(head -c 300 "$tmp/err.npu")"
   grep -q 'backend npu' "$tmp/err.npu" && ok || fail "npu summary (graph $g): $(cat "$tmp/err.npu")"
 done
+# Confined to one cpu, host and device threads share it: every wait then sleeps instead of spinning
+# (acl_stream.c on_cpu_of), and the story must come out the same, graph on and off, without hanging.
+if command -v taskset >/dev/null && taskset -c 0 true 2>/dev/null; then
+  for g in on off; do
+    GGML_CANN_ACL_GRAPH=$g timeout 60 taskset -c 0 "$LLM" run -m "$M/stories260K.gguf" -p "Once upon a time" -n 200 \
+      --temp 0 -dev npu -t 2 >"$tmp/story.one" 2>"$tmp/err.one"
+    rc=$?
+    [ $rc -eq 0 ] && cmp -s "$tmp/story" "$tmp/story.one" && ok \
+      || fail "npu story on one cpu (graph $g, exit $rc) differs: $(head -c 300 "$tmp/err.one")"
+  done
+else
+  skip "taskset cannot confine this process to cpu 0"
+fi
 grep -q 'execution mode is EAGER' "$tmp/err.npu" && grep -q 'graph captures 0, replays 0' "$tmp/err.npu" && ok \
   || fail "npu -v with graph off: $(cat "$tmp/err.npu")"
 "$LLM" run -m "$M/stories260K.gguf" -p "Once upon a time" -n 200 --temp 0 -dev npu -v >/dev/null 2>"$tmp/err.npu"

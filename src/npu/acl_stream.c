@@ -67,12 +67,14 @@ struct acl_stream {
     /* Written by the host, read by the device thread; on its own cache line so that the device's
      * writes below do not evict it from the host's cache at every task (and the reverse). */
     _Alignas(64) atomic_uint_fast64_t tail;  /* tasks enqueued */
+    atomic_int host_cpu;          /* where the host last enqueued (see on_cpu_of) */
     atomic_uint_fast64_t wake_at; /* a sleeping host waits for head to reach this; UINT64_MAX: none */
     uint64_t host_blocked_ns;     /* host time spent waiting for room in a full ring */
     /* Written by the device thread. */
     _Alignas(64) atomic_uint_fast64_t head;  /* tasks finished */
     atomic_uint_fast64_t device_ns;
     atomic_int device_sleeping;
+    atomic_int device_cpu;        /* where the device thread last took a task */
     _Alignas(64) atomic_int stop;
     pthread_mutex_t mu;
     pthread_cond_t work_cv, done_cv;
@@ -146,6 +148,16 @@ static void run_task(struct acl_stream *s, struct task *t)
     atomic_fetch_sub(&t->ri->in_flight, 1);
 }
 
+/* Is the calling thread on the cpu where the thread it waits for was last seen? The scheduler may
+ * put the device thread on the host's core (a woken thread goes where its waker runs), and it left
+ * them there on this VM for whole runs: each spinning wait then held the core the other thread
+ * needed until its time slice ran out (stories260K graph mode: 40 ms per 128 tokens instead of 4).
+ * A thread that shares the core with the one it waits for sleeps at once instead. */
+static bool on_cpu_of(const atomic_int *cpu)
+{
+    return atomic_load_explicit(cpu, memory_order_relaxed) == sched_getcpu();
+}
+
 /* How long a waiting host or device thread may busy-wait (see DEVICE_SPIN_NS). */
 static uint64_t spin_budget(struct acl_stream *s, uint64_t uncrowded_ns)
 {
@@ -157,7 +169,8 @@ static uint64_t spin_budget(struct acl_stream *s, uint64_t uncrowded_ns)
 static bool wait_for_work(struct acl_stream *s, uint64_t head)
 {
     const uint64_t t0 = now_ns(), budget = spin_budget(s, DEVICE_SPIN_NS);
-    while (atomic_load(&s->tail) == head && !atomic_load(&s->stop) && now_ns() - t0 < budget)
+    while (atomic_load(&s->tail) == head && !atomic_load(&s->stop) && now_ns() - t0 < budget &&
+           !on_cpu_of(&s->host_cpu))
         cpu_relax();
     if (atomic_load(&s->tail) != head)
         return true;
@@ -182,6 +195,7 @@ static void *device_thread(void *arg)
         if (!queued && !wait_for_work(s, head))
             return NULL;
         uint64_t t0 = queued && prev_end ? prev_end : now_ns();
+        atomic_store_explicit(&s->device_cpu, sched_getcpu(), memory_order_relaxed);
         run_task(s, &s->ring[head % RING_SLOTS]);
         prev_end = now_ns();
         atomic_fetch_add_explicit(&s->device_ns, prev_end - t0, memory_order_relaxed);
@@ -201,7 +215,7 @@ static void *device_thread(void *arg)
 static void wait_done(struct acl_stream *s, uint64_t target)
 {
     const uint64_t t0 = now_ns(), budget = spin_budget(s, HOST_SPIN_NS);
-    while (atomic_load(&s->head) < target && now_ns() - t0 < budget)
+    while (atomic_load(&s->head) < target && now_ns() - t0 < budget && !on_cpu_of(&s->device_cpu))
         cpu_relax();
     if (atomic_load(&s->head) >= target)
         return;
@@ -231,6 +245,7 @@ static struct task *slot_begin(struct acl_stream *s)
 
 static void slot_commit(struct acl_stream *s)
 {
+    atomic_store_explicit(&s->host_cpu, sched_getcpu(), memory_order_relaxed);
     atomic_fetch_add(&s->tail, 1);
     if (atomic_load(&s->device_sleeping)) {
         pthread_mutex_lock(&s->mu);
@@ -278,6 +293,8 @@ aclError aclrtCreateStreamWithWorkers(aclrtStream *stream, int n_workers)
     s->n_workers = n_workers;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     atomic_store(&s->wake_at, UINT64_MAX);
+    atomic_store(&s->host_cpu, -1);
+    atomic_store(&s->device_cpu, -1);
     s->ring = aligned_alloc(64, RING_SLOTS * sizeof *s->ring);
     s->pool = llm_threadpool_new(n_workers);
     s->cores = cores > 0 ? (int)cores : 1;
