@@ -206,7 +206,7 @@ void llm_cpu_compute(const struct llm_cpu_params *p, struct llm_tensor *node)
 
 void llm_cpu_plan(const struct llm_tensor *node, struct llm_cpu_plan *plan)
 {
-    *plan = (struct llm_cpu_plan){ .op = node->op };
+    *plan = (struct llm_cpu_plan){ 0 };
     if (node->op == LLM_OP_MUL_MAT)
         cpu_mul_mat_plan(node, plan);
 }

@@ -54,7 +54,6 @@ struct llm_type_traits;
  * replay. It holds no pointer into the node or its sources (a launch copies them), only their
  * geometry and the kernels' static traits. Only MUL_MAT has choices to make today. */
 struct llm_cpu_plan {
-    enum llm_op op;
     int mm_path;      /* MUL_MAT: dot, BLAS, integer GEMM or float GEMM (matmul.c) */
     bool mm_convert;  /* MUL_MAT: src1 is converted to the weights' vec_dot_type first */
     int64_t mm_k, mm_m, mm_n, mm_r2, mm_r3;
