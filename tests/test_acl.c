@@ -2,10 +2,12 @@
  * checks, streams as ordered asynchronous FIFOs run by their workers, split kernels and barriers,
  * capture (nothing runs while recording; replays run the recording), the capture-mode rules (each
  * forbidden call fails with Ascend's code and message in GLOBAL, THREAD_LOCAL and RELAXED modes),
- * and ACL_CHECK's report. */
+ * wake-ups of a device thread that shares the host's cpu, and ACL_CHECK's report. */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <time.h>
 
 #include "error.h"
 #include "harness.h"
@@ -174,6 +176,66 @@ static void test_capture_replay(void)
     CHECK_EQ_INT(aclrtFree(p), ACL_SUCCESS);
 }
 
+static void sleep_ms(int ms)
+{
+    struct timespec ts = { .tv_sec = 0, .tv_nsec = ms * 1000000L };
+    nanosleep(&ts, NULL);
+}
+
+/* Host and device thread on one cpu: launches to the sleeping device thread wake it once, when the
+ * host stops (synchronize, a launch cost's sleep, destroying an instance it still has to run), not
+ * once per launch; everything launched runs. */
+static void test_one_cpu_wakeups(void)
+{
+    cpu_set_t all, one;
+    if (sched_getaffinity(0, sizeof all, &all) != 0) {
+        SKIP("sched_getaffinity failed");
+        return;
+    }
+    CPU_ZERO(&one);
+    CPU_SET(sched_getcpu(), &one);
+    if (sched_setaffinity(0, sizeof one, &one) != 0) {
+        SKIP("cannot confine the test to one cpu");
+        return;
+    }
+    aclrtStream s;
+    CHECK_EQ_INT(aclrtCreateStream(&s), ACL_SUCCESS); /* its device thread inherits the one cpu */
+    atomic_store(&counter, 0);
+    CHECK_EQ_INT(aclrtLaunchKernel(count_kernel, 1, NULL, 0, s), ACL_SUCCESS);
+    CHECK_EQ_INT(aclrtSynchronizeStream(s), ACL_SUCCESS);
+    sleep_ms(5); /* the device thread, seen on the host's cpu, goes to sleep */
+
+    uint64_t w0 = aclrtStreamDeviceWakeups(s);
+    for (int i = 0; i < 200; i++)
+        CHECK(aclrtLaunchKernel(count_kernel, 1, NULL, 0, s) == ACL_SUCCESS);
+    CHECK_EQ_INT(aclrtSynchronizeStream(s), ACL_SUCCESS);
+    CHECK_EQ_INT(atomic_load(&counter), 201);
+    CHECK_EQ_INT(aclrtStreamDeviceWakeups(s) - w0, 1);
+
+    /* an emulated launch cost's sleep lets the device thread run what was launched */
+    sleep_ms(5);
+    for (int i = 0; i < 10; i++)
+        CHECK(aclrtLaunchKernel(count_kernel, 1, NULL, 0, s) == ACL_SUCCESS);
+    aclrtStreamSetHostAway(s, 1);
+    for (int ms = 0; ms < 2000 && atomic_load(&counter) < 211; ms++)
+        sleep_ms(1);
+    aclrtStreamSetHostAway(s, 0);
+    CHECK_EQ_INT(atomic_load(&counter), 211);
+
+    /* destroying an instance whose replay is still queued runs it first */
+    CHECK_EQ_INT(aclrtSynchronizeStream(s), ACL_SUCCESS);
+    aclmdlRI ri = NULL;
+    CHECK_EQ_INT(aclmdlRICaptureBegin(s, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL), ACL_SUCCESS);
+    CHECK_EQ_INT(aclrtLaunchKernel(count_kernel, 1, NULL, 0, s), ACL_SUCCESS);
+    CHECK_EQ_INT(aclmdlRICaptureEnd(s, &ri), ACL_SUCCESS);
+    sleep_ms(5);
+    CHECK_EQ_INT(aclmdlRIExecuteAsync(ri, s), ACL_SUCCESS);
+    CHECK_EQ_INT(aclmdlRIDestroy(ri), ACL_SUCCESS);
+    CHECK_EQ_INT(atomic_load(&counter), 212);
+    CHECK_EQ_INT(aclrtDestroyStream(s), ACL_SUCCESS);
+    sched_setaffinity(0, sizeof all, &all);
+}
+
 /* What a thread gets for each restricted call. */
 struct restricted {
     aclError malloc_rc, free_rc, memcpy_rc, memset_rc, async_h2d_rc;
@@ -300,6 +362,7 @@ int main(void)
     test_split_kernel();
     test_capture_replay();
     test_capture_modes();
+    test_one_cpu_wakeups();
     test_errors();
     return test_done("test_acl");
 }

@@ -108,6 +108,10 @@ const char *aclGetRecentErrMsg(void);
 uint64_t aclrtStreamDeviceNs(aclrtStream stream);
 uint64_t aclrtStreamHostBlockedNs(aclrtStream stream);
 size_t aclrtDeviceMemoryInUse(void);
+/* Emulator extension: times the host woke the stream's sleeping device thread. A device thread
+ * last seen on the host's cpu is woken once the host stops (synchronize, a full queue, an emulated
+ * launch cost's sleep: see aclrtStreamSetHostAway), not at each launch. */
+uint64_t aclrtStreamDeviceWakeups(aclrtStream stream);
 /* Emulator extension: the host thread driving stream is away from the machine's cores (non-zero
  * while it sleeps off an emulated driver's launch cost), so the stream's waiting device threads
  * need not leave it a core. */

@@ -6,12 +6,15 @@
  * briefly, then sleep (see DEVICE_SPIN_NS). A replayed graph runs as one task: its kernels one after the other,
  * each on worker 0 alone or split over the pool as when launched eagerly (one pool run per split
  * kernel: the other workers never wait at barriers through the long runs of small kernels). */
+#include <limits.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -60,6 +63,7 @@ struct acl_model_ri {
     struct task *tasks;
     size_t n, cap;
     atomic_int in_flight; /* enqueued executions not yet finished */
+    struct acl_stream *last_stream; /* where it was last executed */
 };
 
 struct acl_stream {
@@ -67,22 +71,24 @@ struct acl_stream {
     /* Written by the host, read by the device thread; on its own cache line so that the device's
      * writes below do not evict it from the host's cache at every task (and the reverse). */
     _Alignas(64) atomic_uint_fast64_t tail;  /* tasks enqueued */
+    atomic_uint work_seq;         /* futex word: bumped when a sleeping device thread is to look again */
     atomic_int host_cpu;          /* where the host last enqueued (see on_cpu_of) */
     atomic_uint_fast64_t wake_at; /* a sleeping host waits for head to reach this; UINT64_MAX: none */
     uint64_t host_blocked_ns;     /* host time spent waiting for room in a full ring */
     /* Written by the device thread. */
     _Alignas(64) atomic_uint_fast64_t head;  /* tasks finished */
+    atomic_uint done_seq;         /* futex word: bumped when head reached a sleeping host's wake_at */
     atomic_uint_fast64_t device_ns;
     atomic_int device_sleeping;
     atomic_int device_cpu;        /* where the device thread last took a task */
     _Alignas(64) atomic_int stop;
-    pthread_mutex_t mu;
-    pthread_cond_t work_cv, done_cv;
     pthread_t thread;
     struct llm_threadpool *pool;
     int n_workers;
     int cores;
     atomic_int host_away; /* the host is asleep (synchronize, or an emulated launch cost) */
+    bool wake_owed;       /* host only: work was enqueued for a sleeping device thread on its cpu */
+    uint64_t wakeups;     /* host only: times it woke the sleeping device thread */
     /* capture state, touched by the host thread only */
     bool capturing;
     aclmdlRICaptureMode capture_mode;
@@ -94,6 +100,25 @@ static uint64_t now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Sleeps while *word still holds seen. The waits below are futexes rather than a mutex and
+ * condition variables: on the one cpu the scheduler often gives host and device thread, a wake-up
+ * under a mutex made the woken thread preempt the waker and then block on the mutex it still
+ * held, four context switches per token instead of two. */
+static void futex_wait(atomic_uint *word, unsigned seen)
+{
+    syscall(SYS_futex, (unsigned *)word, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0);
+}
+
+/* Changes *word and wakes its sleepers. The sleeper announces itself and reads the word before
+ * its last look at the condition, the waker changes the condition before it looks for sleepers
+ * (all sequentially consistent), so either the sleeper sees the new condition or its futex_wait
+ * finds the word changed or is woken. */
+static void futex_bump(atomic_uint *word)
+{
+    atomic_fetch_add(word, 1);
+    syscall(SYS_futex, (unsigned *)word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
 /* ---- device side ----------------------------------------------------------------------------- */
@@ -174,12 +199,14 @@ static bool wait_for_work(struct acl_stream *s, uint64_t head)
         cpu_relax();
     if (atomic_load(&s->tail) != head)
         return true;
-    pthread_mutex_lock(&s->mu);
     atomic_store(&s->device_sleeping, 1);
-    while (atomic_load(&s->tail) == head && !atomic_load(&s->stop))
-        pthread_cond_wait(&s->work_cv, &s->mu);
+    for (;;) {
+        const unsigned seen = atomic_load(&s->work_seq);
+        if (atomic_load(&s->tail) != head || atomic_load(&s->stop))
+            break;
+        futex_wait(&s->work_seq, seen);
+    }
     atomic_store(&s->device_sleeping, 0);
-    pthread_mutex_unlock(&s->mu);
     return atomic_load(&s->tail) != head;
 }
 
@@ -200,33 +227,43 @@ static void *device_thread(void *arg)
         prev_end = now_ns();
         atomic_fetch_add_explicit(&s->device_ns, prev_end - t0, memory_order_relaxed);
         atomic_store(&s->head, head + 1);
-        if (head + 1 >= atomic_load(&s->wake_at)) { /* one wake-up per wait, not one per task */
-            pthread_mutex_lock(&s->mu);
-            pthread_cond_broadcast(&s->done_cv);
-            pthread_mutex_unlock(&s->mu);
-        }
+        if (head + 1 >= atomic_load(&s->wake_at)) /* one wake-up per wait, not one per task */
+            futex_bump(&s->done_seq);
     }
 }
 
 /* ---- host side --------------------------------------------------------------------------------- */
 
+/* Wakes the device thread if slot_commit left that to the host's next stop. */
+static void pay_wake(struct acl_stream *s)
+{
+    if (s->wake_owed) {
+        s->wake_owed = false;
+        s->wakeups++;
+        futex_bump(&s->work_seq);
+    }
+}
+
 /* Waits until at least `target` tasks have finished. One host thread drives a stream, so there is
  * at most one sleeping waiter. */
 static void wait_done(struct acl_stream *s, uint64_t target)
 {
+    pay_wake(s);
     const uint64_t t0 = now_ns(), budget = spin_budget(s, HOST_SPIN_NS);
     while (atomic_load(&s->head) < target && now_ns() - t0 < budget && !on_cpu_of(&s->device_cpu))
         cpu_relax();
     if (atomic_load(&s->head) >= target)
         return;
-    pthread_mutex_lock(&s->mu);
     atomic_store(&s->wake_at, target);
     atomic_store(&s->host_away, 1);
-    while (atomic_load(&s->head) < target)
-        pthread_cond_wait(&s->done_cv, &s->mu);
+    for (;;) {
+        const unsigned seen = atomic_load(&s->done_seq);
+        if (atomic_load(&s->head) >= target)
+            break;
+        futex_wait(&s->done_seq, seen);
+    }
     atomic_store(&s->host_away, 0);
     atomic_store(&s->wake_at, UINT64_MAX);
-    pthread_mutex_unlock(&s->mu);
 }
 
 /* The next free slot (waiting while the ring is full); publish it with commit(). A full ring is
@@ -243,14 +280,20 @@ static struct task *slot_begin(struct acl_stream *s)
     return &s->ring[tail % RING_SLOTS];
 }
 
+/* A sleeping device thread last seen on the host's cpu is woken only when the host stops (waits
+ * for it, or sleeps through a launch cost): woken at once, it would take the cpu from the host for
+ * each task (two context switches per eager launch). */
 static void slot_commit(struct acl_stream *s)
 {
     atomic_store_explicit(&s->host_cpu, sched_getcpu(), memory_order_relaxed);
     atomic_fetch_add(&s->tail, 1);
-    if (atomic_load(&s->device_sleeping)) {
-        pthread_mutex_lock(&s->mu);
-        pthread_cond_signal(&s->work_cv);
-        pthread_mutex_unlock(&s->mu);
+    if (!atomic_load(&s->device_sleeping))
+        return;
+    if (on_cpu_of(&s->device_cpu)) {
+        s->wake_owed = true;
+    } else {
+        s->wakeups++;
+        futex_bump(&s->work_seq);
     }
 }
 
@@ -300,15 +343,9 @@ aclError aclrtCreateStreamWithWorkers(aclrtStream *stream, int n_workers)
     s->cores = cores > 0 ? (int)cores : 1;
     if (s->pool && s->cores <= n_workers) /* the host needs a core back once the device idles */
         llm_threadpool_set_idle_spin(s->pool, WORKER_SPIN_US);
-    pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->work_cv, NULL);
-    pthread_cond_init(&s->done_cv, NULL);
     if (!s->ring || !s->pool || pthread_create(&s->thread, NULL, device_thread, s) != 0) {
         llm_threadpool_free(s->pool);
         free(s->ring);
-        pthread_mutex_destroy(&s->mu);
-        pthread_cond_destroy(&s->work_cv);
-        pthread_cond_destroy(&s->done_cv);
         free(s);
         return acl_set_error(ACL_ERROR_BAD_ALLOC, "aclrtCreateStream: cannot start %d device workers", n_workers);
     }
@@ -338,15 +375,10 @@ aclError aclrtDestroyStream(aclrtStream s)
         free_ri(s->recording);
     }
     wait_done(s, atomic_load(&s->tail));
-    pthread_mutex_lock(&s->mu);
     atomic_store(&s->stop, 1);
-    pthread_cond_signal(&s->work_cv);
-    pthread_mutex_unlock(&s->mu);
+    futex_bump(&s->work_seq);
     pthread_join(s->thread, NULL);
     llm_threadpool_free(s->pool);
-    pthread_mutex_destroy(&s->mu);
-    pthread_cond_destroy(&s->work_cv);
-    pthread_cond_destroy(&s->done_cv);
     free(s->ring);
     free(s);
     return ACL_SUCCESS;
@@ -439,6 +471,7 @@ aclError aclmdlRIExecuteAsync(aclmdlRI ri, aclrtStream s)
         return acl_set_error(ACL_ERROR_RT_STREAM_CAPTURE_UNSUPPORTED,
                              "aclmdlRIExecuteAsync: current capture mode does not support this operation");
     atomic_fetch_add(&ri->in_flight, 1);
+    ri->last_stream = s;
     struct task *t = slot_begin(s);
     t->kind = TASK_GRAPH;
     t->ri = ri;
@@ -450,6 +483,8 @@ aclError aclmdlRIDestroy(aclmdlRI ri)
 {
     if (!ri)
         return acl_set_error(ACL_ERROR_INVALID_PARAM, "aclmdlRIDestroy: null instance");
+    if (atomic_load(&ri->in_flight) > 0)
+        pay_wake(ri->last_stream); /* a replay still queued must run for the wait to end */
     while (atomic_load(&ri->in_flight) > 0)
         sched_yield();
     free_ri(ri);
@@ -468,8 +503,16 @@ uint64_t aclrtStreamDeviceNs(aclrtStream s)
 
 void aclrtStreamSetHostAway(aclrtStream s, int away)
 {
-    if (s)
-        atomic_store(&s->host_away, away != 0);
+    if (!s)
+        return;
+    if (away)
+        pay_wake(s);
+    atomic_store(&s->host_away, away != 0);
+}
+
+uint64_t aclrtStreamDeviceWakeups(aclrtStream s)
+{
+    return s ? s->wakeups : 0;
 }
 
 uint64_t aclrtStreamHostBlockedNs(aclrtStream s)
