@@ -64,6 +64,8 @@ def dev(t): return t['device_us_per_token']
 def serial(t): return t['host_serial_us_per_token']
 def pred_us(t):  # eager: launches overlap the device's work; graph: match + replay launch, then the replay
     return serial(t) + (host(t) + dev(t) if t['acl_graph'] else max(host(t), dev(t)))
+def shared(t):  # share of the host's waits that found the device thread on the host's own cpu
+    return 100.0 * t['host_waits_shared_cpu'] / t['host_waits'] if t['host_waits'] else 0.0
 def n_tokens(t):  # timed tokens plus the one warm-up token the statistics also count
     return t['n_gen'] * len(t['samples_ns']) + 1
 
@@ -86,7 +88,9 @@ print('host enqueuing a token\'s work), D = device busy time, S = host serial ti
 print('to the next token\'s submission: logits, sampling, inputs). The stream is asynchronous, so eagerly')
 print('H and D overlap within a token and cost about the larger of the two; in graph mode H (matching the')
 print('graph and launching its one replay) comes before the replay\'s D, so they add up; S never overlaps')
-print('(the next token needs this one\'s logits). Predicted graph/eager = (S + max(H, D)) eager / (S + H + D) graph.\n')
+print('(the next token needs this one\'s logits). Predicted graph/eager = (S + max(H, D)) eager / (S + H + D) graph.')
+print('"Waits on one cpu": the share of the host\'s waits for the device that found the device thread on the')
+print('host\'s own cpu, where the scheduler had put both: they then take turns instead of overlapping.\n')
 
 summary, dat_blocks, ok_all, misses = [], [], True, []
 for f in files:
@@ -99,8 +103,8 @@ for f in files:
     print('`%s`, %s, tg%d, %d repetitions. cpu: %.2f ± %.2f t/s.\n'
           % (f, cpu['model_type'], cpu['n_gen'], len(cpu['samples_ns']), cpu['avg_ts'], cpu['stddev_ts']))
     print('| launch µs | cpu t/s | npu eager t/s | npu graph t/s | graph/eager measured | eager H / D / S µs/token '
-          '| graph H / D / S µs/token | graph/eager predicted | predicted/measured |')
-    print('|---:|---:|---:|---:|---:|---:|---:|---:|---:|')
+          '| graph H / D / S µs/token | graph/eager predicted | predicted/measured | waits on one cpu eager / graph |')
+    print('|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|')
     rows = []
     for us in launches:
         e, g = npu[(False, us)], npu[(True, us)]
@@ -112,9 +116,10 @@ for f in files:
             ok_all = False
             misses.append('%s at %g µs: predicted %.2f, measured %.2f (%+.0f %%)' % (name, us, pred, meas, 100 * dev_pm))
         print('| %g | %.2f | %.2f ± %.2f | %.2f ± %.2f | %.2f | %.1f / %.1f / %.1f | %.1f / %.1f / %.1f | %.2f '
-              '| %.2f (%+.0f %%) |' % (
+              '| %.2f (%+.0f %%) | %.0f %% / %.0f %% |' % (
                   us, cpu['avg_ts'], e['avg_ts'], e['stddev_ts'], g['avg_ts'], g['stddev_ts'], meas,
-                  host(e), dev(e), serial(e), host(g), dev(g), serial(g), pred, pred / meas, 100 * dev_pm))
+                  host(e), dev(e), serial(e), host(g), dev(g), serial(g), pred, pred / meas, 100 * dev_pm,
+                  shared(e), shared(g)))
         dat_blocks.append((name, us, e['avg_ts'], g['avg_ts'], cpu['avg_ts']))
     # where eager turns host-bound: its host time grows by (launches per token) x launch µs until it
     # reaches the device time (the median over the launch costs: one disturbed run moves it little)

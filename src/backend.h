@@ -31,6 +31,9 @@ struct llm_graph_stats {
     double host_serial_us;   /* host time between the end of one graph and the submission of the
                                 next (logits, sampling, inputs): work the device cannot overlap */
     double device_us;        /* time the device spent running tasks                         */
+    uint64_t host_waits;     /* times the host waited for the device (synchronize, full queue) */
+    uint64_t host_waits_shared_cpu; /* of those, waits with the device thread on the host's cpu:
+                                the two took turns on one core instead of overlapping        */
 };
 
 struct llm_backend_iface {

@@ -203,10 +203,10 @@ def make_env():
 
 
 def targets_of(tests):
-    """make targets for the named tests: build/tests/NAME, plus bin/llm for scripts."""
+    """make targets for the named tests: build/tests/NAME, plus the programs for scripts."""
     targets = [f'build/tests/{t}' for t in tests if not t.endswith('.sh')]
     if any(t.endswith('.sh') for t in tests):
-        targets += ['bin/llm', 'bin/llm-run', 'bin/llm-bench']
+        targets += ['bin/llm', 'bin/llm-run', 'bin/llm-bench', 'bin/llm-roofline']
     return targets
 
 

@@ -314,7 +314,8 @@ static void fixture_free(struct fixture *fx)
 static const char *const extra_names[] = { "acl_graph", "graph_captures", "graph_replays", "graph_hits",
                                            "graph_misses", "graph_evictions", "eager_launches", "npu_launch_us",
                                            "ops_replayed", "host_launch_us_per_token", "host_match_us_per_token",
-                                           "host_serial_us_per_token", "device_us_per_token" };
+                                           "host_serial_us_per_token", "device_us_per_token", "host_waits",
+                                           "host_waits_shared_cpu" };
 
 static void test_json_exact(void)
 {
@@ -335,6 +336,7 @@ static void test_json_exact(void)
                                "    \"eager_launches\": 0,\n    \"npu_launch_us\": 0,\n    \"ops_replayed\": 0,\n"
                                "    \"host_launch_us_per_token\": 0.000000,\n    \"host_match_us_per_token\": 0.000000,\n"
                                "    \"host_serial_us_per_token\": 0.000000,\n    \"device_us_per_token\": 0.000000,\n"
+                               "    \"host_waits\": 0,\n    \"host_waits_shared_cpu\": 0,\n"
                                "    \"samples_ns\"");
         CHECK_EQ_INT(n, 2);
         strip_all(ref, "    \"samples_ns\"");
@@ -370,7 +372,7 @@ static void test_jsonl_exact(void)
                                "\"graph_misses\": 0, \"graph_evictions\": 0, \"eager_launches\": 0, \"npu_launch_us\": 0, "
                                "\"ops_replayed\": 0, \"host_launch_us_per_token\": 0.000000, "
                                "\"host_match_us_per_token\": 0.000000, \"host_serial_us_per_token\": 0.000000, "
-                               "\"device_us_per_token\": 0.000000, ");
+                               "\"device_us_per_token\": 0.000000, \"host_waits\": 0, \"host_waits_shared_cpu\": 0, ");
         CHECK_EQ_INT(n, 2);
         CHECK(strcmp(out, ref) == 0, "jsonl differs:\n%s\n--- want ---\n%s", out, ref);
         free(out);
@@ -472,8 +474,8 @@ static void test_csv(void)
                 CHECK(is_fixed6(got[i]) && is_fixed6(want[i]), "%s: %s", names[i], got[i]);
         }
         for (int i = nw; i < ng; i++) /* on cpu: acl_graph 1, counters 0, per-token times 0 */
-            CHECK(!strcmp(got[i], i == nw ? "1" : i - nw < n_extra - 4 ? "0" : "0.000000"), "%s = %s",
-                  extra_names[i - nw], got[i]);
+            CHECK(!strcmp(got[i], i == nw ? "1" : strstr(extra_names[i - nw], "_us_per_token") ? "0.000000" : "0"),
+                  "%s = %s", extra_names[i - nw], got[i]);
         rl = strchr(rl, '\n') + 1;
         ol = strchr(ol, '\n') + 1;
     }
@@ -516,7 +518,8 @@ static const char sql_extra_create[] =
     "  acl_graph INTEGER,\n  graph_captures INTEGER,\n  graph_replays INTEGER,\n  graph_hits INTEGER,\n"
     "  graph_misses INTEGER,\n  graph_evictions INTEGER,\n  eager_launches INTEGER,\n  npu_launch_us INTEGER,\n"
     "  ops_replayed INTEGER,\n  host_launch_us_per_token REAL,\n  host_match_us_per_token REAL,\n"
-    "  host_serial_us_per_token REAL,\n  device_us_per_token REAL\n);\n\n";
+    "  host_serial_us_per_token REAL,\n  device_us_per_token REAL,\n  host_waits INTEGER,\n"
+    "  host_waits_shared_cpu INTEGER\n);\n\n";
 
 /* sql: llama-bench's text exactly (timings masked), with our CREATE TABLE after its own and, after each
  * of its INSERTs, ours: linked to the new rowid only if that row has the test's test_time and avg_ns. */
@@ -546,8 +549,8 @@ static void test_sql(void)
             fprintf(m, "INSERT INTO llm_bench_extra (llama_bench_rowid, test_time, avg_ns, acl_graph, graph_captures, "
                        "graph_replays, graph_hits, graph_misses, graph_evictions, eager_launches, npu_launch_us, "
                        "ops_replayed, host_launch_us_per_token, host_match_us_per_token, host_serial_us_per_token, "
-                       "device_us_per_token) SELECT rowid, test_time, avg_ns, '1', '0', '0', '0', '0', '0', '0', '0', "
-                       "'0', '0.000000', '0.000000', '0.000000', '0.000000' FROM llama_bench WHERE rowid = "
+                       "device_us_per_token, host_waits, host_waits_shared_cpu) SELECT rowid, test_time, avg_ns, '1', '0', '0', "
+                       "'0', '0', '0', '0', '0', '0', '0.000000', '0.000000', '0.000000', '0.000000', '0', '0' FROM llama_bench WHERE rowid = "
                        "last_insert_rowid() AND test_time = '%s' AND avg_ns = '%" PRIu64 "';\n",
                     r->test_time, bench_avg_ns(r->samples_ns, r->n_samples));
         }

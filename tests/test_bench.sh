@@ -25,10 +25,10 @@ ref_path, out_path, fmt = sys.argv[1:4]
 ref, out = open(ref_path, encoding='utf-8').read(), open(out_path, encoding='utf-8').read()
 EXTRA = ['acl_graph', 'graph_captures', 'graph_replays', 'graph_hits', 'graph_misses', 'graph_evictions',
          'eager_launches', 'npu_launch_us', 'ops_replayed', 'host_launch_us_per_token', 'host_match_us_per_token',
-         'host_serial_us_per_token', 'device_us_per_token']
+         'host_serial_us_per_token', 'device_us_per_token', 'host_waits', 'host_waits_shared_cpu']
 # their values on cpu (no graph cache) and sql types
-EXTRA_CPU = ['1'] + ['0'] * 8 + ['0.000000'] * 4
-EXTRA_SQL = ['INTEGER'] * 9 + ['REAL'] * 4
+EXTRA_CPU = ['1'] + ['0'] * 8 + ['0.000000'] * 4 + ['0'] * 2
+EXTRA_SQL = ['INTEGER'] * 9 + ['REAL'] * 4 + ['INTEGER'] * 2
 VOLATILE = {'build_commit', 'build_number', 'cpu_info', 'test_time', 'avg_ns', 'stddev_ns', 'avg_ts', 'stddev_ts'}
 FORMATS = {'build_number': r'\d+', 'test_time': r'\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ', 'avg_ns': r'\d+',
            'stddev_ns': r'\d+', 'avg_ts': r'\d+\.\d{6}', 'stddev_ts': r'\d+\.\d{6}'}

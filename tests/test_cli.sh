@@ -50,14 +50,20 @@ for g in on off; do
   grep -q 'backend npu' "$tmp/err.npu" && ok || fail "npu summary (graph $g): $(cat "$tmp/err.npu")"
 done
 # Confined to one cpu, host and device threads share it: every wait then sleeps instead of spinning
-# (acl_stream.c on_cpu_of), and the story must come out the same, graph on and off, without hanging.
+# (acl_stream.c on_cpu_of), and the story must come out the same, graph on and off, without hanging;
+# -v counts each of the host's waits as one with the device on its cpu (but perhaps the first: the
+# device thread may not have taken a task yet).
 if command -v taskset >/dev/null && taskset -c 0 true 2>/dev/null; then
   for g in on off; do
     GGML_CANN_ACL_GRAPH=$g timeout 60 taskset -c 0 "$LLM" run -m "$M/stories260K.gguf" -p "Once upon a time" -n 200 \
-      --temp 0 -dev npu -t 2 >"$tmp/story.one" 2>"$tmp/err.one"
+      --temp 0 -dev npu -t 2 -v >"$tmp/story.one" 2>"$tmp/err.one"
     rc=$?
     [ $rc -eq 0 ] && cmp -s "$tmp/story" "$tmp/story.one" && ok \
       || fail "npu story on one cpu (graph $g, exit $rc) differs: $(head -c 300 "$tmp/err.one")"
+    waits=$(sed -n 's/.*host waits \([0-9]*\), \([0-9]*\) of them with the device on the host.s cpu$/\1 \2/p' "$tmp/err.one")
+    read -r w s <<<"$waits"
+    [ -n "$w" ] && [ "$w" -gt 1 ] && [ "$s" -ge $((w - 1)) ] && [ "$s" -le "$w" ] && ok \
+      || fail "host waits on one cpu (graph $g): '$waits' from $(grep 'host waits' "$tmp/err.one")"
   done
 else
   skip "taskset cannot confine this process to cpu 0"

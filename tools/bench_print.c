@@ -18,7 +18,8 @@ enum field {
     F_TEST_TIME, F_AVG_NS, F_STDDEV_NS, F_AVG_TS, F_STDDEV_TS,
     /* ours: the A/B dimension and the ACL graph statistics */
     F_ACL_GRAPH, F_GRAPH_CAPTURES, F_GRAPH_REPLAYS, F_GRAPH_HITS, F_GRAPH_MISSES, F_GRAPH_EVICTIONS,
-    F_EAGER_LAUNCHES, F_NPU_LAUNCH_US, F_OPS_REPLAYED, F_HOST_LAUNCH_US, F_HOST_MATCH_US, F_HOST_SERIAL_US, F_DEVICE_US, N_FIELDS,
+    F_EAGER_LAUNCHES, F_NPU_LAUNCH_US, F_OPS_REPLAYED, F_HOST_LAUNCH_US, F_HOST_MATCH_US, F_HOST_SERIAL_US, F_DEVICE_US,
+    F_HOST_WAITS, F_HOST_WAITS_SHARED_CPU, N_FIELDS,
     N_LLAMA_FIELDS = F_ACL_GRAPH /* llama-bench's fields are [0, N_LLAMA_FIELDS) */
 };
 
@@ -53,6 +54,7 @@ static const struct {
     [F_HOST_LAUNCH_US] = { "host_launch_us_per_token", T_FLOAT },
     [F_HOST_MATCH_US] = { "host_match_us_per_token", T_FLOAT },
     [F_HOST_SERIAL_US] = { "host_serial_us_per_token", T_FLOAT }, [F_DEVICE_US] = { "device_us_per_token", T_FLOAT },
+    [F_HOST_WAITS] = { "host_waits", T_INT }, [F_HOST_WAITS_SHARED_CPU] = { "host_waits_shared_cpu", T_INT },
 };
 
 /* A result with its summary statistics. */
@@ -139,6 +141,8 @@ static const char *value(const struct record *rec, enum field f, char *buf)
     case F_HOST_MATCH_US: snprintf(buf, cap, "%f", per_token(r, r->graph.host_match_us)); return buf;
     case F_HOST_SERIAL_US: snprintf(buf, cap, "%f", per_token(r, r->graph.host_serial_us)); return buf;
     case F_DEVICE_US: snprintf(buf, cap, "%f", per_token(r, r->graph.device_us)); return buf;
+    case F_HOST_WAITS: snprintf(buf, cap, "%" PRIu64, r->graph.host_waits); return buf;
+    case F_HOST_WAITS_SHARED_CPU: snprintf(buf, cap, "%" PRIu64, r->graph.host_waits_shared_cpu); return buf;
     case N_FIELDS: break;
     }
     return "";

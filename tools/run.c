@@ -490,9 +490,11 @@ static void print_graph_stats(const struct llm_context *ctx, int n_tok)
             (unsigned long long)st.misses, (unsigned long long)st.evictions, (unsigned long long)st.eager_graphs,
             (unsigned long long)st.eager_launches, (unsigned long long)st.ops_replayed);
     fprintf(stderr, "llm-run: host launch %.1f us, host match %.1f us, host serial %.1f us, device %.1f us "
-            "(per token of %d: %.2f / %.2f / %.2f / %.2f us)\n",
+            "(per token of %d: %.2f / %.2f / %.2f / %.2f us); host waits %llu, %llu of them with the device "
+            "on the host's cpu\n",
             st.host_launch_us, st.host_match_us, st.host_serial_us, st.device_us, n_tok, st.host_launch_us / n_tok,
-            st.host_match_us / n_tok, st.host_serial_us / n_tok, st.device_us / n_tok);
+            st.host_match_us / n_tok, st.host_serial_us / n_tok, st.device_us / n_tok,
+            (unsigned long long)st.host_waits, (unsigned long long)st.host_waits_shared_cpu);
 }
 
 static double per_s(double n, double ms)

@@ -112,6 +112,10 @@ size_t aclrtDeviceMemoryInUse(void);
  * last seen on the host's cpu is woken once the host stops (synchronize, a full queue, an emulated
  * launch cost's sleep: see aclrtStreamSetHostAway), not at each launch. */
 uint64_t aclrtStreamDeviceWakeups(aclrtStream stream);
+/* Emulator extension: times the host had to wait for the stream (synchronize, a full queue), and
+ * how many of those waits found the device thread last seen on the host's own cpu: the scheduler
+ * had put both on one core, where they take turns instead of overlapping. */
+void aclrtStreamHostWaits(aclrtStream stream, uint64_t *waits, uint64_t *shared_cpu);
 /* Emulator extension: the host thread driving stream is away from the machine's cores (non-zero
  * while it sleeps off an emulated driver's launch cost), so the stream's waiting device threads
  * need not leave it a core. */

@@ -89,6 +89,7 @@ struct acl_stream {
     atomic_int host_away; /* the host is asleep (synchronize, or an emulated launch cost) */
     bool wake_owed;       /* host only: work was enqueued for a sleeping device thread on its cpu */
     uint64_t wakeups;     /* host only: times it woke the sleeping device thread */
+    uint64_t waits, waits_shared_cpu; /* host only: see aclrtStreamHostWaits */
     /* capture state, touched by the host thread only */
     bool capturing;
     aclmdlRICaptureMode capture_mode;
@@ -248,6 +249,10 @@ static void pay_wake(struct acl_stream *s)
  * at most one sleeping waiter. */
 static void wait_done(struct acl_stream *s, uint64_t target)
 {
+    if (atomic_load(&s->head) >= target)
+        return;
+    s->waits++;
+    s->waits_shared_cpu += on_cpu_of(&s->device_cpu);
     pay_wake(s);
     const uint64_t t0 = now_ns(), budget = spin_budget(s, HOST_SPIN_NS);
     while (atomic_load(&s->head) < target && now_ns() - t0 < budget && !on_cpu_of(&s->device_cpu))
@@ -508,6 +513,12 @@ void aclrtStreamSetHostAway(aclrtStream s, int away)
     if (away)
         pay_wake(s);
     atomic_store(&s->host_away, away != 0);
+}
+
+void aclrtStreamHostWaits(aclrtStream s, uint64_t *waits, uint64_t *shared_cpu)
+{
+    *waits = s ? s->waits : 0;
+    *shared_cpu = s ? s->waits_shared_cpu : 0;
 }
 
 uint64_t aclrtStreamDeviceWakeups(aclrtStream s)

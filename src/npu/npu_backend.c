@@ -343,6 +343,7 @@ static void npu_get_stats(struct llm_backend *b, struct llm_graph_stats *out)
     out->device_us = (double)aclrtStreamDeviceNs(nb->stream) / 1e3;
     /* time blocked on a full queue is the device's time, not host work */
     out->host_launch_us -= (double)aclrtStreamHostBlockedNs(nb->stream) / 1e3;
+    aclrtStreamHostWaits(nb->stream, &out->host_waits, &out->host_waits_shared_cpu);
 }
 
 static void npu_observe(struct llm_backend *b, struct llm_profile *prof, struct llm_trace *trace)
