@@ -53,11 +53,15 @@ struct llm_type_traits;
  * the kernel" in GetWorkspaceSize): made once per launch, or once per capture and reused by every
  * replay. It holds no pointer into the node or its sources (a launch copies them), only their
  * geometry and the kernels' static traits. Only MUL_MAT has choices to make today. */
+struct llm_mm_shape {
+    int64_t K, M, N, r2, r3;               /* sizes; src1 batches per weight matrix in dims 2, 3 */
+    const struct llm_type_traits *wt, *vt; /* weight type, its vec_dot_type */
+    bool convert;                          /* src1 is converted to vec_dot_type first */
+};
+
 struct llm_cpu_plan {
-    int mm_path;      /* MUL_MAT: dot, BLAS, integer GEMM or float GEMM (matmul.c) */
-    bool mm_convert;  /* MUL_MAT: src1 is converted to the weights' vec_dot_type first */
-    int64_t mm_k, mm_m, mm_n, mm_r2, mm_r3;
-    const struct llm_type_traits *mm_wt, *mm_vt;
+    int mm_path;             /* MUL_MAT: dot, BLAS, integer GEMM or float GEMM (matmul.c) */
+    struct llm_mm_shape mm;  /* MUL_MAT: what its kernels read besides the tensors */
 };
 
 /* Plan node (llm_cpu_supports(node) must hold). */

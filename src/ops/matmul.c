@@ -31,20 +31,18 @@
 #define BLAS_TILE_FLOATS (1u << 20)
 #define WDATA_HEADER 64         /* task counter, on its own cache line */
 
-/* A node's weights w and activations x, and what follows from their types and shapes alone (the
- * part a plan keeps: struct llm_cpu_plan). */
+/* A node's weights w and activations x, and what follows from their types and shapes alone (s,
+ * which a plan keeps). */
 struct mm_geom {
     const struct llm_tensor *w, *x;
-    int64_t K, M, N, r2, r3;
-    const struct llm_type_traits *wt, *vt; /* weight type, vec_dot_type */
-    bool convert;                          /* src1 converted to vec_dot_type (needs_convert) */
+    struct llm_mm_shape s;
 };
 
 /* The dot path reads src1 in place when it already is contiguous F32 rows of the right type. */
 static bool needs_convert(const struct mm_geom *g)
 {
-    return g->wt->vec_dot_type != LLM_TYPE_F32 || g->x->nb[1] != (size_t)g->K * sizeof(float) ||
-           g->x->nb[2] != g->x->nb[1] * (size_t)g->N || g->x->nb[3] != g->x->nb[2] * (size_t)g->x->ne[2];
+    return g->s.wt->vec_dot_type != LLM_TYPE_F32 || g->x->nb[1] != (size_t)g->s.K * sizeof(float) ||
+           g->x->nb[2] != g->x->nb[1] * (size_t)g->s.N || g->x->nb[3] != g->x->nb[2] * (size_t)g->x->ne[2];
 }
 
 static struct mm_geom geom(const struct llm_tensor *dst)
@@ -52,25 +50,25 @@ static struct mm_geom geom(const struct llm_tensor *dst)
     const struct llm_tensor *w = dst->src[0], *x = dst->src[1];
     const struct llm_type_traits *wt = llm_type_traits(w->type);
     struct mm_geom g = {
-        .w = w, .x = x, .K = w->ne[0], .M = w->ne[1], .N = x->ne[1],
-        .r2 = x->ne[2] / w->ne[2], .r3 = x->ne[3] / w->ne[3],
-        .wt = wt, .vt = wt->vec_dot ? llm_type_traits(wt->vec_dot_type) : NULL,
+        .w = w, .x = x,
+        .s = { .K = w->ne[0], .M = w->ne[1], .N = x->ne[1], .r2 = x->ne[2] / w->ne[2], .r3 = x->ne[3] / w->ne[3],
+               .wt = wt, .vt = wt->vec_dot ? llm_type_traits(wt->vec_dot_type) : NULL },
     };
-    g.convert = needs_convert(&g);
+    g.s.convert = needs_convert(&g);
     return g;
 }
 
 static bool dot_path_ok(const struct mm_geom *g)
 {
-    return g->wt->vec_dot && g->vt && g->K % llm_type_info(g->wt->vec_dot_type)->blck_size == 0 &&
-           (g->wt->vec_dot_type == LLM_TYPE_F32 || g->vt->from_float_fast);
+    return g->s.wt->vec_dot && g->s.vt && g->s.K % llm_type_info(g->s.wt->vec_dot_type)->blck_size == 0 &&
+           (g->s.wt->vec_dot_type == LLM_TYPE_F32 || g->s.vt->from_float_fast);
 }
 
 static bool blas_path_ok(const struct mm_geom *g, const struct llm_tensor *dst)
 {
     if (!llm_blas_available())
         return false;
-    bool w_ok = g->w->type == LLM_TYPE_F32 ? g->w->nb[1] % sizeof(float) == 0 : g->wt->to_float != NULL;
+    bool w_ok = g->w->type == LLM_TYPE_F32 ? g->w->nb[1] % sizeof(float) == 0 : g->s.wt->to_float != NULL;
     return w_ok && dst->nb[1] % sizeof(float) == 0 && g->x->nb[1] % sizeof(float) == 0;
 }
 
@@ -92,7 +90,7 @@ static bool use_blas(const struct mm_geom *g, const struct llm_tensor *dst)
     if (dot_path_ok(g)) {
         /* F16 / BF16: the dot path below the float GEMM's batches (fgemm_min_batch); decode never
          * asks blas_path_ok, which looks up OpenBLAS */
-        if (g->wt->gemm_f32 || g->N < blas_min_batch(g->w->type))
+        if (g->s.wt->gemm_f32 || g->s.N < blas_min_batch(g->w->type))
             return false;
     }
     return blas_path_ok(g, dst);
@@ -114,7 +112,7 @@ static bool gemm_batch(int64_t N)
 
 static bool use_int_gemm(const struct mm_geom *g, const struct llm_tensor *dst)
 {
-    return g->wt->gemm && dot_path_ok(g) && dst->nb[1] % sizeof(float) == 0 && gemm_batch(g->N);
+    return g->s.wt->gemm && dot_path_ok(g) && dst->nb[1] % sizeof(float) == 0 && gemm_batch(g->s.N);
 }
 
 /* The float GEMM (F16 / BF16 weights, gemm_f16_avx512.c / gemm_f16_avx2.c) against the dot and
@@ -133,8 +131,8 @@ static int64_t fgemm_min_batch(enum llm_type t)
 
 static bool use_float_gemm(const struct mm_geom *g, const struct llm_tensor *dst)
 {
-    return g->wt->gemm_f32 && dst->nb[1] % sizeof(float) == 0 && g->x->nb[1] % sizeof(float) == 0 &&
-           g->N >= fgemm_min_batch(g->w->type);
+    return g->s.wt->gemm_f32 && dst->nb[1] % sizeof(float) == 0 && g->x->nb[1] % sizeof(float) == 0 &&
+           g->s.N >= fgemm_min_batch(g->w->type);
 }
 
 enum mm_path { PATH_DOT, PATH_BLAS, PATH_GEMM, PATH_FLOAT_GEMM };
@@ -170,8 +168,8 @@ bool cpu_mul_mat_supports(const struct llm_tensor *dst)
     struct mm_geom g = geom(dst);
     const struct llm_type_info *wi = llm_type_info(w->type);
     if (x->nb[0] != sizeof(float) || dst->nb[0] != sizeof(float) || w->nb[0] != wi->type_size ||
-        g.K % wi->blck_size || x->ne[0] != g.K || w->ne[2] == 0 || w->ne[3] == 0 ||
-        x->ne[2] % w->ne[2] || x->ne[3] % w->ne[3] || dst->ne[0] != g.M || dst->ne[1] != g.N ||
+        g.s.K % wi->blck_size || x->ne[0] != g.s.K || w->ne[2] == 0 || w->ne[3] == 0 ||
+        x->ne[2] % w->ne[2] || x->ne[3] % w->ne[3] || dst->ne[0] != g.s.M || dst->ne[1] != g.s.N ||
         dst->ne[2] != x->ne[2] || dst->ne[3] != x->ne[3])
         return false;
     return dot_path_ok(&g) || use_blas(&g, dst);
@@ -180,9 +178,9 @@ bool cpu_mul_mat_supports(const struct llm_tensor *dst)
 /* Weight rows per sgemm tile (whole matrix when it fits). */
 static int64_t blas_tile_rows(const struct mm_geom *g)
 {
-    int64_t rows = (int64_t)BLAS_TILE_FLOATS / g->K;
+    int64_t rows = (int64_t)BLAS_TILE_FLOATS / g->s.K;
     rows = rows < 16 ? 16 : rows;
-    return rows < g->M ? rows : g->M;
+    return rows < g->s.M ? rows : g->s.M;
 }
 
 /* Rows of dequantized weights each thread's own scratch region holds: its share of any tile. */
@@ -195,20 +193,20 @@ size_t cpu_mul_mat_work_size(const struct llm_tensor *dst, int nth)
 {
     struct mm_geom g = geom(dst);
     size_t size = 2 * WDATA_HEADER; /* header + room to align wdata to a cache line */
-    const size_t converted = (size_t)llm_nrows(g.x) * (g.vt ? llm_row_size(g.wt->vec_dot_type, g.K) : 0);
+    const size_t converted = (size_t)llm_nrows(g.x) * (g.s.vt ? llm_row_size(g.s.wt->vec_dot_type, g.s.K) : 0);
     switch (choose_path(&g, dst)) {
     case PATH_FLOAT_GEMM:
-        return size + (size_t)nth * llm_gemm_f32_scratch_size(g.K);
+        return size + (size_t)nth * llm_gemm_f32_scratch_size(g.s.K);
     case PATH_GEMM: /* converted src1, then each thread's scratch (mul_mat_gemm) */
-        return size + converted + (size_t)nth * llm_gemm_scratch_size(g.K, g.N);
+        return size + converted + (size_t)nth * llm_gemm_scratch_size(g.s.K, g.s.N);
     case PATH_BLAS:
         if (g.w->type != LLM_TYPE_F32)
-            size += (size_t)nth * (size_t)blas_thread_rows(&g, nth) * (size_t)g.K * sizeof(float);
+            size += (size_t)nth * (size_t)blas_thread_rows(&g, nth) * (size_t)g.s.K * sizeof(float);
         return size;
     case PATH_DOT:
         break;
     }
-    return size + (g.convert ? converted : 0);
+    return size + (g.s.convert ? converted : 0);
 }
 
 /* ---- dot path ----------------------------------------------------------------------------- */
@@ -235,24 +233,24 @@ static void prefetch_ahead(const void *row, size_t bytes)
 static void dot_rows4(const struct mm_geom *g, struct llm_tensor *dst, int64_t m0, int64_t m1, int64_t i2,
                       int64_t i3, const char *xb, size_t xrow)
 {
-    const char *w = tensor_at(g->w, 0, 0, i2 / g->r2, i3 / g->r3);
-    const size_t stride = g->w->nb[1], row_bytes = llm_row_size(g->w->type, g->K);
-    llm_vec_dot4_fn dot4 = g->wt->vec_dot4;
-    const bool prefetch = g->N <= PREFETCH_MAX_N && (size_t)g->M * row_bytes >= PREFETCH_MIN_BYTES;
+    const char *w = tensor_at(g->w, 0, 0, i2 / g->s.r2, i3 / g->s.r3);
+    const size_t stride = g->w->nb[1], row_bytes = llm_row_size(g->w->type, g->s.K);
+    llm_vec_dot4_fn dot4 = g->s.wt->vec_dot4;
+    const bool prefetch = g->s.N <= PREFETCH_MAX_N && (size_t)g->s.M * row_bytes >= PREFETCH_MIN_BYTES;
     int64_t m = m0;
     /* decode from cache: whole groups of four rows, the kernel writing the sums in place, with
      * nothing else per group (the checks below cost as much as a 64-float row's kernel) */
-    if (g->N == 1 && dst->nb[0] == sizeof(float) && !prefetch) {
+    if (g->s.N == 1 && dst->nb[0] == sizeof(float) && !prefetch) {
         float *out = tensor_at(dst, m0, 0, i2, i3);
         const char *r = w + (size_t)m0 * stride;
-        if (g->wt->vec_dot_rows) {
+        if (g->s.wt->vec_dot_rows) {
             const int64_t whole = (m1 - m0) / 4 * 4;
-            g->wt->vec_dot_rows(g->K, whole, out, r, stride, xb);
+            g->s.wt->vec_dot_rows(g->s.K, whole, out, r, stride, xb);
             m += whole;
         } else {
             for (; m + 4 <= m1; m += 4, r += 4 * stride, out += 4) {
                 const void *rows[4] = { r, r + stride, r + 2 * stride, r + 3 * stride };
-                dot4(g->K, out, rows, xb);
+                dot4(g->s.K, out, rows, xb);
             }
         }
     }
@@ -265,13 +263,13 @@ static void dot_rows4(const struct mm_geom *g, struct llm_tensor *dst, int64_t m
         }
         const size_t live = (size_t)(m1 - m < 4 ? m1 - m : 4);
         /* decode: the kernel writes the four sums in place */
-        if (live == 4 && g->N == 1 && dst->nb[0] == sizeof(float)) {
-            dot4(g->K, tensor_at(dst, m, 0, i2, i3), rows, xb);
+        if (live == 4 && g->s.N == 1 && dst->nb[0] == sizeof(float)) {
+            dot4(g->s.K, tensor_at(dst, m, 0, i2, i3), rows, xb);
             continue;
         }
-        for (int64_t n = 0; n < g->N; n++) {
+        for (int64_t n = 0; n < g->s.N; n++) {
             float out[4];
-            dot4(g->K, out, rows, xb + (size_t)n * xrow);
+            dot4(g->s.K, out, rows, xb + (size_t)n * xrow);
             memcpy(tensor_at(dst, m, n, i2, i3), out, live * sizeof(float));
         }
     }
@@ -282,10 +280,10 @@ static void dot_rows4(const struct mm_geom *g, struct llm_tensor *dst, int64_t m
 static const char *convert_src1(const struct llm_cpu_params *p, const struct mm_geom *g, char *work)
 {
     const struct llm_tensor *x = g->x;
-    if (!g->convert)
+    if (!g->s.convert)
         return x->data;
-    size_t xrow = llm_row_size(g->wt->vec_dot_type, g->K);
-    llm_from_float_fn conv = g->vt->from_float_fast;
+    size_t xrow = llm_row_size(g->s.wt->vec_dot_type, g->s.K);
+    llm_from_float_fn conv = g->s.vt->from_float_fast;
     int64_t r0, r1;
     thread_rows(llm_nrows(x), p->ith, p->nth, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
@@ -293,7 +291,7 @@ static const char *convert_src1(const struct llm_cpu_params *p, const struct mm_
         row_index(x, r, &i1, &i2, &i3);
         const float *src = tensor_at(x, 0, i1, i2, i3);
         if (conv)
-            conv(src, work + r * xrow, g->K);
+            conv(src, work + r * xrow, g->s.K);
         else
             memcpy(work + r * xrow, src, xrow);
     }
@@ -303,42 +301,42 @@ static const char *convert_src1(const struct llm_cpu_params *p, const struct mm_
 static void mul_mat_dot(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct mm_geom *g,
                         char *work, int64_t *counter)
 {
-    size_t xrow = llm_row_size(g->wt->vec_dot_type, g->K);
+    size_t xrow = llm_row_size(g->s.wt->vec_dot_type, g->s.K);
     const char *xs = convert_src1(p, g, work);
     /* Decode is bandwidth-bound and its threads run at the same pace: one equal share each, one
      * run per matrix (qwen2-0.5B Q4_0 tg64, 2 threads: 104-108 against 94 t/s), dealt out without
      * the counter. Batches: about 8 tasks per thread from the counter, enough to balance, few
      * enough that each thread streams long runs of consecutive rows (short interleaved runs defeat
      * the hardware prefetcher). */
-    const bool decode = g->N <= PREFETCH_MAX_N;
+    const bool decode = g->s.N <= PREFETCH_MAX_N;
     if (!decode && p->ith == 0)
         __atomic_store_n(counter, 0, __ATOMIC_RELAXED);
     if (!decode || xs != g->x->data) /* the counter, or the converted rows, are shared */
         pool_barrier(p);
     int64_t tasks = (decode ? 1 : 8) * p->nth;
-    int64_t chunk = (g->M + tasks - 1) / tasks;
+    int64_t chunk = (g->s.M + tasks - 1) / tasks;
     chunk = chunk < DOT_CHUNK ? DOT_CHUNK : chunk;
-    int64_t chunks = (g->M + chunk - 1) / chunk, batches = dst->ne[2] * dst->ne[3];
-    llm_vec_dot_fn dot = g->wt->vec_dot;
-    const size_t row_bytes = llm_row_size(g->w->type, g->K);
+    int64_t chunks = (g->s.M + chunk - 1) / chunk, batches = dst->ne[2] * dst->ne[3];
+    llm_vec_dot_fn dot = g->s.wt->vec_dot;
+    const size_t row_bytes = llm_row_size(g->w->type, g->s.K);
     for (int64_t mine = p->ith;; mine += p->nth) {
         int64_t t = decode ? mine : __atomic_fetch_add(counter, 1, __ATOMIC_RELAXED);
         if (t >= chunks * batches)
             break;
         int64_t b = t / chunks, m0 = t % chunks * chunk;
-        int64_t m1 = m0 + chunk < g->M ? m0 + chunk : g->M;
+        int64_t m1 = m0 + chunk < g->s.M ? m0 + chunk : g->s.M;
         int64_t i2 = b % dst->ne[2], i3 = b / dst->ne[2];
-        const char *xb = xs + (size_t)(b * g->N) * xrow;
-        if (g->wt->vec_dot4) {
+        const char *xb = xs + (size_t)(b * g->s.N) * xrow;
+        if (g->s.wt->vec_dot4) {
             dot_rows4(g, dst, m0, m1, i2, i3, xb, xrow);
             continue;
         }
         for (int64_t m = m0; m < m1; m++) {
-            const void *wr = tensor_at(g->w, 0, m, i2 / g->r2, i3 / g->r3);
-            if (g->N <= PREFETCH_MAX_N)
+            const void *wr = tensor_at(g->w, 0, m, i2 / g->s.r2, i3 / g->s.r3);
+            if (g->s.N <= PREFETCH_MAX_N)
                 prefetch_ahead(wr, row_bytes);
-            for (int64_t n = 0; n < g->N; n++)
-                dot(g->K, tensor_at(dst, m, n, i2, i3), wr, xb + (size_t)n * xrow);
+            for (int64_t n = 0; n < g->s.N; n++)
+                dot(g->s.K, tensor_at(dst, m, n, i2, i3), wr, xb + (size_t)n * xrow);
         }
     }
 }
@@ -352,12 +350,12 @@ static void gemm_share(const struct llm_cpu_params *p, struct llm_tensor *dst, c
                        llm_gemm_fn gemm, const char *xs, size_t xrow, size_t x2, size_t x3, void *scratch)
 {
     int64_t r0, r1;
-    thread_rows(g->M, p->ith, p->nth, &r0, &r1);
+    thread_rows(g->s.M, p->ith, p->nth, &r0, &r1);
     if (r1 <= r0)
         return;
     for (int64_t i3 = 0; i3 < dst->ne[3]; i3++)
         for (int64_t i2 = 0; i2 < dst->ne[2]; i2++)
-            gemm(g->K, r1 - r0, g->N, tensor_at(g->w, 0, r0, i2 / g->r2, i3 / g->r3), g->w->nb[1],
+            gemm(g->s.K, r1 - r0, g->s.N, tensor_at(g->w, 0, r0, i2 / g->s.r2, i3 / g->s.r3), g->w->nb[1],
                  xs + (size_t)i2 * x2 + (size_t)i3 * x3, xrow, tensor_at(dst, r0, 0, i2, i3),
                  dst->nb[1] / sizeof(float), scratch);
 }
@@ -366,19 +364,19 @@ static void gemm_share(const struct llm_cpu_params *p, struct llm_tensor *dst, c
 static void mul_mat_gemm(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct mm_geom *g,
                          char *work)
 {
-    size_t xrow = llm_row_size(g->wt->vec_dot_type, g->K);
+    size_t xrow = llm_row_size(g->s.wt->vec_dot_type, g->s.K);
     const char *xs = convert_src1(p, g, work);
-    char *scratch = work + (size_t)llm_nrows(g->x) * xrow + (size_t)p->ith * llm_gemm_scratch_size(g->K, g->N);
+    char *scratch = work + (size_t)llm_nrows(g->x) * xrow + (size_t)p->ith * llm_gemm_scratch_size(g->s.K, g->s.N);
     pool_barrier(p);
-    gemm_share(p, dst, g, g->wt->gemm, xs, xrow, (size_t)g->N * xrow, (size_t)(dst->ne[2] * g->N) * xrow, scratch);
+    gemm_share(p, dst, g, g->s.wt->gemm, xs, xrow, (size_t)g->s.N * xrow, (size_t)(dst->ne[2] * g->s.N) * xrow, scratch);
 }
 
 /* The float GEMM reads the F32 src1 rows in place. */
 static void mul_mat_float_gemm(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct mm_geom *g,
                                char *work)
 {
-    gemm_share(p, dst, g, g->wt->gemm_f32, g->x->data, g->x->nb[1], g->x->nb[2], g->x->nb[3],
-               work + (size_t)p->ith * llm_gemm_f32_scratch_size(g->K));
+    gemm_share(p, dst, g, g->s.wt->gemm_f32, g->x->data, g->x->nb[1], g->x->nb[2], g->x->nb[3],
+               work + (size_t)p->ith * llm_gemm_f32_scratch_size(g->s.K));
 }
 
 /* ---- BLAS path ---------------------------------------------------------------------------- */
@@ -388,9 +386,9 @@ static void mul_mat_float_gemm(const struct llm_cpu_params *p, struct llm_tensor
 static void sgemm_tile(struct llm_tensor *dst, const struct mm_geom *g, int64_t j2, int64_t j3, int64_t m0,
                        int64_t mt, const float *tile, int64_t ldb)
 {
-    for (int64_t i3 = j3 * g->r3; i3 < (j3 + 1) * g->r3; i3++)
-        for (int64_t i2 = j2 * g->r2; i2 < (j2 + 1) * g->r2; i2++)
-            llm_blas_sgemm_nt((int)g->N, (int)mt, (int)g->K, tensor_at(g->x, 0, 0, i2, i3),
+    for (int64_t i3 = j3 * g->s.r3; i3 < (j3 + 1) * g->s.r3; i3++)
+        for (int64_t i2 = j2 * g->s.r2; i2 < (j2 + 1) * g->s.r2; i2++)
+            llm_blas_sgemm_nt((int)g->s.N, (int)mt, (int)g->s.K, tensor_at(g->x, 0, 0, i2, i3),
                               (int)(g->x->nb[1] / sizeof(float)), tile, (int)ldb,
                               tensor_at(dst, m0, 0, i2, i3), (int)(dst->nb[1] / sizeof(float)));
 }
@@ -404,11 +402,11 @@ static void mul_mat_blas(const struct llm_cpu_params *p, struct llm_tensor *dst,
      * dequantized rows go to the thread's own scratch region: slices move when the last tile of a
      * matrix is shorter, and a thread may start the next tile while another still runs sgemm. */
     int64_t tile = blas_tile_rows(g);
-    float *mine = work + (size_t)p->ith * (size_t)blas_thread_rows(g, p->nth) * (size_t)g->K;
+    float *mine = work + (size_t)p->ith * (size_t)blas_thread_rows(g, p->nth) * (size_t)g->s.K;
     for (int64_t j3 = 0; j3 < w->ne[3]; j3++)
         for (int64_t j2 = 0; j2 < w->ne[2]; j2++)
-            for (int64_t m0 = 0; m0 < g->M; m0 += tile) {
-                int64_t mt = g->M - m0 < tile ? g->M - m0 : tile, r0, r1;
+            for (int64_t m0 = 0; m0 < g->s.M; m0 += tile) {
+                int64_t mt = g->s.M - m0 < tile ? g->s.M - m0 : tile, r0, r1;
                 thread_rows(mt, p->ith, p->nth, &r0, &r1);
                 if (r1 <= r0)
                     continue;
@@ -418,8 +416,8 @@ static void mul_mat_blas(const struct llm_cpu_params *p, struct llm_tensor *dst,
                     continue;
                 }
                 for (int64_t r = r0; r < r1; r++)
-                    g->wt->to_float_fast(tensor_at(w, 0, m0 + r, j2, j3), mine + (r - r0) * g->K, g->K);
-                sgemm_tile(dst, g, j2, j3, m0 + r0, r1 - r0, mine, g->K);
+                    g->s.wt->to_float_fast(tensor_at(w, 0, m0 + r, j2, j3), mine + (r - r0) * g->s.K, g->s.K);
+                sgemm_tile(dst, g, j2, j3, m0 + r0, r1 - r0, mine, g->s.K);
             }
 }
 
@@ -427,14 +425,7 @@ void cpu_mul_mat_plan(const struct llm_tensor *dst, struct llm_cpu_plan *plan)
 {
     struct mm_geom g = geom(dst);
     plan->mm_path = (int)choose_path(&g, dst);
-    plan->mm_convert = g.convert;
-    plan->mm_k = g.K;
-    plan->mm_m = g.M;
-    plan->mm_n = g.N;
-    plan->mm_r2 = g.r2;
-    plan->mm_r3 = g.r3;
-    plan->mm_wt = g.wt;
-    plan->mm_vt = g.vt;
+    plan->mm = g.s;
 }
 
 void cpu_mul_mat(const struct llm_cpu_params *p, struct llm_tensor *dst)
@@ -446,10 +437,7 @@ void cpu_mul_mat(const struct llm_cpu_params *p, struct llm_tensor *dst)
 
 void cpu_mul_mat_planned(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct llm_cpu_plan *plan)
 {
-    const struct mm_geom g = {
-        .w = dst->src[0], .x = dst->src[1], .K = plan->mm_k, .M = plan->mm_m, .N = plan->mm_n,
-        .r2 = plan->mm_r2, .r3 = plan->mm_r3, .wt = plan->mm_wt, .vt = plan->mm_vt, .convert = plan->mm_convert,
-    };
+    const struct mm_geom g = { .w = dst->src[0], .x = dst->src[1], .s = plan->mm };
     /* wdata aligned up to a cache line: [counter][work] */
     char *base = (char *)(((uintptr_t)p->wdata + WDATA_HEADER - 1) & ~(uintptr_t)(WDATA_HEADER - 1));
     switch ((enum mm_path)plan->mm_path) {
