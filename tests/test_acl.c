@@ -205,12 +205,18 @@ static void test_one_cpu_wakeups(void)
     CHECK_EQ_INT(aclrtSynchronizeStream(s), ACL_SUCCESS);
     sleep_ms(5); /* the device thread, seen on the host's cpu, goes to sleep */
 
-    uint64_t w0 = aclrtStreamDeviceWakeups(s);
+    struct aclrtStreamStats st0, st1;
+    aclrtStreamGetStats(s, &st0);
     for (int i = 0; i < 200; i++)
         CHECK(aclrtLaunchKernel(count_kernel, 1, NULL, 0, s) == ACL_SUCCESS);
     CHECK_EQ_INT(aclrtSynchronizeStream(s), ACL_SUCCESS);
     CHECK_EQ_INT(atomic_load(&counter), 201);
-    CHECK_EQ_INT(aclrtStreamDeviceWakeups(s) - w0, 1);
+    aclrtStreamGetStats(s, &st1);
+    CHECK_EQ_INT(st1.device_wakeups - st0.device_wakeups, 1);
+    CHECK(st1.host_waits > st0.host_waits && st1.host_waits_shared_cpu - st0.host_waits_shared_cpu ==
+          st1.host_waits - st0.host_waits, "one cpu: every wait shares it (%llu of %llu)",
+          (unsigned long long)(st1.host_waits_shared_cpu - st0.host_waits_shared_cpu),
+          (unsigned long long)(st1.host_waits - st0.host_waits));
 
     /* an emulated launch cost's sleep lets the device thread run what was launched */
     sleep_ms(5);

@@ -102,20 +102,24 @@ size_t aclmdlRITaskCount(aclmdlRI model_ri);
 
 const char *aclGetRecentErrMsg(void);
 
-/* Emulator extensions: the stream's device busy time (ns: running tasks, and taking the next one
- * when it was already queued); host time blocked in launches waiting for room in the stream's
- * queue (ns); bytes of device memory in use now. */
-uint64_t aclrtStreamDeviceNs(aclrtStream stream);
-uint64_t aclrtStreamHostBlockedNs(aclrtStream stream);
+/* Emulator extension: bytes of device memory in use now. */
 size_t aclrtDeviceMemoryInUse(void);
-/* Emulator extension: times the host woke the stream's sleeping device thread. A device thread
- * last seen on the host's cpu is woken once the host stops (synchronize, a full queue, an emulated
- * launch cost's sleep: see aclrtStreamSetHostAway), not at each launch. */
-uint64_t aclrtStreamDeviceWakeups(aclrtStream stream);
-/* Emulator extension: times the host had to wait for the stream (synchronize, a full queue), and
- * how many of those waits found the device thread last seen on the host's own cpu: the scheduler
- * had put both on one core, where they take turns instead of overlapping. */
-void aclrtStreamHostWaits(aclrtStream stream, uint64_t *waits, uint64_t *shared_cpu);
+
+/* Emulator extension: what a stream did since it was created. */
+struct aclrtStreamStats {
+    uint64_t device_ns;       /* device busy time: running tasks, and taking the next one when it
+                                 was already queued */
+    uint64_t host_blocked_ns; /* host time blocked in launches waiting for room in the queue */
+    uint64_t host_waits;      /* times the host had to wait for the stream (synchronize, full queue) */
+    uint64_t host_waits_shared_cpu; /* of those, waits that found the device thread last seen on the
+                                 host's own cpu: the two take turns on one core there */
+    uint64_t device_wakeups;  /* times the host woke the sleeping device thread; one last seen on
+                                 the host's cpu is woken once the host stops (synchronize, a full
+                                 queue, a launch cost's sleep: aclrtStreamSetHostAway), not at
+                                 each launch */
+};
+/* All zero for a null stream. */
+void aclrtStreamGetStats(aclrtStream stream, struct aclrtStreamStats *stats);
 /* Emulator extension: the host thread driving stream is away from the machine's cores (non-zero
  * while it sleeps off an emulated driver's launch cost), so the stream's waiting device threads
  * need not leave it a core. */

@@ -89,7 +89,7 @@ struct acl_stream {
     atomic_int host_away; /* the host is asleep (synchronize, or an emulated launch cost) */
     bool wake_owed;       /* host only: work was enqueued for a sleeping device thread on its cpu */
     uint64_t wakeups;     /* host only: times it woke the sleeping device thread */
-    uint64_t waits, waits_shared_cpu; /* host only: see aclrtStreamHostWaits */
+    uint64_t waits, waits_shared_cpu; /* host only: see struct aclrtStreamStats */
     /* capture state, touched by the host thread only */
     bool capturing;
     aclmdlRICaptureMode capture_mode;
@@ -501,11 +501,6 @@ size_t aclmdlRITaskCount(aclmdlRI ri)
     return ri ? ri->n : 0;
 }
 
-uint64_t aclrtStreamDeviceNs(aclrtStream s)
-{
-    return s ? atomic_load(&s->device_ns) : 0;
-}
-
 void aclrtStreamSetHostAway(aclrtStream s, int away)
 {
     if (!s)
@@ -515,18 +510,14 @@ void aclrtStreamSetHostAway(aclrtStream s, int away)
     atomic_store(&s->host_away, away != 0);
 }
 
-void aclrtStreamHostWaits(aclrtStream s, uint64_t *waits, uint64_t *shared_cpu)
+void aclrtStreamGetStats(aclrtStream s, struct aclrtStreamStats *st)
 {
-    *waits = s ? s->waits : 0;
-    *shared_cpu = s ? s->waits_shared_cpu : 0;
-}
-
-uint64_t aclrtStreamDeviceWakeups(aclrtStream s)
-{
-    return s ? s->wakeups : 0;
-}
-
-uint64_t aclrtStreamHostBlockedNs(aclrtStream s)
-{
-    return s ? s->host_blocked_ns : 0;
+    *st = (struct aclrtStreamStats){ 0 };
+    if (!s)
+        return;
+    st->device_ns = atomic_load(&s->device_ns);
+    st->host_blocked_ns = s->host_blocked_ns;
+    st->host_waits = s->waits;
+    st->host_waits_shared_cpu = s->waits_shared_cpu;
+    st->device_wakeups = s->wakeups;
 }

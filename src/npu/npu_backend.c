@@ -340,10 +340,13 @@ static void npu_get_stats(struct llm_backend *b, struct llm_graph_stats *out)
     struct npu_backend *nb = b->ctx;
     *out = nb->stats;
     out->evictions = llm_graph_lru_evictions(nb->lru);
-    out->device_us = (double)aclrtStreamDeviceNs(nb->stream) / 1e3;
+    struct aclrtStreamStats st;
+    aclrtStreamGetStats(nb->stream, &st);
+    out->device_us = (double)st.device_ns / 1e3;
     /* time blocked on a full queue is the device's time, not host work */
-    out->host_launch_us -= (double)aclrtStreamHostBlockedNs(nb->stream) / 1e3;
-    aclrtStreamHostWaits(nb->stream, &out->host_waits, &out->host_waits_shared_cpu);
+    out->host_launch_us -= (double)st.host_blocked_ns / 1e3;
+    out->host_waits = st.host_waits;
+    out->host_waits_shared_cpu = st.host_waits_shared_cpu;
 }
 
 static void npu_observe(struct llm_backend *b, struct llm_profile *prof, struct llm_trace *trace)
