@@ -182,9 +182,9 @@ static void sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
-/* Host and device thread on one cpu: launches to the sleeping device thread wake it once, when the
- * host stops (synchronize, a launch cost's sleep, destroying an instance it still has to run), not
- * once per launch; everything launched runs. */
+/* Host and device thread on one cpu: launches to the sleeping device thread do not wake it; a
+ * synchronize runs them on the host's thread (no wake-up at all), a launch cost's sleep and
+ * destroying an instance still queued wake it once; everything launched runs. */
 static void test_one_cpu_wakeups(void)
 {
     cpu_set_t all, one;
@@ -212,7 +212,8 @@ static void test_one_cpu_wakeups(void)
     CHECK_EQ_INT(aclrtSynchronizeStream(s), ACL_SUCCESS);
     CHECK_EQ_INT(atomic_load(&counter), 201);
     aclrtStreamGetStats(s, &st1);
-    CHECK_EQ_INT(st1.device_wakeups - st0.device_wakeups, 1);
+    CHECK_EQ_INT(st1.device_wakeups - st0.device_wakeups, 0);
+    CHECK_EQ_INT(st1.host_ran_tasks - st0.host_ran_tasks, 200);
     CHECK(st1.host_waits > st0.host_waits && st1.host_waits_shared_cpu - st0.host_waits_shared_cpu ==
           st1.host_waits - st0.host_waits, "one cpu: every wait shares it (%llu of %llu)",
           (unsigned long long)(st1.host_waits_shared_cpu - st0.host_waits_shared_cpu),
@@ -227,6 +228,9 @@ static void test_one_cpu_wakeups(void)
         sleep_ms(1);
     aclrtStreamSetHostAway(s, 0);
     CHECK_EQ_INT(atomic_load(&counter), 211);
+    aclrtStreamGetStats(s, &st0);
+    CHECK_EQ_INT(st0.device_wakeups - st1.device_wakeups, 1);
+    CHECK_EQ_INT(st0.host_ran_tasks, st1.host_ran_tasks);
 
     /* destroying an instance whose replay is still queued runs it first */
     CHECK_EQ_INT(aclrtSynchronizeStream(s), ACL_SUCCESS);
@@ -240,6 +244,67 @@ static void test_one_cpu_wakeups(void)
     CHECK_EQ_INT(atomic_load(&counter), 212);
     CHECK_EQ_INT(aclrtDestroyStream(s), ACL_SUCCESS);
     sched_setaffinity(0, sizeof all, &all);
+}
+
+/* Checks that the tasks of a stream run one at a time in order: each finds the count it expects. */
+static atomic_int seq_next, seq_bad;
+
+static void seq_kernel(const struct acl_kernel_ctx *k, void *args)
+{
+    (void)k;
+    int v = atomic_load(&seq_next);
+    if (v != *(int *)args)
+        atomic_fetch_add(&seq_bad, 1);
+    atomic_store(&seq_next, v + 1);
+}
+
+/* The host runs the queue of a device thread asleep on its cpu, and the device thread runs it
+ * elsewhere: never both, never out of order, whatever cpu the host moves to and however long the
+ * device thread has slept. */
+static void test_host_runs_queue_exclusively(void)
+{
+    cpu_set_t all;
+    if (sched_getaffinity(0, sizeof all, &all) != 0 || CPU_COUNT(&all) < 2) {
+        SKIP("needs two cpus");
+        return;
+    }
+    int cpus[2], n = 0;
+    for (int c = 0; c < CPU_SETSIZE && n < 2; c++)
+        if (CPU_ISSET(c, &all))
+            cpus[n++] = c;
+    aclrtStream s;
+    CHECK_EQ_INT(aclrtCreateStream(&s), ACL_SUCCESS);
+    atomic_store(&seq_next, 0);
+    atomic_store(&seq_bad, 0);
+    struct aclrtStreamStats st0, st1;
+    aclrtStreamGetStats(s, &st0);
+    int issued = 0;
+    unsigned rng = 12345;
+    for (int round = 0; round < 400; round++) {
+        rng = rng * 1103515245u + 12345u;
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpus[rng >> 16 & 1], &one);
+        if (rng >> 17 & 1)
+            sched_setaffinity(0, sizeof one, &one);
+        else
+            sched_setaffinity(0, sizeof all, &all);
+        for (int i = 0, k = 1 + (int)(rng >> 20 & 15); i < k; i++, issued++)
+            CHECK(aclrtLaunchKernel(seq_kernel, 1, &issued, sizeof issued, s) == ACL_SUCCESS);
+        if (rng >> 24 & 1)
+            sleep_ms(rng >> 25 & 1); /* 0 or 1 ms: the device thread spins or falls asleep */
+        if (rng >> 26 & 1)
+            CHECK_EQ_INT(aclrtSynchronizeStream(s), ACL_SUCCESS);
+    }
+    CHECK_EQ_INT(aclrtSynchronizeStream(s), ACL_SUCCESS);
+    sched_setaffinity(0, sizeof all, &all);
+    CHECK_EQ_INT(atomic_load(&seq_next), issued);
+    CHECK_EQ_INT(atomic_load(&seq_bad), 0);
+    aclrtStreamGetStats(s, &st1);
+    CHECK(st1.host_ran_tasks > st0.host_ran_tasks && st1.host_ran_tasks - st0.host_ran_tasks < (uint64_t)issued,
+          "both the host and the device thread ran tasks (host: %llu of %d)",
+          (unsigned long long)(st1.host_ran_tasks - st0.host_ran_tasks), issued);
+    CHECK_EQ_INT(aclrtDestroyStream(s), ACL_SUCCESS);
 }
 
 /* What a thread gets for each restricted call. */
@@ -369,6 +434,7 @@ int main(void)
     test_capture_replay();
     test_capture_modes();
     test_one_cpu_wakeups();
+    test_host_runs_queue_exclusively();
     test_errors();
     return test_done("test_acl");
 }

@@ -85,6 +85,9 @@ aclError aclrtCreateStream(aclrtStream *stream);
 /* Emulator extension: a stream served by n_workers device worker threads (aclrtCreateStream: 1). */
 aclError aclrtCreateStreamWithWorkers(aclrtStream *stream, int n_workers);
 aclError aclrtDestroyStream(aclrtStream stream);
+/* Returns when everything enqueued on stream has run. Emulation: if the stream's device thread
+ * sleeps on the caller's cpu, where the two could only take turns, the caller runs the queue itself
+ * in that thread's place (so a kernel may run on the host's thread; never on two at once). */
 aclError aclrtSynchronizeStream(aclrtStream stream);
 
 /* Enqueue kernel(args) on stream, run by block_dim workers (1: worker 0 alone; 0: all workers of
@@ -114,9 +117,10 @@ struct aclrtStreamStats {
     uint64_t host_waits_shared_cpu; /* of those, waits that found the device thread last seen on the
                                  host's own cpu: the two take turns on one core there */
     uint64_t device_wakeups;  /* times the host woke the sleeping device thread; one last seen on
-                                 the host's cpu is woken once the host stops (synchronize, a full
-                                 queue, a launch cost's sleep: aclrtStreamSetHostAway), not at
-                                 each launch */
+                                 the host's cpu is woken only when the host sleeps through a launch
+                                 cost (aclrtStreamSetHostAway), not at each launch */
+    uint64_t host_ran_tasks;  /* tasks the host ran itself while it waited for a device thread
+                                 asleep on its cpu (the two could only take turns there) */
 };
 /* All zero for a null stream. */
 void aclrtStreamGetStats(aclrtStream stream, struct aclrtStreamStats *stats);

@@ -3,7 +3,8 @@
  * A stream is a ring of task slots filled by the host (one producer) and emptied in order by the
  * stream's device thread, which is worker 0 of the stream's llm_threadpool (the other workers join
  * for kernels launched with block_dim 0). The device thread and the host in synchronize busy-wait
- * briefly, then sleep (see DEVICE_SPIN_NS). A replayed graph runs as one task: its kernels one after the other,
+ * briefly, then sleep (see DEVICE_SPIN_NS); a host that waits for a device thread asleep on its own
+ * cpu runs the queue itself instead (see host_runs_queue). A replayed graph runs as one task: its kernels one after the other,
  * each on worker 0 alone or split over the pool as when launched eagerly (one pool run per split
  * kernel: the other workers never wait at barriers through the long runs of small kernels). */
 #include <limits.h>
@@ -48,6 +49,10 @@
 
 enum task_kind { TASK_KERNEL, TASK_GRAPH, TASK_COPY };
 
+/* Who may take tasks from the ring: the device thread while RUNNING; nobody while it SLEEPS, until
+ * it wakes (SLEEPING -> RUNNING) or the host takes its place (SLEEPING -> LENT -> SLEEPING). */
+enum device_state { DEVICE_RUNNING, DEVICE_SLEEPING, DEVICE_LENT };
+
 struct task {
     enum task_kind kind;
     uint32_t block_dim;
@@ -79,7 +84,8 @@ struct acl_stream {
     _Alignas(64) atomic_uint_fast64_t head;  /* tasks finished */
     atomic_uint done_seq;         /* futex word: bumped when head reached a sleeping host's wake_at */
     atomic_uint_fast64_t device_ns;
-    atomic_int device_sleeping;
+    atomic_int device_state;      /* enum device_state; futex word while LENT (see lent_waiter) */
+    atomic_int lent_waiter;       /* the device thread woke while LENT and sleeps on device_state */
     atomic_int device_cpu;        /* where the device thread last took a task */
     _Alignas(64) atomic_int stop;
     pthread_t thread;
@@ -89,6 +95,7 @@ struct acl_stream {
     atomic_int host_away; /* the host is asleep (synchronize, or an emulated launch cost) */
     bool wake_owed;       /* host only: work was enqueued for a sleeping device thread on its cpu */
     uint64_t wakeups;     /* host only: times it woke the sleeping device thread */
+    uint64_t host_ran;    /* host only: tasks it ran in the sleeping device thread's place */
     uint64_t waits, waits_shared_cpu; /* host only: see struct aclrtStreamStats */
     /* capture state, touched by the host thread only */
     bool capturing;
@@ -191,24 +198,57 @@ static uint64_t spin_budget(struct acl_stream *s, uint64_t uncrowded_ns)
     return host + 1 + llm_threadpool_n_awake(s->pool) > s->cores ? CROWDED_SPIN_NS : uncrowded_ns;
 }
 
-/* Waits for a task or stop; false when stopping with nothing left. */
-static bool wait_for_work(struct acl_stream *s, uint64_t head)
+static bool has_work(struct acl_stream *s)
+{
+    return atomic_load(&s->tail) != atomic_load(&s->head);
+}
+
+/* Sleeps while the host runs the queue in the device thread's place (see host_runs_queue). */
+static void wait_while_lent(struct acl_stream *s)
+{
+    atomic_store(&s->lent_waiter, 1);
+    while (atomic_load(&s->device_state) == DEVICE_LENT)
+        futex_wait((atomic_uint *)&s->device_state, DEVICE_LENT);
+    atomic_store(&s->lent_waiter, 0);
+}
+
+/* Waits until the device thread may take a task (the ring's head is then its own until it sleeps
+ * again), or stop; false when stopping with nothing left. */
+static bool wait_for_work(struct acl_stream *s)
 {
     const uint64_t t0 = now_ns(), budget = spin_budget(s, DEVICE_SPIN_NS);
-    while (atomic_load(&s->tail) == head && !atomic_load(&s->stop) && now_ns() - t0 < budget &&
-           !on_cpu_of(&s->host_cpu))
+    while (!has_work(s) && !atomic_load(&s->stop) && now_ns() - t0 < budget && !on_cpu_of(&s->host_cpu))
         cpu_relax();
-    if (atomic_load(&s->tail) != head)
+    if (has_work(s))
         return true;
-    atomic_store(&s->device_sleeping, 1);
     for (;;) {
-        const unsigned seen = atomic_load(&s->work_seq);
-        if (atomic_load(&s->tail) != head || atomic_load(&s->stop))
-            break;
-        futex_wait(&s->work_seq, seen);
+        atomic_store(&s->device_state, DEVICE_SLEEPING);
+        for (;;) {
+            const unsigned seen = atomic_load(&s->work_seq);
+            if (has_work(s) || atomic_load(&s->stop))
+                break;
+            futex_wait(&s->work_seq, seen);
+        }
+        int sleeping = DEVICE_SLEEPING;
+        if (!atomic_compare_exchange_strong(&s->device_state, &sleeping, DEVICE_RUNNING)) {
+            wait_while_lent(s);
+            continue;
+        }
+        if (has_work(s))
+            return true;
+        if (atomic_load(&s->stop))
+            return false;
+        /* the host ran what woke it: sleep again */
     }
-    atomic_store(&s->device_sleeping, 0);
-    return atomic_load(&s->tail) != head;
+}
+
+/* Publishes the task at head as finished, after [t0, end) of device time. */
+static void finish_task(struct acl_stream *s, uint64_t head, uint64_t t0, uint64_t end)
+{
+    atomic_fetch_add_explicit(&s->device_ns, end - t0, memory_order_relaxed);
+    atomic_store(&s->head, head + 1);
+    if (head + 1 >= atomic_load(&s->wake_at)) /* one wake-up per wait, not one per task */
+        futex_bump(&s->done_seq);
 }
 
 /* Device time is busy time, as a device profiler shows it: a task that was already queued when the
@@ -218,18 +258,16 @@ static void *device_thread(void *arg)
 {
     struct acl_stream *s = arg;
     uint64_t prev_end = 0;
-    for (uint64_t head = atomic_load(&s->head);; head++) {
-        bool queued = atomic_load(&s->tail) != head;
-        if (!queued && !wait_for_work(s, head))
+    for (;;) {
+        bool queued = has_work(s);
+        if (!queued && !wait_for_work(s))
             return NULL;
+        const uint64_t head = atomic_load(&s->head); /* the host may have run tasks while we slept */
         uint64_t t0 = queued && prev_end ? prev_end : now_ns();
         atomic_store_explicit(&s->device_cpu, sched_getcpu(), memory_order_relaxed);
         run_task(s, &s->ring[head % RING_SLOTS]);
         prev_end = now_ns();
-        atomic_fetch_add_explicit(&s->device_ns, prev_end - t0, memory_order_relaxed);
-        atomic_store(&s->head, head + 1);
-        if (head + 1 >= atomic_load(&s->wake_at)) /* one wake-up per wait, not one per task */
-            futex_bump(&s->done_seq);
+        finish_task(s, head, t0, prev_end);
     }
 }
 
@@ -245,6 +283,31 @@ static void pay_wake(struct acl_stream *s)
     }
 }
 
+/* A device thread asleep on the host's cpu could only run there once the host stops, at the price
+ * of two context switches (8-9 us a round trip on this VM, plus a replay slowed by ~3 us as it
+ * finds its caches and TLB cold): the waiting host runs the queue up to target itself, as that
+ * thread would, its time counted as device time. False when the device thread is elsewhere or
+ * not asleep. */
+static bool host_runs_queue(struct acl_stream *s, uint64_t target)
+{
+    int sleeping = DEVICE_SLEEPING;
+    if (!on_cpu_of(&s->device_cpu) ||
+        !atomic_compare_exchange_strong(&s->device_state, &sleeping, DEVICE_LENT))
+        return false;
+    for (uint64_t head = atomic_load(&s->head); head < target; head++) {
+        const uint64_t t0 = now_ns();
+        run_task(s, &s->ring[head % RING_SLOTS]);
+        finish_task(s, head, t0, now_ns());
+        s->host_ran++;
+    }
+    if (!has_work(s))
+        s->wake_owed = false;
+    atomic_store(&s->device_state, DEVICE_SLEEPING);
+    if (atomic_load(&s->lent_waiter))
+        syscall(SYS_futex, (unsigned *)&s->device_state, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+    return true;
+}
+
 /* Waits until at least `target` tasks have finished. One host thread drives a stream, so there is
  * at most one sleeping waiter. */
 static void wait_done(struct acl_stream *s, uint64_t target)
@@ -253,6 +316,8 @@ static void wait_done(struct acl_stream *s, uint64_t target)
         return;
     s->waits++;
     s->waits_shared_cpu += on_cpu_of(&s->device_cpu);
+    if (host_runs_queue(s, target))
+        return;
     pay_wake(s);
     const uint64_t t0 = now_ns(), budget = spin_budget(s, HOST_SPIN_NS);
     while (atomic_load(&s->head) < target && now_ns() - t0 < budget && !on_cpu_of(&s->device_cpu))
@@ -285,14 +350,14 @@ static struct task *slot_begin(struct acl_stream *s)
     return &s->ring[tail % RING_SLOTS];
 }
 
-/* A sleeping device thread last seen on the host's cpu is woken only when the host stops (waits
- * for it, or sleeps through a launch cost): woken at once, it would take the cpu from the host for
- * each task (two context switches per eager launch). */
+/* A sleeping device thread last seen on the host's cpu is not woken: woken at once, it would take
+ * the cpu from the host for each task (two context switches per eager launch). A host that waits
+ * runs the queue itself (host_runs_queue); one that sleeps through a launch cost wakes it then. */
 static void slot_commit(struct acl_stream *s)
 {
     atomic_store_explicit(&s->host_cpu, sched_getcpu(), memory_order_relaxed);
     atomic_fetch_add(&s->tail, 1);
-    if (!atomic_load(&s->device_sleeping))
+    if (atomic_load(&s->device_state) != DEVICE_SLEEPING)
         return;
     if (on_cpu_of(&s->device_cpu)) {
         s->wake_owed = true;
@@ -520,4 +585,5 @@ void aclrtStreamGetStats(aclrtStream s, struct aclrtStreamStats *st)
     st->host_waits = s->waits;
     st->host_waits_shared_cpu = s->waits_shared_cpu;
     st->device_wakeups = s->wakeups;
+    st->host_ran_tasks = s->host_ran;
 }
