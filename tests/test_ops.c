@@ -789,6 +789,36 @@ static void test_mul_mat(void)
     CHECK_EQ_INT(n_run, 3 * n_types);
 }
 
+/* Decode of weights past the cache (matmul.c's streamed dot path: 256 KiB or more of weights, one
+ * activation row): rows under 2 KiB go four at a time behind one prefetched run, longer ones one
+ * at a time through vec_dot1. Every row of every thread's share, row counts not a multiple of 4. */
+static void test_mul_mat_streamed(void)
+{
+    const struct {
+        enum llm_type t;
+        int64_t K, M;
+    } cases[] = {
+        { LLM_TYPE_F16, 512, 259 },  /* 1 KiB rows */
+        { LLM_TYPE_F16, 1536, 131 }, /* 3 KiB rows */
+        { LLM_TYPE_Q8_0, 2048, 131 }, { LLM_TYPE_Q4_0, 1024, 515 }, { LLM_TYPE_Q4_0, 4096, 123 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const enum llm_type t = cases[i].t;
+        const int64_t K = cases[i].K, M = cases[i].M;
+        CHECK((size_t)M * llm_row_size(t, K) >= (256u << 10), "case %zu does not stream", i);
+        struct llm_tensor *w = new_tensor(t, K, M, 1, 1), *x = new_tensor(LLM_TYPE_F32, K, 1, 1, 1);
+        fill(w, 1.0f);
+        fill(x, 1.0f);
+        struct llm_tensor *mm = node(LLM_OP_MUL_MAT, new_tensor(LLM_TYPE_F32, M, 1, 1, 1), w, x, NULL, NULL);
+        char what[96];
+        snprintf(what, sizeof what, "streamed MUL_MAT %s K%lld M%lld", llm_type_name(t), (long long)K, (long long)M);
+        const enum llm_type vdt = llm_type_traits(t)->vec_dot_type;
+        double e = check_node(what, mm, dot_tol(vdt), NULL), er = check_rounded(mm, vdt);
+        CHECK(er >= 0.0 && er <= 1e-10, "%s vs rounded-activation reference: NMSE %.3g", what, er);
+        printf("%s: NMSE %.2g (vs rounded activations %.2g)\n", what, e, er);
+    }
+}
+
 /* ---- flash attention ------------------------------------------------------------------------ */
 
 /* softmax(scale·k·q + mask)·v composed from the MUL_MAT, SOFT_MAX and CPY reference kernels. */
@@ -966,6 +996,7 @@ int main(void)
     test_set_rows();
     test_cpy();
     test_mul_mat();
+    test_mul_mat_streamed();
     test_flash_attn();
     test_flash_attn_shapes();
     free_bufs();

@@ -259,6 +259,37 @@ static void check_dot_rows(int t)
     CHECK(bad == 0, "%s: %d vec_dot_rows results differ from vec_dot4", llm_type_name(t), bad);
 }
 
+/* vec_dot1 of type t: each row's sum has the bits vec_dot4 gives it, for lengths with every tail. */
+static void check_dot1(int t)
+{
+    const struct llm_type_traits *tt = llm_type_traits(t);
+    if (!tt->vec_dot1)
+        return;
+    static const int64_t lens[] = { 1, 8, 15, 16, 17, 31, 32, 33, 64, 172, 896, 1000, 4864 };
+    int bad = 0;
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+        const int64_t n = lens[li];
+        const size_t row = llm_row_size(t, n);
+        char *w = malloc(4 * row), *act = malloc(llm_row_size(tt->vec_dot_type, n));
+        float *tmp = malloc((size_t)n * sizeof(float)), want[4], got;
+        for (int r = 0; r < 4; r++)
+            make_weight(t, n, w + r * row, tmp, r % 2);
+        for (int64_t i = 0; i < n; i++)
+            tmp[i] = sample();
+        llm_type_traits(tt->vec_dot_type)->from_float(tmp, act, n);
+        const void *four[4] = { w, w + row, w + 2 * row, w + 3 * row };
+        tt->vec_dot4(n, want, four, act);
+        for (int r = 0; r < 4; r++) {
+            tt->vec_dot1(n, &got, four[r], act);
+            bad += memcmp(&got, &want[r], sizeof got) != 0;
+        }
+        free(w);
+        free(act);
+        free(tmp);
+    }
+    CHECK(bad == 0, "%s: %d vec_dot1 results differ from vec_dot4", llm_type_name(t), bad);
+}
+
 /* Q4_0 / Q8_0: the traits hold the vec_dot4 of the best ISA allowed; where the CPU has AVX-VNNI
  * and the traits prefer AVX-512, the AVX-VNNI kernel is checked on its own too. */
 static void check_dot4_isa(int t)
@@ -285,8 +316,11 @@ int main(void)
         check_type(weights[i]);
     for (size_t i = 0; i < sizeof weights / sizeof weights[0]; i++)
         check_dot4(weights[i], llm_type_traits(weights[i])->vec_dot4, "traits");
-    for (size_t i = 0; i < sizeof weights / sizeof weights[0]; i++)
+    for (size_t i = 0; i < sizeof weights / sizeof weights[0]; i++) {
         check_dot_rows(weights[i]);
+        check_dot1(weights[i]);
+    }
+    CHECK(!llm_cpu_has_avx512() || llm_type_traits(LLM_TYPE_F16)->vec_dot1, "AVX-512 but no F16 vec_dot1");
     /* F32 (tiny models' decode) loops inside the kernel wherever it has a SIMD vec_dot4 */
     CHECK(!llm_type_traits(LLM_TYPE_F32)->vec_dot4 || llm_type_traits(LLM_TYPE_F32)->vec_dot_rows,
           "F32 has a vec_dot4 but no vec_dot_rows");

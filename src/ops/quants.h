@@ -68,10 +68,13 @@ void llm_vec_dot_q6_K_ref(int64_t n, float *s, const void *x, const void *y);
 
 /* AVX-512 (F, BW, VL, VNNI) twins of the decode kernels (vec_dot_avx512.c) */
 void llm_vec_dot4_f16_avx512(int64_t n, float *s, const void *const *w, const void *x);
+void llm_vec_dot1_f16_avx512(int64_t n, float *s, const void *w, const void *x);
 void llm_vec_dot4_f32_avx512(int64_t n, float *s, const void *const *w, const void *x);
 void llm_vec_dot_rows_f32_avx512(int64_t n, int64_t rows, float *s, const void *w, size_t stride, const void *x);
 void llm_vec_dot4_q4_0_avx512(int64_t n, float *s, const void *const *w, const void *x);
+void llm_vec_dot1_q4_0_avx512(int64_t n, float *s, const void *w, const void *x);
 void llm_vec_dot4_q8_0_avx512(int64_t n, float *s, const void *const *w, const void *x);
+void llm_vec_dot1_q8_0_avx512(int64_t n, float *s, const void *w, const void *x);
 
 /* AVX-VNNI (256-bit, VEX) twins of the AVX2 decode kernels, the same bits (vec_dot4_avxvnni.c;
  * only when llm_cpu_has_avxvnni()) */

@@ -18,6 +18,7 @@ struct row {
     llm_vec_dot_fn vec_dot_avx2;
     llm_vec_dot4_fn vec_dot4_avx2, vec_dot4_avxvnni, vec_dot4_avx512;
     llm_vec_dot_rows_fn vec_dot_rows_avx2, vec_dot_rows_avx512; /* twins of the vec_dot4 ones */
+    llm_vec_dot_fn vec_dot1_avx512;                             /* likewise */
     llm_gemm_fn gemm_avx2, gemm_avxvnni, gemm_avx512;
 };
 
@@ -37,7 +38,8 @@ static struct row rows[LLM_TYPE_COUNT] = {
         .from_float_avx2 = llm_from_float_f16_avx2,
         .vec_dot_avx2 = llm_vec_dot_f16_avx2,
         .vec_dot4_avx2 = llm_vec_dot4_f16_avx2,
-        .vec_dot4_avx512 = llm_vec_dot4_f16_avx512 },
+        .vec_dot4_avx512 = llm_vec_dot4_f16_avx512,
+        .vec_dot1_avx512 = llm_vec_dot1_f16_avx512 },
     [LLM_TYPE_Q4_0] = {
         .t = { .to_float = llm_to_float_q4_0, .from_float = llm_from_float_q4_0,
                .vec_dot_ref = llm_vec_dot_q4_0_ref, .vec_dot_type = LLM_TYPE_Q8_0 },
@@ -46,6 +48,7 @@ static struct row rows[LLM_TYPE_COUNT] = {
         .vec_dot4_avx2 = llm_vec_dot4_q4_0_avx2,
         .vec_dot4_avxvnni = llm_vec_dot4_q4_0_avxvnni,
         .vec_dot4_avx512 = llm_vec_dot4_q4_0_avx512,
+        .vec_dot1_avx512 = llm_vec_dot1_q4_0_avx512,
         .gemm_avx2 = llm_gemm_q4_0_avx2,
         .gemm_avxvnni = llm_gemm_q4_0_avxvnni,
         .gemm_avx512 = llm_gemm_q4_0_avx512 },
@@ -73,6 +76,7 @@ static struct row rows[LLM_TYPE_COUNT] = {
         .vec_dot4_avx2 = llm_vec_dot4_q8_0_avx2,
         .vec_dot4_avxvnni = llm_vec_dot4_q8_0_avxvnni,
         .vec_dot4_avx512 = llm_vec_dot4_q8_0_avx512,
+        .vec_dot1_avx512 = llm_vec_dot1_q8_0_avx512,
         .gemm_avx2 = llm_gemm_q8_0_avx2,
         .gemm_avxvnni = llm_gemm_q8_0_avxvnni,
         .gemm_avx512 = llm_gemm_q8_0_avx512 },
@@ -135,6 +139,7 @@ static void init_traits(void)
         r->t.vec_dot_rows = r->t.vec_dot4 == r->vec_dot4_avx512 ? r->vec_dot_rows_avx512
                             : r->t.vec_dot4 == r->vec_dot4_avx2 ? r->vec_dot_rows_avx2
                                                                  : NULL;
+        r->t.vec_dot1 = r->t.vec_dot4 == r->vec_dot4_avx512 ? r->vec_dot1_avx512 : NULL;
         r->t.gemm = avx512 && r->gemm_avx512   ? r->gemm_avx512
                     : vnni && r->gemm_avxvnni ? r->gemm_avxvnni
                     : avx2                    ? r->gemm_avx2

@@ -41,6 +41,9 @@ struct llm_type_traits {
     /* vec_dot4 over many groups (decode of short rows, where a call per group costs as much as the
      * arithmetic), or NULL. Its oracle is vec_dot4. */
     llm_vec_dot_rows_fn vec_dot_rows;
+    /* one row with the sums vec_dot4 gives it (decode of long rows streamed from memory reads them
+     * one after the other: one sequential stream instead of four), or NULL. Its oracle is vec_dot4. */
+    llm_vec_dot_fn vec_dot1;
     /* integer GEMM of many rows at once (prefill), AVX2 or AVX-512 VNNI, or NULL. Its oracle is
      * vec_dot_ref per pair of rows. */
     llm_gemm_fn gemm;
