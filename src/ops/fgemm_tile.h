@@ -11,6 +11,7 @@
  * and, after including it, load_row() and transpose_store() (declared below).
  * No include guard: each kernel file includes it once. */
 #include "gemm.h"
+#include "types.h"
 
 /* The first steps of transposing FT_LANES rows r of FT_LANES floats: s[4h + j] holds, in each
  * 128-bit lane L, rows 4h .. 4h + 3 at element 4L + j. */
@@ -56,13 +57,39 @@ static inline __attribute__((always_inline)) FT_TARGET void pack_type(enum llm_t
     }
 }
 
+/* Quantized weights: each row's kc elements dequantized (to_float_fast) into a row-major buffer,
+ * then transposed into the panel as F16 rows are. k0 and kc are multiples of the block size. */
+static FT_TARGET void pack_dequant(enum llm_type t, int64_t k0, int64_t kc, int64_t rows, const char *w,
+                                   size_t wstride, float *out)
+{
+    const struct llm_type_info *ti = llm_type_info(t);
+    const llm_to_float_fn to_float = llm_type_traits(t)->to_float_fast;
+    const size_t offset = (size_t)(k0 / ti->blck_size) * ti->type_size;
+    _Alignas(64) float buf[FT_LANES][FGEMM_KC];
+    for (int64_t p = 0; p < (rows + FT_LANES - 1) / FT_LANES; p++) {
+        for (int r = 0; r < FT_LANES; r++) {
+            const int64_t row = p * FT_LANES + r < rows ? p * FT_LANES + r : rows - 1;
+            to_float(w + (size_t)row * wstride + offset, buf[r], kc);
+        }
+        for (int64_t k = 0; k < kc; k += FT_LANES) {
+            const int live = kc - k < FT_LANES ? (int)(kc - k) : FT_LANES;
+            FT_VEC v[FT_LANES];
+            for (int r = 0; r < FT_LANES; r++)
+                v[r] = FT_MASKLOAD(FT_MASK_OF(live), buf[r] + k);
+            transpose_store(v, out + (size_t)((p * kc + k) * FT_LANES), live);
+        }
+    }
+}
+
 static FT_TARGET void pack(enum llm_type t, int64_t k0, int64_t kc, int64_t rows, const char *w, size_t wstride,
                            float *out)
 {
     if (t == LLM_TYPE_F16)
         pack_type(LLM_TYPE_F16, k0, kc, rows, w, wstride, out);
-    else
+    else if (t == LLM_TYPE_BF16)
         pack_type(LLM_TYPE_BF16, k0, kc, rows, w, wstride, out);
+    else
+        pack_dequant(t, k0, kc, rows, w, wstride, out);
 }
 
 /* The fgemm_tile_fn contract for rv (<= FT_RV) panels, rv a constant once inlined. */
@@ -119,19 +146,25 @@ _Static_assert(FT_RV == 3 && FT_NR <= FGEMM_MAX_NR, "tile() instantiates 1 to 3 
 
 static const struct fgemm_kernel kernel = { .lanes = FT_LANES, .rv = FT_RV, .nr = FT_NR, .pack = pack, .tile = tile };
 
-static void gemm_f16(int64_t k, int64_t M, int64_t N, const void *w, size_t wstride, const void *x, size_t xstride,
-                     float *dst, size_t ldd, void *scratch)
-{
-    llm_fgemm(&kernel, LLM_TYPE_F16, k, M, N, w, wstride, x, xstride, dst, ldd, scratch);
-}
-
-static void gemm_bf16(int64_t k, int64_t M, int64_t N, const void *w, size_t wstride, const void *x,
-                      size_t xstride, float *dst, size_t ldd, void *scratch)
-{
-    llm_fgemm(&kernel, LLM_TYPE_BF16, k, M, N, w, wstride, x, xstride, dst, ldd, scratch);
-}
+/* One llm_gemm_fn per weight type (the contract has no type argument). */
+#define FT_GEMM_OF(T)                                                                                   \
+    static void gemm_##T(int64_t k, int64_t M, int64_t N, const void *w, size_t wstride, const void *x, \
+                         size_t xstride, float *dst, size_t ldd, void *scratch)                          \
+    {                                                                                                   \
+        llm_fgemm(&kernel, LLM_TYPE_##T, k, M, N, w, wstride, x, xstride, dst, ldd, scratch);            \
+    }
+#define FT_CASE(T)                                                                                      \
+    case LLM_TYPE_##T:                                                                                  \
+        return gemm_##T;
+/* F16 and BF16 converted in registers, the others dequantized per row (pack_dequant). */
+#define FT_TYPES(X) X(F16) X(BF16) X(Q4_1) X(Q5_0) X(Q5_1) X(Q2_K) X(Q3_K) X(Q4_K) X(Q5_K) X(Q6_K)
+FT_TYPES(FT_GEMM_OF)
 
 llm_gemm_fn FT_KERNEL(enum llm_type t)
 {
-    return t == LLM_TYPE_F16 ? gemm_f16 : t == LLM_TYPE_BF16 ? gemm_bf16 : NULL;
+    switch (t) {
+    FT_TYPES(FT_CASE)
+    default:
+        return NULL;
+    }
 }

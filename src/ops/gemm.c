@@ -50,14 +50,14 @@ void llm_gemm_tiles(gemm_tile_fn tile, int rm, int rn, int64_t k, int64_t M, int
 
 /* ---- float GEMM ------------------------------------------------------------------------------ */
 
-#define FGEMM_KC 512                  /* nr activation rows x kc floats (16 KiB) stay in L1 */
 #define FGEMM_BLOCK_BYTES (256 << 10) /* packed weights of a block of rows, in L2 */
 
-/* k per block: k split evenly into blocks of at most FGEMM_KC. */
-static int64_t fgemm_kc(int64_t k)
+/* k per block: k split evenly into blocks of at most FGEMM_KC, rounded up to whole quant blocks of
+ * blck elements (FGEMM_KC is a multiple of every block size). */
+static int64_t fgemm_kc(int64_t k, int64_t blck)
 {
     int64_t blocks = k > FGEMM_KC ? (k + FGEMM_KC - 1) / FGEMM_KC : 1;
-    return (k + blocks - 1) / blocks;
+    return ((k + blocks - 1) / blocks + blck - 1) / blck * blck;
 }
 
 size_t llm_gemm_f32_scratch_size(int64_t k)
@@ -70,7 +70,7 @@ void llm_fgemm(const struct fgemm_kernel *kern, enum llm_type t, int64_t k, int6
                size_t wstride, const float *x, size_t xstride, float *dst, size_t ldd, void *scratch)
 {
     float *packed = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
-    const int64_t kc_max = fgemm_kc(k), tile_rows = (int64_t)kern->rv * kern->lanes;
+    const int64_t kc_max = fgemm_kc(k, llm_type_info(t)->blck_size), tile_rows = (int64_t)kern->rv * kern->lanes;
     int64_t block = FGEMM_BLOCK_BYTES / (kc_max * (int64_t)sizeof(float)) / tile_rows * tile_rows;
     block = block < tile_rows ? tile_rows : block;
     for (int64_t b0 = 0; b0 < M; b0 += block) {

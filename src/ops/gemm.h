@@ -1,6 +1,7 @@
 /* Internal to src/ops: what the GEMM kernels (llm_gemm_fn, types.h) of each instruction set share:
  * for the integer ones the blocking of weight rows for L2 and the walk over register tiles, for the
- * float ones (F16 / BF16 weights against F32 activations) the packing and blocking walk. */
+ * float ones (F16 / BF16 and the other types without an integer GEMM, against F32 activations) the
+ * packing and blocking walk. */
 #ifndef LLM_OPS_GEMM_H
 #define LLM_OPS_GEMM_H
 
@@ -30,6 +31,7 @@ void llm_gemm_tiles(gemm_tile_fn tile, int rm, int rn, int64_t k, int64_t M, int
 /* ---- float GEMM: gemm_f16_avx2.c, gemm_f16_avx512.c -------------------------------------------- */
 
 #define FGEMM_MAX_NR 8
+#define FGEMM_KC 512 /* k per block at most: nr activation rows x kc floats (16 KiB) stay in L1 */
 
 /* Weight rows [0, rows) of a block (wstride bytes apart), elements k0 .. k0 + kc - 1, as floats in
  * panels of `lanes` rows: panel p is kc groups of lanes floats, out[(p * kc + k) * lanes + r] =
@@ -51,7 +53,7 @@ struct fgemm_kernel {
 };
 
 /* The llm_gemm_fn contract with F32 activation rows: k in blocks (the same for any M and N, so the
- * order of every sum depends on k alone), weight rows in blocks packed into scratch for L2, the
+ * order of every sum depends on k and the weight type alone), weight rows in blocks packed into scratch for L2, the
  * activation rows nr at a time against every panel of a block. */
 void llm_fgemm(const struct fgemm_kernel *kern, enum llm_type t, int64_t k, int64_t M, int64_t N, const void *w,
                size_t wstride, const float *x, size_t xstride, float *dst, size_t ldd, void *scratch);

@@ -115,10 +115,12 @@ static bool use_int_gemm(const struct mm_geom *g, const struct llm_tensor *dst)
     return g->s.wt->gemm && dot_path_ok(g) && dst->nb[1] % sizeof(float) == 0 && gemm_batch(g->s.N);
 }
 
-/* The float GEMM (F16 / BF16 weights, gemm_f16_avx512.c / gemm_f16_avx2.c) against the dot and
- * BLAS paths, qwen2-0.5B shapes on the 2-core Zen 5 (bench/results/gemm_f16.md): it beats sgemm
- * at every N >= 8, with AVX-512 1.6-2.2x (K 896 M 4864 N 512, 2 threads: 10.6 vs 20.5 ms), with
- * AVX2 1.0-1.7x against this machine's AVX-512 OpenBLAS, so BLAS no longer serves F16 or BF16.
+/* The float GEMM (F16 / BF16 weights, and the quantized ones without an integer GEMM dequantized
+ * into its panels; gemm_f16_avx512.c / gemm_f16_avx2.c) against the dot and BLAS paths, qwen2-0.5B
+ * shapes on the 2-core Zen 5 (bench/results/gemm_f16.md): it beats sgemm at every N >= 8, with
+ * AVX-512 1.6-2.2x (K 896 M 4864 N 512, 2 threads: 10.6 vs 20.5 ms), with AVX2 1.0-1.7x against
+ * this machine's AVX-512 OpenBLAS, so BLAS no longer serves F16 or BF16; the Q4_K_M file (Q5_0,
+ * Q4_K, Q6_K matrices) prefills 1.8x as fast on it as on sgemm (pp512 407-426 vs 228-230 t/s).
  * Its packing (weights transposed into float panels, once per call) loses to the 4-row F16 dot
  * kernels at small N: AVX-512 N 8 0.49 vs 0.35 ms, N 16 0.55 vs 0.68 ms (K 896 M 4864, 2 threads);
  * with AVX2 they break even from N = 16 to 32. BF16 has no AVX-512 dot4; its GEMM wins from N = 8. */

@@ -136,7 +136,8 @@ void llm_gemm_q4_0_avx512(int64_t k, int64_t M, int64_t N, const void *w, size_t
                           size_t xstride, float *dst, size_t ldd, void *scratch);
 
 /* The float GEMM (gemm_f32 slot, types.h) of weights of type t against F32 rows, or NULL when t
- * is not F16 or BF16: gemm_f16_avx2.c, gemm_f16_avx512.c (only when llm_cpu_has_avx512()). */
+ * has none (F16, BF16, Q4_1, Q5_0, Q5_1 and the K-quants have one): gemm_f16_avx2.c,
+ * gemm_f16_avx512.c (only when llm_cpu_has_avx512()). */
 llm_gemm_fn llm_gemm_f32_avx2(enum llm_type t);
 llm_gemm_fn llm_gemm_f32_avx512(enum llm_type t);
 

@@ -9,8 +9,9 @@
 /* One row per type with kernels (other known types stay zeroed): the public traits (with reference
  * kernels) plus the AVX2/FMA/F16C twins that init_traits() installs as to_float_fast /
  * from_float_fast / vec_dot / vec_dot4 when the CPU has those features, and the AVX-512 VNNI
- * vec_dot4 and GEMM kernels, preferred over the AVX-VNNI ones, preferred over the AVX2 ones. The float GEMM of F16 / BF16 weights
- * comes from each instruction set's lookup by type (llm_gemm_f32_avx512 / _avx2, quants.h). */
+ * vec_dot4 and GEMM kernels, preferred over the AVX-VNNI ones, preferred over the AVX2 ones. The float
+ * GEMM of the types without an integer one comes from each instruction set's lookup by type
+ * (llm_gemm_f32_avx512 / _avx2, quants.h). */
 struct row {
     struct llm_type_traits t;
     llm_to_float_fn to_float_avx2;
@@ -144,7 +145,8 @@ static void init_traits(void)
                     : vnni && r->gemm_avxvnni ? r->gemm_avxvnni
                     : avx2                    ? r->gemm_avx2
                                               : NULL;
-        r->t.gemm_f32 = avx512 ? llm_gemm_f32_avx512(t) : avx2 ? llm_gemm_f32_avx2(t) : NULL;
+        /* the float GEMM only where no integer GEMM is faster (Q8_0, Q4_0) */
+        r->t.gemm_f32 = r->t.gemm ? NULL : avx512 ? llm_gemm_f32_avx512(t) : avx2 ? llm_gemm_f32_avx2(t) : NULL;
     }
 }
 

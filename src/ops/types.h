@@ -47,8 +47,9 @@ struct llm_type_traits {
     /* integer GEMM of many rows at once (prefill), AVX2 or AVX-512 VNNI, or NULL. Its oracle is
      * vec_dot_ref per pair of rows. */
     llm_gemm_fn gemm;
-    /* float GEMM (F16 / BF16 weights, prefill): llm_gemm_fn with F32 activation rows, AVX2 or
-     * AVX-512, or NULL. Its oracle is the F32 dot product of the dequantized rows. */
+    /* float GEMM (prefill of F16 / BF16 weights and of the quantized ones without an integer GEMM):
+     * llm_gemm_fn with F32 activation rows, AVX2 or AVX-512, or NULL. Its oracle is the F32 dot
+     * product of the dequantized rows. */
     llm_gemm_fn gemm_f32;
     enum llm_type vec_dot_type;        /* type activations are converted to for vec_dot   */
 };
