@@ -53,8 +53,8 @@ struct fgemm_kernel {
 };
 
 /* The llm_gemm_fn contract with F32 activation rows: k in blocks (the same for any M and N, so the
- * order of every sum depends on k and the weight type alone), weight rows in blocks packed into scratch for L2, the
- * activation rows nr at a time against every panel of a block. */
+ * order of every sum depends on k and the weight type alone), weight rows in blocks packed into
+ * scratch for L2, the activation rows nr at a time against every panel of a block. */
 void llm_fgemm(const struct fgemm_kernel *kern, enum llm_type t, int64_t k, int64_t M, int64_t N, const void *w,
                size_t wstride, const float *x, size_t xstride, float *dst, size_t ldd, void *scratch);
 
