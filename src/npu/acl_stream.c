@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -367,6 +368,18 @@ static void slot_commit(struct acl_stream *s)
     }
 }
 
+/* Faults in the whole pages of [p, p + n) with one system call: a recording's tasks (2 KiB each)
+ * are written once at capture, and a page fault per page written cost a stories260K capture most
+ * of its 0.7-1 ms on this paravirtualized VM. Best effort: a kernel without MADV_POPULATE_WRITE
+ * leaves the pages to fault as before. */
+static void populate(void *p, size_t n)
+{
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), a = ((uintptr_t)p + page - 1) & ~(page - 1),
+                    b = ((uintptr_t)p + n) & ~(page - 1);
+    if (b > a)
+        madvise((void *)a, b - a, MADV_POPULATE_WRITE);
+}
+
 /* Where a task issued on s goes: the recording of an open capture, else the ring. */
 static struct task *task_begin(struct acl_stream *s)
 {
@@ -380,6 +393,7 @@ static struct task *task_begin(struct acl_stream *s)
             return NULL;
         ri->tasks = nt;
         ri->cap = cap;
+        populate(nt + ri->n, (cap - ri->n) * sizeof *nt);
     }
     return &ri->tasks[ri->n];
 }
