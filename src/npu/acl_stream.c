@@ -4,9 +4,10 @@
  * stream's device thread, which is worker 0 of the stream's llm_threadpool (the other workers join
  * for kernels launched with block_dim 0). The device thread and the host in synchronize busy-wait
  * briefly, then sleep (see DEVICE_SPIN_NS); a host that waits for a device thread asleep on its own
- * cpu runs the queue itself instead (see host_runs_queue). A replayed graph runs as one task: its kernels one after the other,
- * each on worker 0 alone or split over the pool as when launched eagerly (one pool run per split
- * kernel: the other workers never wait at barriers through the long runs of small kernels). */
+ * cpu runs the queue itself instead (see host_runs_queue). A replayed graph runs as one task: its
+ * kernels one after the other, each on worker 0 alone or split over the pool as when launched
+ * eagerly (one pool run per split kernel: the other workers never wait at barriers through the long
+ * runs of small kernels). */
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
@@ -260,10 +261,13 @@ static void *device_thread(void *arg)
     struct acl_stream *s = arg;
     uint64_t prev_end = 0;
     for (;;) {
-        bool queued = has_work(s);
-        if (!queued && !wait_for_work(s))
-            return NULL;
-        const uint64_t head = atomic_load(&s->head); /* the host may have run tasks while we slept */
+        uint64_t head = atomic_load(&s->head);
+        const bool queued = atomic_load(&s->tail) != head;
+        if (!queued) {
+            if (!wait_for_work(s))
+                return NULL;
+            head = atomic_load(&s->head); /* the host may have run tasks while it slept */
+        }
         uint64_t t0 = queued && prev_end ? prev_end : now_ns();
         atomic_store_explicit(&s->device_cpu, sched_getcpu(), memory_order_relaxed);
         run_task(s, &s->ring[head % RING_SLOTS]);
@@ -286,14 +290,13 @@ static void pay_wake(struct acl_stream *s)
 
 /* A device thread asleep on the host's cpu could only run there once the host stops, at the price
  * of two context switches (8-9 us a round trip on this VM, plus a replay slowed by ~3 us as it
- * finds its caches and TLB cold): the waiting host runs the queue up to target itself, as that
- * thread would, its time counted as device time. False when the device thread is elsewhere or
+ * finds its caches and TLB cold): the waiting host, on that cpu, runs the queue up to target
+ * itself, as that thread would, its time counted as device time. False when the device thread is
  * not asleep. */
 static bool host_runs_queue(struct acl_stream *s, uint64_t target)
 {
     int sleeping = DEVICE_SLEEPING;
-    if (!on_cpu_of(&s->device_cpu) ||
-        !atomic_compare_exchange_strong(&s->device_state, &sleeping, DEVICE_LENT))
+    if (!atomic_compare_exchange_strong(&s->device_state, &sleeping, DEVICE_LENT))
         return false;
     for (uint64_t head = atomic_load(&s->head); head < target; head++) {
         const uint64_t t0 = now_ns();
@@ -315,9 +318,10 @@ static void wait_done(struct acl_stream *s, uint64_t target)
 {
     if (atomic_load(&s->head) >= target)
         return;
+    const bool shared_cpu = on_cpu_of(&s->device_cpu);
     s->waits++;
-    s->waits_shared_cpu += on_cpu_of(&s->device_cpu);
-    if (host_runs_queue(s, target))
+    s->waits_shared_cpu += shared_cpu;
+    if (shared_cpu && host_runs_queue(s, target))
         return;
     pay_wake(s);
     const uint64_t t0 = now_ns(), budget = spin_budget(s, HOST_SPIN_NS);

@@ -145,8 +145,7 @@ static void init_traits(void)
                     : vnni && r->gemm_avxvnni ? r->gemm_avxvnni
                     : avx2                    ? r->gemm_avx2
                                               : NULL;
-        /* the float GEMM only where no integer GEMM is faster (Q8_0, Q4_0) */
-        r->t.gemm_f32 = r->t.gemm ? NULL : avx512 ? llm_gemm_f32_avx512(t) : avx2 ? llm_gemm_f32_avx2(t) : NULL;
+        r->t.gemm_f32 = avx512 ? llm_gemm_f32_avx512(t) : avx2 ? llm_gemm_f32_avx2(t) : NULL;
     }
 }
 
