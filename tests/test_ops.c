@@ -894,8 +894,9 @@ static struct llm_tensor *window_mask(int64_t n_kv, int64_t n_used, int64_t n_q,
  * masked blocks between visible ones, masks that differ per head, no mask, query rows that see
  * nothing, and K/V with non-unit element stride (the scalar path). Head dims of 8 have a path of
  * their own (AVX-512: 16 cells per block, heads of several KV heads batched, a window end that is
- * not a multiple of 16). Results must not depend on the thread count, bit for bit: the npu compares
- * itself with the cpu. */
+ * not a multiple of 16), and so has prefill when hd is a multiple of 16 and hd_v of 64 (AVX-512:
+ * tiles of query rows sharing each K and V block). Results must not depend on the thread count,
+ * bit for bit: the npu compares itself with the cpu. */
 static void test_flash_attn_shapes(void)
 {
     static const struct {
@@ -919,6 +920,17 @@ static void test_flash_attn_shapes(void)
         { 1, 8, 8, 8, 4, 2, 61, 61, 0, 0, 0, 0, 0 },      /* no mask */
         { 1, 8, 8, 8, 4, 2, 64, 40, 50, 1, 0, 0, 0 },     /* rows that see nothing: zeros */
         { 0, 8, 8, 8, 2, 3, 64, 60, 0, 4, 0, 20, 37 },    /* a mask per head, a ragged hole */
+        /* the prefill path (AVX-512, tiles of query rows): */
+        { 1, 64, 64, 14, 2, 37, 128, 100, 0, 1, 0, 0, 0 },  /* qwen2-0.5B prompt, tiles of 4 rows */
+        { 0, 64, 64, 8, 1, 9, 80, 80, 5, 1, 0, 0, 0 },      /* F32, MQA, a tile of one row */
+        { 1, 32, 64, 6, 2, 11, 200, 190, 0, 6, 0, 40, 90 }, /* a mask per head, a hole of whole blocks */
+        { 1, 16, 128, 4, 4, 40, 96, 96, 0, 1, 0, 13, 29 },  /* MHA (tiles of 32 rows), a ragged hole */
+        { 0, 64, 64, 32, 1, 3, 50, 47, 0, 1, 0, 0, 0 },     /* a group of 32 heads: tiles of one row */
+        { 1, 64, 64, 40, 1, 2, 50, 47, 0, 1, 0, 0, 0 },     /* 40 heads: too many, row at a time */
+        { 1, 64, 64, 4, 2, 6, 64, 40, 50, 1, 0, 0, 0 },     /* rows that see nothing: zeros */
+        { 0, 64, 64, 4, 2, 5, 45, 45, 0, 1, 0, 0, 0 },      /* window end not a multiple of 16 */
+        { 1, 64, 64, 4, 2, 6, 61, 61, 0, 0, 0, 0, 0 },      /* no mask */
+        { 1, 64, 64, 4, 2, 30, 600, 590, 0, 2, 0, 100, 333 }, /* a long window, masks per head, a hole */
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         enum llm_type kvt = cases[c].kvt_f16 ? LLM_TYPE_F16 : LLM_TYPE_F32;

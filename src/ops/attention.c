@@ -6,7 +6,8 @@
  * the last one some mask row of the query row leaves visible are scanned (found once per row), and
  * blocks of 8 cells that every head masks with -inf are skipped: most of a padded KV window.
  * Head dims of 8 (tiny models such as stories260K) have an AVX-512 path of their own,
- * attention_hd8.c. */
+ * attention_hd8.c, and so has prefill (attention_tile.c: a unit is then a tile of query rows, whose
+ * rows share each K and V block). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +43,9 @@ static int64_t scratch_floats(const struct llm_tensor *dst, int64_t group)
     /* scores of max(group, 4) heads: the head-dim-8 path runs 4 heads of several groups at once */
     int64_t n = (group > 4 ? group : 4) * round16(k->ne[1]) + group * (hd8 + 8 + 1 + v->ne[0]) + 9 * hd8 +
                 round8(k->ne[1]);
-    return (n + 15) & ~(int64_t)15;
+    n = (n + 15) & ~(int64_t)15;
+    int64_t tile = attn_tile_fits(q, k, v) ? attn_tile_scratch_floats(q->ne[0], v->ne[0], k->ne[1]) : 0;
+    return tile > n ? tile : n;
 }
 
 
@@ -425,7 +428,7 @@ static void weights(struct attn_unit *u)
     }
 }
 
-enum attn_path { PATH_SCALAR, PATH_AVX2, PATH_HD8_AVX512 };
+enum attn_path { PATH_SCALAR, PATH_AVX2, PATH_HD8_AVX512, PATH_TILE_AVX512 };
 
 static void attend(struct attn_unit *u, enum attn_path path)
 {
@@ -457,6 +460,22 @@ static void attend(struct attn_unit *u, enum attn_path path)
         for (int64_t i = 0; i < u->hd_v; i++)
             *(float *)(z + i * (int64_t)dst->nb[0]) = u->acc[g * u->hd_v + i] * u->inv[g];
     }
+}
+
+/* [*lo, *hi): the union of the visible ranges of query rows [u->iq, u->iq + nq). */
+static void tile_range(struct attn_unit *u, int64_t nq, int64_t *lo, int64_t *hi)
+{
+    const int64_t iq = u->iq;
+    *lo = u->n_kv, *hi = 0;
+    for (int64_t i = 0; i < nq; i++) {
+        u->iq = iq + i;
+        visible_range(u, true);
+        if (u->r_lo < u->r_hi) {
+            *lo = u->r_lo < *lo ? u->r_lo : *lo;
+            *hi = u->r_hi > *hi ? u->r_hi : *hi;
+        }
+    }
+    u->iq = iq;
 }
 
 static bool unit_rows(const struct llm_tensor *t)
@@ -498,12 +517,17 @@ void cpu_flash_attn(const struct llm_cpu_params *p, struct llm_tensor *dst)
     if (path == PATH_AVX2 && hd == 8 && hd_v == 8 && (!m || (m->ne[2] == 1 && m->nb[0] == sizeof(float))) &&
         llm_cpu_has_avx512())
         path = PATH_HD8_AVX512;
+    else if (path == PATH_AVX2 && attn_tile_fits(q, k, v) && llm_cpu_has_avx512())
+        path = PATH_TILE_AVX512;
+    /* query rows per unit: a tile of them on the prefill path */
+    const int64_t tq = path == PATH_TILE_AVX512 ? attn_tile_queries(group) : 1, n_tiles = (n_q + tq - 1) / tq;
 
     /* units dealt out round-robin: under a causal mask later queries see more cells, so
      * contiguous ranges would give the last thread most of the work */
-    int64_t parts = group_parts(n_q * heads_kv, group, p->nth);
-    /* unit (iq·heads_kv + hk)·parts + part, stepped by nth without divisions (a decode call of a
-     * tiny model takes well under a microsecond: a few divisions per unit would show) */
+    int64_t parts = group_parts(n_tiles * heads_kv, group, p->nth);
+    /* unit (iq·heads_kv + hk)·parts + part, iq a tile of query rows, stepped by nth without
+     * divisions (a decode call of a tiny model takes well under a microsecond: a few divisions per
+     * unit would show) */
     int64_t part = p->ith, hk = 0, iq = 0;
     struct hd8_head hs[4]; /* the head-dim-8 path's batch: heads of one query row */
     int np = 0;
@@ -511,17 +535,22 @@ void cpu_flash_attn(const struct llm_cpu_params *p, struct llm_tensor *dst)
         for (; part >= parts; part -= parts)
             if (++hk == heads_kv)
                 hk = 0, iq++;
-        if (np > 0 && (iq >= n_q || iq != u.iq))
+        if (np > 0 && (iq >= n_tiles || iq != u.iq))
             attn_hd8_flush(&u, hs, &np);
-        if (iq >= n_q)
+        if (iq >= n_tiles)
             break;
-        u.iq = iq;
+        u.iq = iq * tq;
         u.hk = hk;
         u.h0 = hk * group + (parts == 1 ? 0 : group * part / parts);
         u.nh = parts == 1 ? group : hk * group + group * (part + 1) / parts - u.h0;
         if (path == PATH_HD8_AVX512) {
             visible_range(&u, true);
             attn_hd8_add(&u, hs, &np);
+        } else if (path == PATH_TILE_AVX512) {
+            const int64_t nq = n_q - u.iq < tq ? n_q - u.iq : tq;
+            int64_t lo, hi;
+            tile_range(&u, nq, &lo, &hi);
+            attn_tile_run(&u, nq, lo, hi, u.qs);
         } else {
             attend(&u, path);
         }

@@ -46,4 +46,20 @@ struct hd8_head {
 void attn_hd8_add(struct attn_unit *u, struct hd8_head *hs, int *np);
 void attn_hd8_flush(const struct attn_unit *u, struct hd8_head *hs, int *np);
 
+/* The prefill path (attention_tile.c; AVX-512, K and V rows with unit stride): query rows in tiles
+ * of attn_tile_queries(group) (fixed for a shape, whatever the thread count), each tile with up to
+ * TILE_ROWS rows of one query row and one head. */
+#define TILE_ROWS 32
+
+/* Whether the shape suits it: more than one query row, hd a multiple of 16, hd_v of 64, GQA groups
+ * of at most TILE_ROWS heads. */
+bool attn_tile_fits(const struct llm_tensor *q, const struct llm_tensor *k, const struct llm_tensor *v);
+int64_t attn_tile_queries(int64_t group);
+int64_t attn_tile_scratch_floats(int64_t hd, int64_t hd_v, int64_t n_kv);
+
+/* Query rows [u->iq, u->iq + nq), heads [u->h0, u->h0 + u->nh) of KV head u->hk, over cells
+ * [lo, hi) (the union of the rows' visible ranges, every head's mask included; empty when lo >=
+ * hi), with scratch of attn_tile_scratch_floats floats (64-byte aligned). */
+void attn_tile_run(const struct attn_unit *u, int64_t nq, int64_t lo, int64_t hi, float *scratch);
+
 #endif
