@@ -73,6 +73,8 @@ void llm_vec_dot4_f32_avx512(int64_t n, float *s, const void *const *w, const vo
 void llm_vec_dot_rows_f32_avx512(int64_t n, int64_t rows, float *s, const void *w, size_t stride, const void *x);
 void llm_vec_dot4_q4_0_avx512(int64_t n, float *s, const void *const *w, const void *x);
 void llm_vec_dot1_q4_0_avx512(int64_t n, float *s, const void *w, const void *x);
+void llm_vec_dot4_q5_0_avx512(int64_t n, float *s, const void *const *w, const void *x);
+void llm_vec_dot1_q5_0_avx512(int64_t n, float *s, const void *w, const void *x);
 void llm_vec_dot4_q8_0_avx512(int64_t n, float *s, const void *const *w, const void *x);
 void llm_vec_dot1_q8_0_avx512(int64_t n, float *s, const void *w, const void *x);
 

@@ -2,6 +2,7 @@
  * the F16 dot4 in vec_dot_avx2.c, with wider steps. Each row has its own accumulators, fed in the same order whatever
  * the other three rows are, so a row's sum does not depend on its place. */
 #include <stdint.h>
+#include <string.h>
 
 #include "blocks.h"
 #include "quants.h"
@@ -135,6 +136,13 @@ static inline __attribute__((always_inline)) AVX512 __m256i block_sum(enum llm_t
 {
     if (t == LLM_TYPE_Q4_0)
         return _mm256_dpbusd_epi32(start, nibbles32_u(((const struct block_q4_0 *)wb)->qs), yv);
+    if (t == LLM_TYPE_Q5_0) {
+        const struct block_q5_0 *b = (const struct block_q5_0 *)wb;
+        uint32_t qh;
+        memcpy(&qh, b->qh, sizeof qh);
+        __m256i q = nibbles32_u(b->qs);
+        return _mm256_dpbusd_epi32(start, _mm256_mask_add_epi8(q, qh, q, _mm256_set1_epi8(16)), yv);
+    }
     __m256i q = _mm256_xor_si256(loadu256(((const struct block_q8_0 *)wb)->qs), _mm256_set1_epi8((char)0x80));
     return _mm256_dpbusd_epi32(start, q, yv);
 }
@@ -145,7 +153,8 @@ static inline __attribute__((always_inline)) AVX512 void block4(enum llm_type t,
 {
     __m256i yv = loadu256(yb[b].qs);
     __m256i sy = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), yv);
-    __m256i start = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sy, t == LLM_TYPE_Q4_0 ? 3 : 7));
+    __m256i start = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                     _mm256_slli_epi32(sy, t == LLM_TYPE_Q4_0 ? 3 : t == LLM_TYPE_Q5_0 ? 4 : 7));
 #pragma GCC unroll 4
     for (int r = 0; r < 4; r++)
         acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(d[r]),
@@ -158,7 +167,9 @@ static inline __attribute__((always_inline)) AVX512 void finish_rows(enum llm_ty
                                                                     const struct block_q8_0 *y, int64_t i, int64_t nb,
                                                                     const __m512 *acc, float *s)
 {
-    const size_t ws = t == LLM_TYPE_Q4_0 ? sizeof(struct block_q4_0) : sizeof(struct block_q8_0);
+    const size_t ws = t == LLM_TYPE_Q4_0   ? sizeof(struct block_q4_0)
+                      : t == LLM_TYPE_Q5_0 ? sizeof(struct block_q5_0)
+                                           : sizeof(struct block_q8_0);
     const char *rows[4] = { w[0], w[1], w[2], w[3] };
     __m256 tail[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
     for (; i < nb; i++) {
@@ -258,6 +269,69 @@ void AVX512 llm_vec_dot4_q4_0_avx512(int64_t n, float *s, const void *const *w, 
 void AVX512 llm_vec_dot1_q4_0_avx512(int64_t n, float *s, const void *w, const void *x)
 {
     q4_0_rows(1, n, s, &w, x);
+}
+
+/* ---- Q5_0: four blocks of a row per zmm, as Q4_0 ----------------------------------------------
+ * The 5th bits come from each block's 32-bit qh: bits 0-15 go with the low nibbles (the lane
+ * group's first 16 weights), bits 16-31 with the high ones; assembled as two 64-bit byte masks,
+ * they add 16 to the selected quants (stored +16, so each lane starts from -16·Σy). */
+
+/* The fp16 d of four consecutive Q5_0 blocks, each repeated over its 4 lanes (22-byte blocks: a
+ * vector load of all four would read past the 88 bytes they span). */
+static inline __attribute__((always_inline)) AVX512 __m512 scales4x4_q5_0(const struct block_q5_0 *b)
+{
+    const uint64_t w = b[0].d | (uint64_t)b[1].d << 16 | (uint64_t)b[2].d << 32 | (uint64_t)b[3].d << 48;
+    const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi64_si128((long long)w))));
+}
+
+static inline __attribute__((always_inline)) AVX512 void q5_0_rows(int R, int64_t n, float *s, const void *const *w,
+                                                                  const void *x)
+{
+    const struct block_q8_0 *y = x;
+    const struct block_q5_0 *rows[4] = { w[0], w[R > 1], w[R > 2 ? 2 : 0], w[R > 3 ? 3 : 0] };
+    const __m512i m4 = _mm512_set1_epi8(0x0f), ones = _mm512_set1_epi8(1), b16 = _mm512_set1_epi8(16);
+    __m512 acc[4] = { _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps() };
+    int64_t nb = n / QK, i = 0;
+    for (; i + 4 <= nb; i += 4) {
+        __m512i lo, hi;
+        act4(y + i, &lo, &hi);
+        __m512i sy = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, lo), ones, hi);
+        __m512i start = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sy, 4));
+        __m512 dy = scales4x4(y + i, sizeof *y);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const struct block_q5_0 *b = rows[r] + i;
+            __m512i q = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)b[0].qs));
+            q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)b[1].qs), 1);
+            q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)b[2].qs), 2);
+            q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)b[3].qs), 3);
+            uint64_t mlo = 0, mhi = 0;
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) {
+                uint32_t qh;
+                memcpy(&qh, b[j].qh, sizeof qh);
+                mlo |= (uint64_t)(qh & 0xffff) << (16 * j);
+                mhi |= (uint64_t)(qh >> 16) << (16 * j);
+            }
+            __m512i ql = _mm512_and_si512(q, m4), qu = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+            __m512i sum = _mm512_dpbusd_epi32(start, _mm512_mask_add_epi8(ql, mlo, ql, b16), lo);
+            sum = _mm512_dpbusd_epi32(sum, _mm512_mask_add_epi8(qu, mhi, qu, b16), hi);
+            __m512 d = _mm512_mul_ps(scales4x4_q5_0(b), dy);
+            acc[r] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sum), acc[r]);
+        }
+    }
+    finish_rows(LLM_TYPE_Q5_0, R, (const void *const *)rows, y, i, nb, acc, s);
+}
+
+void AVX512 llm_vec_dot4_q5_0_avx512(int64_t n, float *s, const void *const *w, const void *x)
+{
+    q5_0_rows(4, n, s, w, x);
+}
+
+void AVX512 llm_vec_dot1_q5_0_avx512(int64_t n, float *s, const void *w, const void *x)
+{
+    q5_0_rows(1, n, s, &w, x);
 }
 
 /* ---- Q8_0: two blocks of a row per zmm ------------------------------------------------------
