@@ -1,6 +1,7 @@
 /* AVX-512 vec_dot4 kernels (decode's matrix-vector product): the sums of vec_dot4_avx2.c and of
  * the F16 dot4 in vec_dot_avx2.c, with wider steps. Each row has its own accumulators, fed in the same order whatever
  * the other three rows are, so a row's sum does not depend on its place. */
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -186,7 +187,7 @@ static inline __attribute__((always_inline)) AVX512 void finish_rows(enum llm_ty
         s[r] = _mm512_reduce_add_ps(acc[r]) + hsum_ps(tail[r]);
 }
 
-/* ---- Q4_0: four blocks of a row per zmm --------------------------------------------------------
+/* ---- Q4_0 and Q5_0: four blocks of a row per zmm -------------------------------------------------
  * One block per ymm left most of the work per weight byte in unpacking, converting and scaling
  * (in cache ~28 GB/s, below what one core streams). Here the 16-byte quants of four consecutive
  * blocks of a row fill one zmm: its low nibbles pair with the activations' first 16 bytes of each
@@ -224,57 +225,16 @@ static inline __attribute__((always_inline)) AVX512 __m512 scales4x4(const void 
         _mm512_loadu_si512(p), _mm512_castsi256_si512(idx), _mm512_loadu_si512(p + 1))));
 }
 
-/* The quants of four consecutive Q4_0 blocks, block j in 128-bit lane j. */
-static inline __attribute__((always_inline)) AVX512 __m512i quants4(const struct block_q4_0 *b)
+/* The 16 quant bytes of four consecutive Q4_0 or Q5_0 blocks (t), block j in 128-bit lane j. */
+static inline __attribute__((always_inline)) AVX512 __m512i quants4(enum llm_type t, const char *b)
 {
-    __m512i q = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)b[0].qs));
-    q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)b[1].qs), 1);
-    q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)b[2].qs), 2);
-    return _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)b[3].qs), 3);
+    const size_t ws = t == LLM_TYPE_Q4_0 ? sizeof(struct block_q4_0) : sizeof(struct block_q5_0);
+    const char *qs = b + (t == LLM_TYPE_Q4_0 ? offsetof(struct block_q4_0, qs) : offsetof(struct block_q5_0, qs));
+    __m512i q = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)qs));
+    q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(qs + ws)), 1);
+    q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(qs + 2 * ws)), 2);
+    return _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(qs + 3 * ws)), 3);
 }
-
-/* R rows (1 or 4, a constant after inlining); each row's sums are the same whatever R. */
-static inline __attribute__((always_inline)) AVX512 void q4_0_rows(int R, int64_t n, float *s, const void *const *w,
-                                                                  const void *x)
-{
-    const struct block_q8_0 *y = x;
-    const struct block_q4_0 *rows[4] = { w[0], w[R > 1], w[R > 2 ? 2 : 0], w[R > 3 ? 3 : 0] };
-    const __m512i m4 = _mm512_set1_epi8(0x0f), ones = _mm512_set1_epi8(1);
-    __m512 acc[4] = { _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps() };
-    int64_t nb = n / QK, i = 0;
-    for (; i + 4 <= nb; i += 4) {
-        __m512i lo, hi;
-        act4(y + i, &lo, &hi);
-        /* lane start: -8 * the sum of its 8 activations (Q4_0 quants are stored +8) */
-        __m512i sy = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, lo), ones, hi);
-        __m512i start = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sy, 3));
-        __m512 dy = scales4x4(y + i, sizeof *y);
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++) {
-            __m512i q = quants4(rows[r] + i);
-            __m512i sum = _mm512_dpbusd_epi32(start, _mm512_and_si512(q, m4), lo);
-            sum = _mm512_dpbusd_epi32(sum, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4), hi);
-            __m512 d = _mm512_mul_ps(scales4x4(rows[r] + i, sizeof *rows[r]), dy);
-            acc[r] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sum), acc[r]);
-        }
-    }
-    finish_rows(LLM_TYPE_Q4_0, R, (const void *const *)rows, y, i, nb, acc, s);
-}
-
-void AVX512 llm_vec_dot4_q4_0_avx512(int64_t n, float *s, const void *const *w, const void *x)
-{
-    q4_0_rows(4, n, s, w, x);
-}
-
-void AVX512 llm_vec_dot1_q4_0_avx512(int64_t n, float *s, const void *w, const void *x)
-{
-    q4_0_rows(1, n, s, &w, x);
-}
-
-/* ---- Q5_0: four blocks of a row per zmm, as Q4_0 ----------------------------------------------
- * The 5th bits come from each block's 32-bit qh: bits 0-15 go with the low nibbles (the lane
- * group's first 16 weights), bits 16-31 with the high ones; assembled as two 64-bit byte masks,
- * they add 16 to the selected quants (stored +16, so each lane starts from -16·Σy). */
 
 /* The fp16 d of four consecutive Q5_0 blocks, each repeated over its 4 lanes (22-byte blocks: a
  * vector load of all four would read past the 88 bytes they span). */
@@ -285,53 +245,74 @@ static inline __attribute__((always_inline)) AVX512 __m512 scales4x4_q5_0(const 
     return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi64_si128((long long)w))));
 }
 
-static inline __attribute__((always_inline)) AVX512 void q5_0_rows(int R, int64_t n, float *s, const void *const *w,
-                                                                  const void *x)
+/* R rows (1 or 4) of Q4_0 or Q5_0 (t); both constants after inlining. Each row's sums are the same
+ * whatever R. Q5_0's 5th bits come from each block's 32-bit qh: bits 0-15 go with the low nibbles
+ * (the lane group's first 16 weights), bits 16-31 with the high ones; assembled as two 64-bit byte
+ * masks, they add 16 to the selected quants. */
+static inline __attribute__((always_inline)) AVX512 void nibble_rows(enum llm_type t, int R, int64_t n, float *s,
+                                                                    const void *const *w, const void *x)
 {
     const struct block_q8_0 *y = x;
-    const struct block_q5_0 *rows[4] = { w[0], w[R > 1], w[R > 2 ? 2 : 0], w[R > 3 ? 3 : 0] };
+    const size_t ws = t == LLM_TYPE_Q4_0 ? sizeof(struct block_q4_0) : sizeof(struct block_q5_0);
+    const char *rows[4] = { w[0], w[R > 1], w[R > 2 ? 2 : 0], w[R > 3 ? 3 : 0] };
     const __m512i m4 = _mm512_set1_epi8(0x0f), ones = _mm512_set1_epi8(1), b16 = _mm512_set1_epi8(16);
     __m512 acc[4] = { _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps() };
     int64_t nb = n / QK, i = 0;
     for (; i + 4 <= nb; i += 4) {
         __m512i lo, hi;
         act4(y + i, &lo, &hi);
+        /* lane start: -8 (Q4_0) or -16 (Q5_0) times the sum of its 8 activations: the quants are
+         * stored with that offset */
         __m512i sy = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, lo), ones, hi);
-        __m512i start = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sy, 4));
+        __m512i start = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sy, t == LLM_TYPE_Q4_0 ? 3 : 4));
         __m512 dy = scales4x4(y + i, sizeof *y);
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
-            const struct block_q5_0 *b = rows[r] + i;
-            __m512i q = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)b[0].qs));
-            q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)b[1].qs), 1);
-            q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)b[2].qs), 2);
-            q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)b[3].qs), 3);
-            uint64_t mlo = 0, mhi = 0;
-#pragma GCC unroll 4
-            for (int j = 0; j < 4; j++) {
-                uint32_t qh;
-                memcpy(&qh, b[j].qh, sizeof qh);
-                mlo |= (uint64_t)(qh & 0xffff) << (16 * j);
-                mhi |= (uint64_t)(qh >> 16) << (16 * j);
-            }
+            const char *b = rows[r] + i * ws;
+            __m512i q = quants4(t, b);
             __m512i ql = _mm512_and_si512(q, m4), qu = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
-            __m512i sum = _mm512_dpbusd_epi32(start, _mm512_mask_add_epi8(ql, mlo, ql, b16), lo);
-            sum = _mm512_dpbusd_epi32(sum, _mm512_mask_add_epi8(qu, mhi, qu, b16), hi);
-            __m512 d = _mm512_mul_ps(scales4x4_q5_0(b), dy);
-            acc[r] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sum), acc[r]);
+            __m512 dw;
+            if (t == LLM_TYPE_Q5_0) {
+                const struct block_q5_0 *b5 = (const struct block_q5_0 *)b;
+                uint64_t mlo = 0, mhi = 0;
+#pragma GCC unroll 4
+                for (int j = 0; j < 4; j++) {
+                    uint32_t qh;
+                    memcpy(&qh, b5[j].qh, sizeof qh);
+                    mlo |= (uint64_t)(qh & 0xffff) << (16 * j);
+                    mhi |= (uint64_t)(qh >> 16) << (16 * j);
+                }
+                ql = _mm512_mask_add_epi8(ql, mlo, ql, b16);
+                qu = _mm512_mask_add_epi8(qu, mhi, qu, b16);
+                dw = scales4x4_q5_0(b5);
+            } else {
+                dw = scales4x4(b, ws);
+            }
+            __m512i sum = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start, ql, lo), qu, hi);
+            acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, dy), _mm512_cvtepi32_ps(sum), acc[r]);
         }
     }
-    finish_rows(LLM_TYPE_Q5_0, R, (const void *const *)rows, y, i, nb, acc, s);
+    finish_rows(t, R, (const void *const *)rows, y, i, nb, acc, s);
+}
+
+void AVX512 llm_vec_dot4_q4_0_avx512(int64_t n, float *s, const void *const *w, const void *x)
+{
+    nibble_rows(LLM_TYPE_Q4_0, 4, n, s, w, x);
+}
+
+void AVX512 llm_vec_dot1_q4_0_avx512(int64_t n, float *s, const void *w, const void *x)
+{
+    nibble_rows(LLM_TYPE_Q4_0, 1, n, s, &w, x);
 }
 
 void AVX512 llm_vec_dot4_q5_0_avx512(int64_t n, float *s, const void *const *w, const void *x)
 {
-    q5_0_rows(4, n, s, w, x);
+    nibble_rows(LLM_TYPE_Q5_0, 4, n, s, w, x);
 }
 
 void AVX512 llm_vec_dot1_q5_0_avx512(int64_t n, float *s, const void *w, const void *x)
 {
-    q5_0_rows(1, n, s, &w, x);
+    nibble_rows(LLM_TYPE_Q5_0, 1, n, s, &w, x);
 }
 
 /* ---- Q8_0: two blocks of a row per zmm ------------------------------------------------------
