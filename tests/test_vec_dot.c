@@ -322,9 +322,11 @@ int main(void)
     }
     CHECK(!llm_cpu_has_avx512() || llm_type_traits(LLM_TYPE_F16)->vec_dot1, "AVX-512 but no F16 vec_dot1");
     /* Q5_0 (most of a Q4_K_M file of the 0.5B shape, whose 896-wide rows fall back to it) */
-    CHECK(!llm_cpu_has_avx512() || (llm_type_traits(LLM_TYPE_Q5_0)->vec_dot4 == llm_vec_dot4_q5_0_avx512 &&
-                                    llm_type_traits(LLM_TYPE_Q5_0)->vec_dot1 == llm_vec_dot1_q5_0_avx512),
-          "AVX-512 but not the AVX-512 Q5_0 vec_dot4 / vec_dot1");
+    const struct llm_type_traits *q5 = llm_type_traits(LLM_TYPE_Q5_0);
+    CHECK(llm_cpu_has_avx512() ? q5->vec_dot4 == llm_vec_dot4_q5_0_avx512 && q5->vec_dot1 == llm_vec_dot1_q5_0_avx512
+          : llm_cpu_has_avx2() ? q5->vec_dot4 == llm_vec_dot4_q5_0_avx2 && !q5->vec_dot1
+                               : !q5->vec_dot4,
+          "Q5_0: not the vec_dot4 / vec_dot1 of the best ISA allowed");
     /* F32 (tiny models' decode) loops inside the kernel wherever it has a SIMD vec_dot4 */
     CHECK(!llm_type_traits(LLM_TYPE_F32)->vec_dot4 || llm_type_traits(LLM_TYPE_F32)->vec_dot_rows,
           "F32 has a vec_dot4 but no vec_dot_rows");

@@ -117,6 +117,20 @@ static inline AVX2 __m256i loadu256(const void *p)
     return _mm256_loadu_si256((const __m256i *)p);
 }
 
+/* 32 bits (little-endian qh[4]) -> byte j = 0x10 when bit j is set, else 0. */
+static inline AVX2 __m256i fifth_bits(const uint8_t *qh)
+{
+    uint32_t h = (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 |
+                 (uint32_t)qh[3] << 24;
+    /* byte j takes byte j/8 of h, then tests its own bit j%8 */
+    const __m256i spread = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
+                                             0x0101010101010101, 0x0000000000000000);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h), spread);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+}
+
 /* Q4_0 block quants 0..15 (not yet offset by -8), low nibbles first: the 16 bytes go to both
  * halves by a broadcast load and the upper half is shifted, avoiding a cross-lane insert. */
 static inline AVX2 __m256i nibbles32_u(const uint8_t *qs)

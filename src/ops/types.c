@@ -63,6 +63,7 @@ static struct row rows[LLM_TYPE_COUNT] = {
                .vec_dot_ref = llm_vec_dot_q5_0_ref, .vec_dot_type = LLM_TYPE_Q8_0 },
         .to_float_avx2 = llm_to_float_q5_0_avx2,
         .vec_dot_avx2 = llm_vec_dot_q5_0_avx2,
+        .vec_dot4_avx2 = llm_vec_dot4_q5_0_avx2,
         .vec_dot4_avx512 = llm_vec_dot4_q5_0_avx512,
         .vec_dot1_avx512 = llm_vec_dot1_q5_0_avx512 },
     [LLM_TYPE_Q5_1] = {
