@@ -108,7 +108,8 @@ test: test-unit test-asan fuzz
 # llm-bench on synthetic Qwen2.5-0.5B / TinyLlama-1.1B shapes (cached in models/) and stories260K:
 # bench/results/latest.md. LLAMA_BENCH=/path/to/llama-bench (built on this machine by
 # ../shared/tools/llama-anchor.sh SNAPSHOT) runs llama.cpp's llama-bench on the same files, model by
-# model, for the side-by-side ratios; without it, ours and the roofline only. ~20-25 min with it,
+# model in two rounds of alternating order, for the side-by-side ratios (each program's better round
+# per test); without it, ours and the roofline only. ~20 min with it,
 # about half without, on 2 cores. BENCH_QUICK=1: a smoke test of bench/run.sh in seconds and nothing
 # else (run.sh has the other knobs). Then the NPU graph-mode A/B (installs gnuplot-nox if missing):
 # graph_ab.md, crossover.png; and one decode token of the 0.5B shape, eager against graph, as a

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """bench/run.sh's report: prints bench/results/latest.md from the files run.sh left in
 bench/results/tmp. bench.manifest lists the runs (suite|model|file|label); each program's run is
-bench.SUITE.MODEL.PROG (PROG llm or llama), its probes the same with .rss and .start1-3, and each has
-.jsonl (stdout), .err (stderr) and .usage (peak RSS in KiB, wall seconds)."""
+bench.SUITE.MODEL.PROG.rR (PROG llm or llama, R the round), its probes bench.SUITE.MODEL.PROG with
+.rss and .start1-3, and each has .jsonl (stdout), .err (stderr) and .usage (peak RSS in KiB, wall
+seconds). Of the rounds, each program's best per test (highest mean t/s) is reported."""
 import argparse, datetime, json, os, re, subprocess
 
 SUITES = {'main': '2 threads', 'long': 'Long context, 2 threads', '1t': '1 thread'}
@@ -79,16 +80,29 @@ def kv_bytes(binary, model, n_ctx):
 class Run:
     """The files of one bench/run.sh run."""
 
-    def __init__(self, tmp):
-        self.tmp = tmp
+    def __init__(self, tmp, rounds):
+        self.tmp, self.rounds = tmp, rounds
         with open(os.path.join(tmp, 'bench.manifest'), encoding='utf-8') as f:
             self.runs = [line.rstrip('\n').split('|') for line in f]  # suite, model, file, label
 
     def path(self, suite, model, prog, ext, probe=''):
         return os.path.join(self.tmp, 'bench.%s.%s.%s%s.%s' % (suite, model, prog, probe, ext))
 
+    def errs(self, suite, model, prog):
+        return [read_text(self.path(suite, model, prog, 'err', '.r%d' % r)) for r in range(1, self.rounds + 1)]
+
+    def best(self, suite, model, prog):
+        """Each test of one program's rounds at its best (highest mean t/s), in the order of the
+        first round, with the stderr of the round it comes from."""
+        best = {}
+        for r, err in enumerate(self.errs(suite, model, prog), 1):
+            for t in read_jsonl(self.path(suite, model, prog, 'jsonl', '.r%d' % r)):
+                if same_test(t) not in best or t['avg_ts'] > best[same_test(t)][0]['avg_ts']:
+                    best[same_test(t)] = (t, err)
+        return list(best.values())
+
     def tests(self, prog):
-        return [t for s, m, _, _ in self.runs for t in read_jsonl(self.path(s, m, prog, 'jsonl'))]
+        return [t for s, m, _, _ in self.runs for t, _ in self.best(s, m, prog)]
 
     def startup(self, model, prog):
         """Best start-up in seconds: wall time of a -p 0 -n 1 run minus its timed token; None if none ran."""
@@ -107,7 +121,7 @@ def build(tests):
 
 def header(a, run, side):
     ours, theirs = run.tests('llm'), run.tests('llama')
-    errs = [read_text(run.path(s, m, 'llm', 'err')) for s, m, _, _ in run.runs]
+    errs = [e for s, m, _, _ in run.runs for e in run.errs(s, m, 'llm')]
     lines = [l.split('roofline: ', 1)[1] for e in errs for l in e.splitlines() if 'roofline: read bandwidth' in l]
     bandwidths = [float(re.search(r'read bandwidth ([\d.]+) GB/s', l).group(1)) for l in lines]
     flags = next((l.split(':', 1)[1].split() for l in read_text('/proc/cpuinfo').splitlines()
@@ -131,7 +145,11 @@ def header(a, run, side):
     print('- roofline fraction: tg = model bytes x t/s / read bandwidth; pp = 2 x non-embedding params x t/s /')
     print('  FP32 FMA peak at the test\'s thread count')
     print('- tests: `%s`, t/s = mean ± sample sd; %s' % (
-        a.tests, 'per model, llm-bench then llama-bench on the same GGUF file' if side else 'llm-bench only'))
+        a.tests, 'per model, llm-bench and llama-bench on the same GGUF file' if side else 'llm-bench only'))
+    if a.rounds > 1:
+        print('  in %d rounds of alternating order (ours first, then theirs first); each program\'s better round per'
+              % a.rounds)
+        print('  test is shown (this VM has minutes at up to half speed, which one round hands to whichever ran then)')
     print('- models: synthetic Qwen2.5-0.5B and TinyLlama-1.1B shapes (`llm synth --seed 1`, random weights,')
     print('  cached in models/) and stories260K; "mix" = llama-quantize\'s default type mix, "pure" = every')
     print('  matrix of the type')
@@ -155,10 +173,9 @@ def speed_tables(a, run, side):
                                     if show_perf else [])
         rows = []
         for m, label in names:
-            theirs = {same_test(t): t for t in read_jsonl(run.path(suite, m, 'llama', 'jsonl'))}
-            err = read_text(run.path(suite, m, 'llm', 'err'))
-            roof = dict(re.findall(r'roofline: (.+?): [\d.]+ G\w+/s = ([\d.]+%) of', err))
-            for t in read_jsonl(run.path(suite, m, 'llm', 'jsonl')):
+            theirs = {same_test(t): t for t, _ in run.best(suite, m, 'llama')}
+            for t, err in run.best(suite, m, 'llm'):
+                roof = dict(re.findall(r'roofline: (.+?): [\d.]+ G\w+/s = ([\d.]+%) of', err))
                 name, their = test_name(t), theirs.pop(same_test(t), None)
                 row = [label, size(t['model_size']), name, ts(t)]
                 if side:
@@ -201,10 +218,11 @@ def memory_table(a, run, side):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--quick', action='store_true')
+    ap.add_argument('--rounds', type=int, default=1)
     for opt in ('tmp', 'bin', 'perf', 'side-by-side', 'cpu', 'elapsed', 'load', 'tests', 'depth', 'pp'):
         ap.add_argument('--' + opt, default='')
     a = ap.parse_args()
-    run, side = Run(a.tmp), a.side_by_side == 'yes'
+    run, side = Run(a.tmp, a.rounds), a.side_by_side == 'yes'
     header(a, run, side)
     speed_tables(a, run, side)
     memory_table(a, run, side)

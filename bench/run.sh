@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # make bench [LLAMA_BENCH=/path/to/llama-bench]: our llm-bench and llama.cpp's llama-bench side by side
-# on the same GGUF files, one model at a time (ours, then theirs, then the next model), so a machine
-# that slows down or speeds up during the run hits both alike. Writes bench/results/latest.md with
-# t/s ± sd of each, the ratio, and ours as a fraction of the roofline (llm-bench --roofline).
-# Without LLAMA_BENCH: ours and the roofline only.
+# on the same GGUF files, one model at a time, in BENCH_ROUNDS rounds (default 2) whose order
+# alternates (ours then theirs, then theirs then ours), so a machine that slows down or speeds up
+# during the run hits both alike; the report takes each program's better round per test (the VMs we
+# run on have minutes at half speed, which one round per program hands to whichever ran then).
+# Writes bench/results/latest.md with t/s ± sd of each, the ratio, and ours as a fraction of the
+# roofline (llm-bench --roofline). Without LLAMA_BENCH: ours and the roofline only.
 #
-# Suites (a full run takes ~20-25 min on 2 cores, estimated; -d 4096 alone is ~10 min of it):
+# Suites (a full run of 2 rounds takes ~20 min on 2 cores, -d 4096 about half of it):
 #   2 threads, -p 512 -n 128 -r 3, every model of BENCH_MODELS (default: all of `specs` but tiny-q4_0),
 #     then per model and program the peak RSS (-p 512 -n 1) and the start-up time (-p 0 -n 1, best of 3);
 #   long context, -d 4096, 2 threads, on BENCH_LONG (default: the 0.5B Q8_0);
@@ -42,12 +44,12 @@ specs=(
 
 if [ "${BENCH_QUICK:-0}" = 1 ]; then
   models=${BENCH_MODELS:-tiny-q4_0 stories260K} long=${BENCH_LONG:-tiny-q4_0} one=${BENCH_1T:-tiny-q4_0}
-  PP=64 TG=16 DEPTH=256 REPS=1 md=$TMP/quick.md quick=1
+  PP=64 TG=16 DEPTH=256 REPS=1 ROUNDS=1 md=$TMP/quick.md quick=1
 else
   all=$(printf '%s\n' "${specs[@]%%|*}" | grep -vx tiny-q4_0 | tr '\n' ' ')
   models=${BENCH_MODELS:-$all} long=${BENCH_LONG:-qwen2-0.5b-q8_0}
   one=${BENCH_1T:-qwen2-0.5b-q8_0 qwen2-0.5b-q4_0 stories260K}
-  PP=512 TG=128 DEPTH=4096 REPS=3 md=$OUT/latest.md quick=
+  PP=512 TG=128 DEPTH=4096 REPS=3 ROUNDS=${BENCH_ROUNDS:-2} md=$OUT/latest.md quick=
 fi
 
 # The spec line of a model name.
@@ -86,25 +88,30 @@ with open(sys.argv[1], "w") as f:
 sys.exit(os.waitstatus_to_exitcode(status))' "$prefix.usage" "$@" 2>&1 >&3 | tee "$prefix.err" >&2; } 3>"$prefix.jsonl"
 }
 
-# suite SUITE "MODELS" ARGS...: for each model, ours then llama-bench with the same test arguments.
-# The 2-thread suite also probes memory and start-up, right after each program's own run.
+# suite SUITE "MODELS" ARGS...: for each model, ROUNDS rounds of ours and llama-bench with the same
+# test arguments (round r in bench.SUITE.MODEL.PROG.rR.*), ours first in odd rounds. The 2-thread
+# suite also probes memory and start-up, right after each program's run of the first round.
 suite() {
-  local name=$1 list=$2 m spec args label f prog exe p i; shift 2
+  local name=$1 list=$2 m spec args label f prog exe p i r order; shift 2
   local extra=()
   for m in $list; do
     spec=$(spec_of "$m")
     IFS='|' read -r _ args label <<<"$spec"
     f=$(model_file "$m" "$args")
     echo "$name|$m|$f|$label" >>"$TMP/bench.manifest"
-    for prog in llm llama; do
-      # --roofline is ours only; it allocates 512 MiB, so memory is measured in runs without it
-      case $prog in llm) exe=$BIN/llm-bench extra=(--roofline) ;; llama) exe=$LLAMA_BENCH extra=() ;; esac
-      [ -n "$exe" ] || continue
-      p=$TMP/bench.$name.$m.$prog
-      run "$p" "$exe" -m "$f" "$@" -o jsonl -oe md "${extra[@]}"
-      [ "$name" = main ] || continue
-      run "$p.rss" "$exe" -m "$f" -p "$PP" -n 1 -r 1 -t 2 --no-warmup -o jsonl
-      for i in 1 2 3; do run "$p.start$i" "$exe" -m "$f" -p 0 -n 1 -r 1 -t 2 --no-warmup -o jsonl; done
+    for ((r = 1; r <= ROUNDS; r++)); do
+      order="llm llama"
+      ((r % 2)) || order="llama llm"
+      for prog in $order; do
+        # --roofline is ours only; it allocates 512 MiB, so memory is measured in runs without it
+        case $prog in llm) exe=$BIN/llm-bench extra=(--roofline) ;; llama) exe=$LLAMA_BENCH extra=() ;; esac
+        [ -n "$exe" ] || continue
+        p=$TMP/bench.$name.$m.$prog
+        run "$p.r$r" "$exe" -m "$f" "$@" -o jsonl -oe md "${extra[@]}"
+        [ "$name" = main ] && [ "$r" = 1 ] || continue
+        run "$p.rss" "$exe" -m "$f" -p "$PP" -n 1 -r 1 -t 2 --no-warmup -o jsonl
+        for i in 1 2 3; do run "$p.start$i" "$exe" -m "$f" -p 0 -n 1 -r 1 -t 2 --no-warmup -o jsonl; done
+      done
     done
   done
 }
@@ -124,6 +131,6 @@ elapsed=$(($(date +%s) - start))
 
 python3 bench/report.py --tmp "$TMP" --bin "$BIN" --perf "$SHARED/ref/perf.md" --side-by-side "${LLAMA_BENCH:+yes}" \
   --cpu "$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1)" --elapsed "$elapsed" --load "$load" \
-  --tests "${tests[*]}" --depth "$DEPTH" --pp "$PP" ${quick:+--quick} >"$md"
+  --tests "${tests[*]}" --depth "$DEPTH" --pp "$PP" --rounds "$ROUNDS" ${quick:+--quick} >"$md"
 echo "make bench: wrote $md (${elapsed}s)" >&2
 cat "$md"
