@@ -29,12 +29,6 @@ static int64_t round8(int64_t n)
     return (n + 7) & ~(int64_t)7;
 }
 
-static int64_t round16(int64_t n)
-{
-    return (n + 15) & ~(int64_t)15;
-}
-
-
 /* Floats of scratch one thread needs (a multiple of 16, so each thread's part stays 64-byte apart). */
 static int64_t scratch_floats(const struct llm_tensor *dst, int64_t group)
 {
@@ -435,14 +429,8 @@ static void attend(struct attn_unit *u, enum attn_path path)
     const struct llm_tensor *q = u->q, *dst = u->dst;
     float scale = llm_get_op_f32(dst, 0);
     visible_range(u, path != PATH_SCALAR);
-    for (int64_t g = 0; g < u->nh; g++) {
-        const char *qr = tensor_at(q, 0, u->iq, u->h0 + g, 0);
-        float *qs = u->qs + g * u->hd8;
-        for (int64_t i = 0; i < u->hd; i++)
-            qs[i] = *(const float *)(qr + i * (int64_t)q->nb[0]) * scale;
-        for (int64_t i = u->hd; i < u->hd8; i++)
-            qs[i] = 0.0f;
-    }
+    for (int64_t g = 0; g < u->nh; g++)
+        load_q_row(q, u->iq, u->h0 + g, scale, u->hd, u->hd8, u->qs + g * u->hd8);
     memset(u->acc, 0, (size_t)(u->nh * u->hd_v) * sizeof(float));
 
     if (path == PATH_AVX2)
@@ -455,11 +443,8 @@ static void attend(struct attn_unit *u, enum attn_path path)
     else
         accum_scalar(u);
 
-    for (int64_t g = 0; g < u->nh; g++) {
-        char *z = tensor_at(dst, 0, u->h0 + g, u->iq, 0);
-        for (int64_t i = 0; i < u->hd_v; i++)
-            *(float *)(z + i * (int64_t)dst->nb[0]) = u->acc[g * u->hd_v + i] * u->inv[g];
-    }
+    for (int64_t g = 0; g < u->nh; g++)
+        store_out_row(dst, u->h0 + g, u->iq, u->acc + g * u->hd_v, u->inv[g]);
 }
 
 /* [*lo, *hi): the union of the visible ranges of query rows [u->iq, u->iq + nq). */

@@ -25,6 +25,30 @@ struct attn_unit {
     int64_t r_lo, r_hi;
 };
 
+static inline int64_t round16(int64_t n)
+{
+    return (n + 15) & ~(int64_t)15;
+}
+
+/* out[0..hd) = row (iq, head) of q times scale, then zeros up to pad. */
+static inline void load_q_row(const struct llm_tensor *q, int64_t iq, int64_t head, float scale, int64_t hd,
+                              int64_t pad, float *out)
+{
+    const char *qr = tensor_at(q, 0, iq, head, 0);
+    for (int64_t i = 0; i < hd; i++)
+        out[i] = *(const float *)(qr + i * (int64_t)q->nb[0]) * scale;
+    for (int64_t i = hd; i < pad; i++)
+        out[i] = 0.0f;
+}
+
+/* dst row (head, iq) = acc[0..hd_v) · inv. */
+static inline void store_out_row(const struct llm_tensor *dst, int64_t head, int64_t iq, const float *acc, float inv)
+{
+    char *z = tensor_at(dst, 0, head, iq, 0);
+    for (int64_t i = 0; i < dst->ne[0]; i++)
+        *(float *)(z + i * (int64_t)dst->nb[0]) = acc[i] * inv;
+}
+
 /* The mask row of the unit's head g (NULL without a mask). */
 static inline const char *mask_row(const struct attn_unit *u, int64_t g)
 {

@@ -18,11 +18,6 @@
 #define ACC_ROWS 6   /* rows whose 64 output dims stay in registers (24 accumulators) */
 #define V_CELLS 32   /* live cells whose V rows are converted at a time (8 KiB per 64 dims) */
 
-static int64_t round16(int64_t n)
-{
-    return (n + 15) & ~(int64_t)15;
-}
-
 bool attn_tile_fits(const struct llm_tensor *q, const struct llm_tensor *k, const struct llm_tensor *v)
 {
     int64_t group = q->ne[2] / k->ne[2];
@@ -32,13 +27,6 @@ bool attn_tile_fits(const struct llm_tensor *q, const struct llm_tensor *k, cons
 int64_t attn_tile_queries(int64_t group)
 {
     return TILE_ROWS / group;
-}
-
-/* Floats of one thread's scratch, each part a multiple of 16 floats (64-byte aligned). */
-int64_t attn_tile_scratch_floats(int64_t hd, int64_t hd_v, int64_t n_kv)
-{
-    const int64_t r = TILE_ROWS, n16 = round16(n_kv);
-    return r * hd + r * n16 + r * 16 + round16(r) + r * hd_v + hd * 32 + V_CELLS * hd_v + n16;
 }
 
 struct tile {
@@ -57,6 +45,35 @@ struct tile {
     float *vb;   /* V_CELLS × hd_v: V rows of live cells as F32 */
     int32_t *live;
 };
+
+/* Points t's scratch parts into base (NULL: only measures); returns the floats they take, each part
+ * a multiple of 16 floats, so all stay 64-byte aligned. */
+static int64_t layout(struct tile *t, float *base)
+{
+    float *p = base;
+    int64_t used = 0;
+#define PART(field, type, n)                                                  \
+    do {                                                                      \
+        t->field = (type *)(p ? p + used : NULL);                             \
+        used += (n);                                                          \
+    } while (0)
+    PART(qs, float, TILE_ROWS * t->hd);
+    PART(s, float, TILE_ROWS * t->n16);
+    PART(mx, float, TILE_ROWS * 16);
+    PART(inv, float, round16(TILE_ROWS));
+    PART(acc, float, TILE_ROWS * t->hd_v);
+    PART(kt, float, t->hd * 32);
+    PART(vb, float, V_CELLS * t->hd_v);
+    PART(live, int32_t, t->n16);
+#undef PART
+    return used;
+}
+
+int64_t attn_tile_scratch_floats(int64_t hd, int64_t hd_v, int64_t n_kv)
+{
+    struct tile t = { .hd = hd, .hd_v = hd_v, .n16 = round16(n_kv) };
+    return layout(&t, NULL);
+}
 
 /* ---- pass 1: scores ---------------------------------------------------------------------- */
 
@@ -335,22 +352,13 @@ AVX512 void attn_tile_run(const struct attn_unit *u, int64_t nq, int64_t lo, int
     t.k = tensor_at(k, 0, 0, u->hk, 0), t.v = tensor_at(v, 0, 0, u->hk, 0);
     t.k_st = (int64_t)k->nb[1], t.v_st = (int64_t)v->nb[1];
     t.k_f16 = k->type == LLM_TYPE_F16, t.v_f16 = v->type == LLM_TYPE_F16;
-    t.qs = scratch;
-    t.s = t.qs + TILE_ROWS * t.hd;
-    t.mx = t.s + TILE_ROWS * t.n16;
-    t.inv = t.mx + TILE_ROWS * 16;
-    t.acc = t.inv + round16(TILE_ROWS);
-    t.kt = t.acc + TILE_ROWS * t.hd_v;
-    t.vb = t.kt + t.hd * 32;
-    t.live = (int32_t *)(t.vb + V_CELLS * t.hd_v);
+    layout(&t, scratch);
 
     const float scale = llm_get_op_f32(dst, 0);
     for (int64_t iq = 0; iq < nq; iq++)
         for (int64_t g = 0; g < u->nh; g++) {
             const int64_t r = iq * u->nh + g, h = u->h0 + g;
-            const char *qr = tensor_at(q, 0, u->iq + iq, h, 0);
-            for (int64_t i = 0; i < t.hd; i++)
-                t.qs[r * t.hd + i] = *(const float *)(qr + i * (int64_t)q->nb[0]) * scale;
+            load_q_row(q, u->iq + iq, h, scale, t.hd, t.hd, t.qs + r * t.hd);
             t.mrow[r] = t.m ? tensor_at(t.m, 0, u->iq + iq, t.m->ne[2] == 1 ? 0 : h % t.m->ne[2], 0) : NULL;
         }
     if (t.lo < t.hi) {
@@ -362,10 +370,6 @@ AVX512 void attn_tile_run(const struct attn_unit *u, int64_t nq, int64_t lo, int
         memset(t.acc, 0, (size_t)(t.rows * t.hd_v) * sizeof(float));
     }
     for (int64_t iq = 0; iq < nq; iq++)
-        for (int64_t g = 0; g < u->nh; g++) {
-            const int64_t r = iq * u->nh + g;
-            char *z = tensor_at(dst, 0, u->h0 + g, u->iq + iq, 0);
-            for (int64_t i = 0; i < t.hd_v; i++)
-                *(float *)(z + i * (int64_t)dst->nb[0]) = t.acc[r * t.hd_v + i] * t.inv[r];
-        }
+        for (int64_t g = 0; g < u->nh; g++)
+            store_out_row(dst, u->h0 + g, u->iq + iq, t.acc + (iq * u->nh + g) * t.hd_v, t.inv[iq * u->nh + g]);
 }
