@@ -2,10 +2,10 @@
 # make bench, after run.sh: the ACL graph-mode A/B on the emulated NPU. For stories260K and the
 # Qwen2.5-0.5B Q8_0 shape (models/, made by `llm synth` when missing), one sitting of
 # llm-bench -p 0 -n 128 -t 2 (-r 10 / -r 3): cpu once per model (it ignores -g and --npu-launch-us), then npu
-# with -g on,off x --npu-launch-us 0,5,10,20,40. Writes bench/results/graph_ab.md (measured tg t/s,
-# graph/eager ratio, the host and device µs per token from the backend's statistics, and the ratio
-# they predict: eagerly, an asynchronous stream overlaps host launching and device work, so a token
-# costs about the host's serial work between tokens plus max(host launching, device), or at 0 us
+# with -g on,off x --npu-launch-us 0,5,10,20,40, twice in opposite order (each setting's better
+# round). Writes bench/results/graph_ab.md (measured tg t/s, graph/eager ratio, the host and device
+# µs per token from the backend's statistics, and the ratio they predict: eagerly, an asynchronous
+# stream overlaps host launching and device work, so a token costs about the host's serial work between tokens plus max(host launching, device), or at 0 us
 # their sum where the device thread sat on the host's cpu (the host then runs the queue); in graph mode
 # the host's matching and the one replay launch come before the device's work, so they add up) and
 # bench/results/crossover.png (gnuplot: tg t/s against launch µs). The jsonl
@@ -39,7 +39,10 @@ labels=()
 for spec in "${specs[@]}"; do
   IFS='|' read -r file label args <<<"$spec"
   labels+=("$label")
-  for dev in "-dev cpu" "-dev npu -g on,off --npu-launch-us $LAUNCH_US"; do
+  # the npu in two rounds of opposite order (graph on first, then off first): this VM has minutes at
+  # up to half speed, and one round hands them to whichever mode ran then; each setting's better
+  # round is reported
+  for dev in "-dev cpu" "-dev npu -g on,off --npu-launch-us $LAUNCH_US" "-dev npu -g off,on --npu-launch-us $LAUNCH_US"; do
     cmd="$BIN/llm-bench -m $file $dev $args -o jsonl"
     echo "make bench: $cmd" >&2
     echo "$cmd" >>"$cmds"
@@ -84,7 +87,8 @@ total = sum(jiffies) or 1
 t0 = tests[0]
 print('# ACL graph mode A/B on the emulated NPU (tg)\n')
 print('`make bench` (bench/graph_ab.sh), one sitting, run time %s s, load average before: %s; during the run the '
-      'CPUs were %.0f %% busy (this run and anything else) and %.1f %% stolen by the hypervisor.'
+      'CPUs were %.0f %% busy (this run and anything else) and %.1f %% stolen by the hypervisor. The npu runs '
+      'in two rounds of opposite order (graph on first, then eager first); each setting shows its better round.'
       % (elapsed, load, 100 * (total - jiffies[3] - jiffies[4]) / total, 100 * jiffies[7] / total))
 print('build %s (%s), cpu: %s, %d threads.\n' % (t0['build_commit'], t0['build_number'], t0['cpu_info'], t0['n_threads']))
 print('```')
@@ -106,7 +110,11 @@ summary, dat_blocks, ok_all, misses = [], [], True, []
 for f in files:
     ts = [t for t in tests if t['model_filename'] == f]
     cpu = next(t for t in ts if t['devices'] == 'cpu')
-    npu = {(t['acl_graph'], t['npu_launch_us']): t for t in ts if t['devices'] == 'npu'}
+    npu = {}  # (graph, launch µs) -> the better of the two rounds
+    for t in ts:
+        key = (t['acl_graph'], t['npu_launch_us'])
+        if t['devices'] == 'npu' and (key not in npu or t['avg_ts'] > npu[key]['avg_ts']):
+            npu[key] = t
     launches = sorted({k[1] for k in npu})
     name = label.get(f, cpu['model_type'])
     print('## %s\n' % name)
