@@ -216,17 +216,26 @@ size_t cpu_mul_mat_work_size(const struct llm_tensor *dst, int nth)
 /* Decode reads every weight once and is limited by how many cache misses one core keeps in flight:
  * asking for the bytes a few rows ahead (they follow in memory) raised a Q8_0 matrix-vector
  * product from 5.2 to ~7 GB/s on one core of the target. Pointless once a row is reused by many
- * src1 rows. */
-#define PREFETCH_AHEAD 4096
+ * src1 rows. Quantized rows take several instructions per byte and gain from asking further ahead;
+ * F32/F16/BF16 ones lose (Zen 5 VM, tg64 of the 0.5B shape, 4 against 16 KiB, alternating: F16
+ * 57.1 / 52.8 t/s at 2 threads; Q4_0 pure 145-150 / 155-161, Q4_0 mix 128-133 / 134-135, Q8_0
+ * and Q4_K_M the same within noise). */
+#define PREFETCH_AHEAD_FLOAT 4096
+#define PREFETCH_AHEAD_QUANT 16384
 /* Smaller matrices come from cache (a tiny model's weights fit in L2/L3), where the prefetch
  * instructions only take issue slots: stories260K decode 26.5k against 25.2k t/s. */
 #define PREFETCH_MIN_BYTES (256u << 10)
 /* Streamed rows at least this long are read one at a time (dot_rows4). */
 #define STREAM_ROW_MIN_BYTES 2048
 
-static void prefetch_ahead(const void *row, size_t bytes)
+static size_t prefetch_distance(enum llm_type t)
 {
-    const char *p = (const char *)row + PREFETCH_AHEAD;
+    return llm_type_info(t)->blck_size > 1 ? PREFETCH_AHEAD_QUANT : PREFETCH_AHEAD_FLOAT;
+}
+
+static void prefetch_ahead(const void *row, size_t bytes, size_t ahead)
+{
+    const char *p = (const char *)row + ahead;
     for (size_t o = 0; o < bytes; o += 64)
         __builtin_prefetch(p + o);
 }
@@ -241,6 +250,7 @@ static void dot_rows4(const struct mm_geom *g, struct llm_tensor *dst, int64_t m
     const size_t stride = g->w->nb[1], row_bytes = llm_row_size(g->w->type, g->s.K);
     llm_vec_dot4_fn dot4 = g->s.wt->vec_dot4;
     const bool prefetch = g->s.N <= PREFETCH_MAX_N && (size_t)g->s.M * row_bytes >= PREFETCH_MIN_BYTES;
+    const size_t ahead = prefetch_distance(g->w->type);
     int64_t m = m0;
     /* decode from cache: whole groups of four rows, the kernel writing the sums in place, with
      * nothing else per group (the checks below cost as much as a 64-float row's kernel) */
@@ -276,10 +286,10 @@ static void dot_rows4(const struct mm_geom *g, struct llm_tensor *dst, int64_t m
          * yet faster on the Zen 5 VM (one core, K = 896: F16 27-29 against 20 GB/s, Q8_0 24-25
          * against 18-21, Q4_0 23-25 against 14-16) */
         if (prefetch && stride == row_bytes) {
-            prefetch_ahead(rows[0], 4 * row_bytes);
+            prefetch_ahead(rows[0], 4 * row_bytes, ahead);
         } else if (prefetch) {
             for (int r = 0; r < 4; r++)
-                prefetch_ahead(rows[r], row_bytes);
+                prefetch_ahead(rows[r], row_bytes, ahead);
         }
         const size_t live = (size_t)(m1 - m < 4 ? m1 - m : 4);
         /* decode: the kernel writes the four sums in place */
@@ -338,7 +348,7 @@ static void mul_mat_dot(const struct llm_cpu_params *p, struct llm_tensor *dst, 
     chunk = chunk < DOT_CHUNK ? DOT_CHUNK : chunk;
     int64_t chunks = (g->s.M + chunk - 1) / chunk, batches = dst->ne[2] * dst->ne[3];
     llm_vec_dot_fn dot = g->s.wt->vec_dot;
-    const size_t row_bytes = llm_row_size(g->w->type, g->s.K);
+    const size_t row_bytes = llm_row_size(g->w->type, g->s.K), ahead = prefetch_distance(g->w->type);
     for (int64_t mine = p->ith;; mine += p->nth) {
         int64_t t = decode ? mine : __atomic_fetch_add(counter, 1, __ATOMIC_RELAXED);
         if (t >= chunks * batches)
@@ -354,7 +364,7 @@ static void mul_mat_dot(const struct llm_cpu_params *p, struct llm_tensor *dst, 
         for (int64_t m = m0; m < m1; m++) {
             const void *wr = tensor_at(g->w, 0, m, i2 / g->s.r2, i3 / g->s.r3);
             if (g->s.N <= PREFETCH_MAX_N)
-                prefetch_ahead(wr, row_bytes);
+                prefetch_ahead(wr, row_bytes, ahead);
             for (int64_t n = 0; n < g->s.N; n++)
                 dot(g->s.K, tensor_at(dst, m, n, i2, i3), wr, xb + (size_t)n * xrow);
         }
