@@ -49,7 +49,7 @@ $(BIN)/llm-run $(BIN)/llm-bench: $(BIN)/llm
 	ln -sf llm $@
 
 # bench/roofline.c: the machine's bandwidth and FMA peak alone (the measurement is tools/roofline.c).
-$(BIN)/llm-roofline: bench/roofline.c $(BUILD)/tools/roofline.o
+$(BIN)/llm-roofline: bench/roofline.c $(BUILD)/tools/roofline.o $(LIB)
 	@mkdir -p $(BIN)
 	$(CC) $(ALL_CFLAGS) -Itools $^ -lm -pthread -o $@
 

@@ -194,6 +194,10 @@ grep -q '^llm-bench: roofline: read bandwidth [0-9.]* GB/s' "$tmp/roof" \
   && grep -q '^llm-bench: roofline: pp8: .*% of FMA peak' "$tmp/roof" \
   && grep -q '^llm-bench: roofline: tg4: .*% of read bandwidth' "$tmp/roof" \
   && [ "$(grep -c '^|' "$tmp/roof.md")" = 4 ] && ok || fail "--roofline: $(cat "$tmp/roof")"
+# its FMA peak is measured with the widest kernel LLM_CPU_ISA allows the inference kernels
+(export LLM_CPU_ISA=scalar; bench -m stories260K.gguf -p 0 -n 1 -r 1 -t 1 --roofline >/dev/null 2>"$tmp/roof")
+grep -q '^llm-bench: roofline: .* GFLOP/s (1 thread), .*, scalar kernels$' "$tmp/roof" && ok \
+  || fail "--roofline under LLM_CPU_ISA=scalar: $(cat "$tmp/roof")"
 
 # llama-bench's parse errors: its two lines on stderr, usage on stdout, exit 1.
 expect_parse_error() {

@@ -1,6 +1,8 @@
 /* Memory read bandwidth and FP32 FMA peak of this machine (see roofline.h). */
 #include "roofline.h"
 
+#include "ops/cpu_features.h"
+
 #include <immintrin.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -23,17 +25,11 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static bool use_avx2(void)
-{
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-}
-
-/* FMA kernel and its lanes: the widest the CPU has. */
+/* The widest FMA kernel the inference kernels may use (LLM_CPU_ISA caps both alike, so a fraction
+ * of peak compares kernels of one width), and its lanes. */
 static int fma_lanes(void)
 {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") ? 16 : use_avx2() ? 8 : 1;
+    return llm_cpu_has_avx512() ? 16 : llm_cpu_has_avx2() ? 8 : 1;
 }
 
 __attribute__((target("avx2,fma"))) static uint64_t read_avx2(const uint8_t *p, size_t n)
@@ -199,7 +195,7 @@ static double best_of(struct job proto, int n, int trials)
 
 int roofline_measure(struct roofline *r, int bw_threads, size_t bw_bytes, int n_cores)
 {
-    bool avx2 = use_avx2();
+    bool avx2 = llm_cpu_has_avx2();
     bw_bytes = bw_bytes / 4096 * 4096;
     uint8_t *buf = aligned_alloc(4096, bw_bytes);
     if (!buf)

@@ -12,7 +12,8 @@ struct roofline {
     double fma_gflops_1;   /* FP32 FMA peak of one thread, 1e9 FLOP/s (an FMA counts 2)      */
     double fma_gflops_n;   /* ... of n_cores threads                                          */
     int n_cores;
-    const char *kernel;    /* "avx512", "avx2" or "scalar": the FMA kernel that measured it    */
+    const char *kernel;    /* "avx512", "avx2" or "scalar": the FMA kernel that measured it, the
+                              widest the inference kernels may use (LLM_CPU_ISA caps both)     */
 };
 
 /* Measure: a best-of-several streaming read of bw_bytes (split over bw_threads threads, buffer
