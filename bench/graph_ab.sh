@@ -5,12 +5,12 @@
 # with -g on,off x --npu-launch-us 0,5,10,20,40, twice in opposite order (each setting's better
 # round). Writes bench/results/graph_ab.md (measured tg t/s, graph/eager ratio, the host and device
 # µs per token from the backend's statistics, and the ratio they predict: eagerly, an asynchronous
-# stream overlaps host launching and device work, so a token costs about the host's serial work between tokens plus max(host launching, device), or at 0 us
-# their sum where the device thread sat on the host's cpu (the host then runs the queue); in graph mode
-# the host's matching and the one replay launch come before the device's work, so they add up) and
-# bench/results/crossover.png (gnuplot: tg t/s against launch µs). The jsonl
-# and the plot data stay in bench/results/tmp. Installs gnuplot-nox when missing (bench only, not
-# `make deps`).
+# stream overlaps host launching and device work, so a token costs about the host's serial work
+# between tokens plus max(host launching, device), or at 0 us their sum where the device thread sat
+# on the host's cpu (the host then runs the queue); in graph mode the host's matching and the one
+# replay launch come before the device's work, so they add up) and bench/results/crossover.png
+# (gnuplot: tg t/s against launch µs). The jsonl and the plot data stay in bench/results/tmp.
+# Installs gnuplot-nox when missing (bench only, not `make deps`).
 set -euo pipefail
 BIN=${BIN:-bin}
 SHARED=${SHARED:-../shared}
