@@ -195,7 +195,9 @@ static double best_of(struct job proto, int n, int trials)
 
 int roofline_measure(struct roofline *r, int bw_threads, size_t bw_bytes, int n_cores)
 {
-    bool avx2 = llm_cpu_has_avx2();
+    /* memory bandwidth is the machine's: read with the widest loads it has, whatever LLM_CPU_ISA */
+    __builtin_cpu_init();
+    bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     bw_bytes = bw_bytes / 4096 * 4096;
     uint8_t *buf = aligned_alloc(4096, bw_bytes);
     if (!buf)

@@ -13,7 +13,8 @@ struct roofline {
     double fma_gflops_n;   /* ... of n_cores threads                                          */
     int n_cores;
     const char *kernel;    /* "avx512", "avx2" or "scalar": the FMA kernel that measured it, the
-                              widest the inference kernels may use (LLM_CPU_ISA caps both)     */
+                              widest the inference kernels may use (LLM_CPU_ISA caps both; the
+                              read bandwidth is measured with the CPU's widest loads regardless) */
 };
 
 /* Measure: a best-of-several streaming read of bw_bytes (split over bw_threads threads, buffer

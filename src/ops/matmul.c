@@ -230,7 +230,7 @@ size_t cpu_mul_mat_work_size(const struct llm_tensor *dst, int nth)
 
 static size_t prefetch_distance(enum llm_type t)
 {
-    return llm_type_info(t)->blck_size > 1 ? PREFETCH_AHEAD_QUANT : PREFETCH_AHEAD_FLOAT;
+    return llm_type_info(t)->is_quantized ? PREFETCH_AHEAD_QUANT : PREFETCH_AHEAD_FLOAT;
 }
 
 static void prefetch_ahead(const void *row, size_t bytes, size_t ahead)
