@@ -23,8 +23,11 @@ struct llm_graph_stats {
     uint64_t hits, misses;   /* cache lookups                                               */
     uint64_t evictions;      /* captured graphs dropped from a full cache                   */
     uint64_t eager_graphs;   /* graph computes run op by op without the cache               */
-    uint64_t eager_launches; /* ops launched one by one (eager graphs and captures)         */
-    uint64_t ops_replayed;   /* ops run inside replays                                      */
+    uint64_t eager_launches; /* kernels launched one by one (eager graphs and captures): one per
+                                computing node, plus each RoPE table fill                   */
+    uint64_t ops_replayed;   /* kernels run inside replays, counted as eager_launches counts */
+    uint64_t rope_tables;    /* RoPE sin/cos table fills launched or captured: one per graph
+                                and per distinct set of ROPE parameters in it               */
     double host_launch_us;   /* host time building executors and enqueuing eager launches,
                                 the launch cost model included, waits for a full queue not  */
     double host_match_us;    /* host time matching graphs against the cache / recording them */

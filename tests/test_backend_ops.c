@@ -69,6 +69,7 @@ struct tcase {
     struct leaf leaves[MAX_LEAVES];
     int n_leaves;
     bool too_many; /* input() found leaves[] full */
+    int rope_tables; /* RoPE table fills the npu must launch per graph: distinct ROPE parameter sets */
 };
 
 static struct tcase tc;
@@ -90,6 +91,7 @@ static struct llm_ctx *begin(const char *fmt, ...)
     llm_ctx_reset(tc.ctx);
     tc.n_leaves = 0;
     tc.too_many = false;
+    tc.rope_tables = 0;
     return tc.ctx;
 }
 
@@ -255,29 +257,34 @@ static int count_computing(const struct llm_graph *g)
     return n;
 }
 
+/* The npu counts each kernel it launches or replays: one per computing node plus each RoPE table
+ * fill, and one table fill per distinct set of ROPE parameters in a graph (tc.rope_tables). */
 static void check_stats(const struct conf *cf, const struct llm_backend *b, const struct llm_graph *g)
 {
     struct llm_graph_stats s;
     b->iface->get_stats((struct llm_backend *)b, &s);
-    const uint64_t launches = (uint64_t)count_computing(g);
+    const uint64_t tables = (uint64_t)tc.rope_tables, launches = (uint64_t)count_computing(g) + tables;
     if (cf->dev == LLM_DEVICE_CPU) {
         CHECK(s.captures == 0 && s.hits == 0 && s.misses == 0 && s.eager_graphs == 0,
               "%s on %s: cpu stats not zero", tc.name, cf->name);
     } else if (!cf->graph || is_prefill(g)) {
         CHECK(s.eager_graphs == N_RUNS && s.captures == 0 && s.hits == 0 && s.misses == 0 && s.replays == 0 &&
-                  s.eager_launches == N_RUNS * launches,
-              "%s on %s: eager %llu captures %llu hits %llu misses %llu replays %llu launches %llu", tc.name,
-              cf->name, (unsigned long long)s.eager_graphs, (unsigned long long)s.captures,
+                  s.eager_launches == N_RUNS * launches && s.rope_tables == N_RUNS * tables,
+              "%s on %s: eager %llu captures %llu hits %llu misses %llu replays %llu launches %llu tables %llu",
+              tc.name, cf->name, (unsigned long long)s.eager_graphs, (unsigned long long)s.captures,
               (unsigned long long)s.hits, (unsigned long long)s.misses, (unsigned long long)s.replays,
-              (unsigned long long)s.eager_launches);
+              (unsigned long long)s.eager_launches, (unsigned long long)s.rope_tables);
     } else {
         /* the first compute is a miss and its capture; the others are hits replaying it */
         CHECK(s.captures == 1 && s.misses == 1 && s.hits == N_RUNS - 1 && s.replays == N_RUNS &&
-                  s.eager_graphs == 0 && s.eager_launches == launches && s.ops_replayed >= N_RUNS * launches,
-              "%s on %s: captures %llu misses %llu hits %llu replays %llu eager %llu launches %llu ops %llu",
+                  s.eager_graphs == 0 && s.eager_launches == launches && s.ops_replayed == N_RUNS * launches &&
+                  s.rope_tables == tables,
+              "%s on %s: captures %llu misses %llu hits %llu replays %llu eager %llu launches %llu ops %llu "
+              "tables %llu",
               tc.name, cf->name, (unsigned long long)s.captures, (unsigned long long)s.misses,
               (unsigned long long)s.hits, (unsigned long long)s.replays, (unsigned long long)s.eager_graphs,
-              (unsigned long long)s.eager_launches, (unsigned long long)s.ops_replayed);
+              (unsigned long long)s.eager_launches, (unsigned long long)s.ops_replayed,
+              (unsigned long long)s.rope_tables);
     }
 }
 
@@ -421,8 +428,9 @@ static void check_reference(const struct llm_tensor *root, void *results[N_RUNS]
               r - 1, r);
 }
 
-/* Runs the case whose output is out on every backend and compares. */
-static void run_case(struct llm_tensor *out)
+/* Runs the graph of out on every configuration and compares (see the top of the file); a case is
+ * one computing node unless it says how many it builds (n_computing). */
+static void run_graph(struct llm_tensor *out, int n_computing)
 {
     CHECK(!llm_ctx_overflowed(tc.ctx) && !tc.too_many, "%s: too many tensors", tc.name);
     struct llm_graph *g = llm_graph_build(&out, 1);
@@ -434,7 +442,8 @@ static void run_case(struct llm_tensor *out)
     /* every leaf must come from input(), which knows how to fill it */
     CHECK(g->n_leafs == tc.n_leaves, "%s: %d leaves in the graph, %d made by input()", tc.name, g->n_leafs,
           tc.n_leaves);
-    CHECK(count_computing(g) == 1, "%s: %d computing nodes, want 1", tc.name, count_computing(g));
+    CHECK(count_computing(g) == n_computing, "%s: %d computing nodes, want %d", tc.name, count_computing(g),
+          n_computing);
     if (g->n_leafs != tc.n_leaves) {
         llm_graph_free(g);
         return;
@@ -474,6 +483,11 @@ static void run_case(struct llm_tensor *out)
         for (int r = 0; r < N_RUNS; r++)
             free(results[c][r]);
     llm_graph_free(g);
+}
+
+static void run_case(struct llm_tensor *out)
+{
+    run_graph(out, 1);
 }
 
 /* ---- the cases -------------------------------------------------------------------------------- */
@@ -647,6 +661,7 @@ static void test_rope(void)
                     struct llm_tensor *a = in_rand(LLM_TYPE_F32, 16, 3, n, 1);
                     struct llm_tensor *pos = in_i32(FILL_POS, 0, n);
                     struct llm_tensor *f = ff ? input(LLM_TYPE_F32, n_dims / 2, 1, 1, 1, FILL_FACTORS, 0.0f, 0) : NULL;
+                    tc.rope_tables = 1;
                     run_case(llm_rope(ctx, a, pos, f, n_dims, mode, 4096, ff ? 500000.0f : 10000.0f,
                                       ff ? 1.0f : 0.25f));
                 }
@@ -655,7 +670,22 @@ static void test_rope(void)
         struct llm_ctx *ctx = begin("ROPE mode 2 view of fused qkv [16, 2, %lld]", (long long)n);
         struct llm_tensor *qkv = in_rand(LLM_TYPE_F32, 16 * 7, n, 1, 1);
         struct llm_tensor *k = llm_view_3d(ctx, qkv, 16, 2, n, 16 * sizeof(float), qkv->nb[1], 16 * 3 * sizeof(float));
+        tc.rope_tables = 1;
         run_case(llm_rope(ctx, k, in_i32(FILL_POS, 0, n), NULL, 16, 2, 2048, 1000000.0f, 1.0f));
+    }
+    /* one graph, four ROPE nodes over three parameter sets (Q and K share one; another freq_base;
+     * fewer rotated dims): the npu fills one table per set, in node order, and matches the cpu */
+    for (int64_t n = 1; n <= 5; n += 4) {
+        struct llm_ctx *ctx = begin("ROPE x4, three parameter sets [16, 3, %lld]", (long long)n);
+        struct llm_tensor *pos = in_i32(FILL_POS, 0, n), *x[4];
+        for (int i = 0; i < 4; i++)
+            x[i] = in_rand(LLM_TYPE_F32, 16, 3, n, 1);
+        struct llm_tensor *q = llm_rope(ctx, x[0], pos, NULL, 16, 0, 4096, 10000.0f, 1.0f);
+        struct llm_tensor *k = llm_rope(ctx, x[1], pos, NULL, 16, 0, 4096, 10000.0f, 1.0f);
+        struct llm_tensor *base = llm_rope(ctx, x[2], pos, NULL, 16, 0, 4096, 500000.0f, 1.0f);
+        struct llm_tensor *dims = llm_rope(ctx, x[3], pos, NULL, 10, 0, 4096, 10000.0f, 1.0f);
+        tc.rope_tables = 3;
+        run_graph(llm_add(ctx, llm_add(ctx, q, k), llm_add(ctx, base, dims)), 7);
     }
 }
 

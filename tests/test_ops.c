@@ -789,6 +789,55 @@ static void test_mul_mat(void)
     CHECK_EQ_INT(n_run, 3 * n_types);
 }
 
+/* The scratch a backend reserves for a batch of N rows (llm_cpu_work_size_bound) covers every
+ * smaller batch, whichever path each takes: the paths change with N (AVX2's integer GEMM at 16-63
+ * rows needs more than dequantize + sgemm at 64: issue 24). Every weight type, K and M of the 0.5B
+ * shape's matrices, N up to 512, 1-3 threads. */
+static void dense_2d(struct llm_tensor *t, enum llm_type type, int64_t ne0, int64_t ne1)
+{
+    *t = (struct llm_tensor){ .type = type, .ne = { ne0, ne1, 1, 1 } };
+    t->nb[0] = llm_type_info(type)->type_size;
+    t->nb[1] = llm_row_size(type, ne0);
+    t->nb[2] = t->nb[3] = t->nb[1] * (size_t)ne1;
+}
+
+static void test_mul_mat_work_bound(void)
+{
+    static const int64_t shapes[][2] = { { 896, 4864 }, { 4864, 896 }, { 256, 32 } };
+    int n_checked = 0;
+    for (size_t ti = 0; ti < N_TYPES; ti++)
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+            for (int nth = 1; nth <= 3; nth++) {
+                const enum llm_type t = all_types[ti];
+                const int64_t K = shapes[si][0], M = shapes[si][1];
+                if (K % llm_type_info(t)->blck_size)
+                    continue;
+                struct llm_tensor w, x, d;
+                dense_2d(&w, t, K, M);
+                size_t most = 0, bound = 0;
+                int64_t worst = 0;
+                for (int64_t N = 1; N <= 512; N++) {
+                    dense_2d(&x, LLM_TYPE_F32, K, N);
+                    dense_2d(&d, LLM_TYPE_F32, M, N);
+                    d.op = LLM_OP_MUL_MAT;
+                    d.src[0] = &w;
+                    d.src[1] = &x;
+                    size_t need = llm_cpu_work_size(&d, nth);
+                    if (need > most) {
+                        most = need;
+                        worst = N;
+                    }
+                    bound = llm_cpu_work_size_bound(&d, nth);
+                    if (bound < most)
+                        break;
+                }
+                CHECK(bound >= most, "MUL_MAT %s K%lld M%lld %d threads: %zu bytes reserved at N 512, %zu needed at N %lld",
+                      llm_type_name(t), (long long)K, (long long)M, nth, bound, most, (long long)worst);
+                n_checked++;
+            }
+    CHECK(n_checked > 3 * (int)N_TYPES, "only %d shapes checked", n_checked);
+}
+
 /* Decode of weights past the cache (matmul.c's streamed dot path: 256 KiB or more of weights, one
  * activation row): rows under 2 KiB go four at a time behind one prefetched run, longer ones one
  * at a time through vec_dot1. Every row of every thread's share, row counts not a multiple of 4. */
@@ -1008,6 +1057,7 @@ int main(void)
     test_set_rows();
     test_cpy();
     test_mul_mat();
+    test_mul_mat_work_bound();
     test_mul_mat_streamed();
     test_flash_attn();
     test_flash_attn_shapes();

@@ -2,7 +2,7 @@
  * that a real parser reads (also when the run stopped before closing it), every span has a
  * non-negative duration, and its events count what the run did: one host launch span per eager
  * launch, one capture per miss, one ExecuteAsync per replay, cache hit / miss instants matching
- * the statistics, one device span per executed node; the profile's per-token node counts equal on
+ * the statistics, one device span per executed node and one RoPE table fill per graph run; the profile's per-token node counts equal on
  * cpu and npu (eager or replayed) and are whole numbers of graphs. Threads emitting at once while
  * the buffers are written out (outside the lock) lose, repeat and reorder none of their events. */
 #include <cjson/cJSON.h>
@@ -23,7 +23,7 @@
 #define N_EVENTS 6000    /* per thread: ~3 MB in all, some 50 writes of a 64 KiB buffer */
 
 struct counts {
-    int spans, negative, launches, captures, executes, hits, misses, worker0_nodes, tracks;
+    int spans, negative, launches, captures, executes, hits, misses, worker0_nodes, rope_fills, tracks;
 };
 
 /* Count the events of a trace file (closed, or cut after its last event when `unclosed`). */
@@ -68,6 +68,7 @@ static bool count_events(const char *path, bool unclosed, struct counts *c)
             c->captures += !strcmp(name, "aclmdlRICaptureBegin");
             c->executes += !strcmp(name, "aclmdlRIExecuteAsync");
             c->worker0_nodes += tid == LLM_TRACE_WORKER && strcmp(name, "rope cache") != 0;
+            c->rope_fills += tid == LLM_TRACE_WORKER && !strcmp(name, "rope cache");
         } else if (!strcmp(ph, "i")) {
             c->hits += !strcmp(name, "cache hit");
             c->misses += !strcmp(name, "cache miss");
@@ -146,7 +147,11 @@ static void test_runs(struct llm_model *m, const char *dir)
                           llm_type_name((enum llm_type)t), (unsigned long long)prof.op[ph][op][t].count,
                           (unsigned long long)cpu_prof.op[ph][op][t].count);
         CHECK_EQ_INT(c.worker0_nodes, profile_nodes(&prof, LLM_PHASE_PREFILL) + profile_nodes(&prof, LLM_PHASE_DECODE));
-        CHECK_EQ_INT(c.launches, st.eager_launches);
+        /* one host launch span per node; a node's RoPE table fill is a kernel launch of its own */
+        CHECK_EQ_INT(c.launches + st.rope_tables, st.eager_launches);
+        /* one table fill per graph, launched or captured, and run once per eager graph and replay */
+        CHECK_EQ_INT(st.rope_tables, st.eager_graphs + st.captures);
+        CHECK_EQ_INT(c.rope_fills, st.eager_graphs + st.replays);
         CHECK_EQ_INT(c.captures, st.captures);
         CHECK_EQ_INT(c.misses, st.misses);
         CHECK_EQ_INT(c.hits, st.hits);

@@ -59,6 +59,103 @@ char **tool_expand_aliases(int argc, char **argv, const struct tool_alias *alias
     return out;
 }
 
+/* Does word name an option of the table that takes a separate value ("-p", "--prompt")? */
+static bool takes_value(void **table, const char *word)
+{
+    for (int i = 0;; i++) {
+        const struct arg_hdr *h = table[i];
+        if (h->flag & ARG_TERMINATOR)
+            return false;
+        if (!(h->flag & ARG_HASVALUE))
+            continue;
+        if (word[0] == '-' && word[1] && !word[2] && h->shortopts && strchr(h->shortopts, word[1]))
+            return true;
+        if (!strncmp(word, "--", 2) && h->longopts) {
+            size_t n = strlen(word + 2);
+            for (const char *l = h->longopts; *l;) { /* "a,b": comma-separated names */
+                size_t len = strcspn(l, ",");
+                if (len == n && !strncmp(l, word + 2, n))
+                    return true;
+                l += len + (l[len] == ',');
+            }
+        }
+    }
+}
+
+/* The table entry a command-line word names ("--name", "--name=v", "-x", "-xV"), -1 for a value,
+ * an operand or a cluster of flags ("-vq"). *separate: its value is the next word. */
+static int entry_of(void **table, const char *word, bool *separate)
+{
+    *separate = false;
+    if (word[0] != '-' || !word[1] || !strcmp(word, "--"))
+        return -1;
+    for (int i = 0;; i++) {
+        const struct arg_hdr *h = table[i];
+        if (h->flag & ARG_TERMINATOR)
+            return -1;
+        const bool value = h->flag & ARG_HASVALUE;
+        if (word[1] != '-') {
+            if (!h->shortopts || !strchr(h->shortopts, word[1]) || (!value && word[2]))
+                continue;
+            *separate = value && !word[2];
+            return i;
+        }
+        size_t n = strcspn(word + 2, "=");
+        for (const char *l = h->longopts; l && *l;) { /* "a,b": comma-separated names */
+            size_t len = strcspn(l, ",");
+            if (len == n && !strncmp(l, word + 2, n)) {
+                *separate = value && !word[2 + n];
+                return i;
+            }
+            l += len + (l[len] == ',');
+        }
+    }
+}
+
+/* argv without the earlier occurrences of each option that takes one value (maxcount 1): as in
+ * llama.cpp the last one wins ("--temp 0 --temp 0.8" is --temp 0.8), so a base command line can be
+ * followed by overrides. NULL-terminated; free() the array (the strings are argv's). */
+static char **last_wins(void **table, int argc, char **argv, int *out_argc)
+{
+    char **out = calloc((size_t)argc + 1, sizeof *out);
+    int *entry = calloc((size_t)argc + 1, sizeof *entry), n_entries = 0;
+    while (!(((struct arg_hdr *)table[n_entries])->flag & ARG_TERMINATOR))
+        n_entries++;
+    int *last = calloc((size_t)n_entries + 1, sizeof *last);
+    if (!out || !entry || !last) {
+        free(out);
+        free(entry);
+        free(last);
+        return NULL;
+    }
+    enum { OTHER = -1, VALUE = -2 }; /* an operand, or the value word of the option before it */
+    bool operands = false;             /* after "--" every word is an operand */
+    for (int i = 1; i < argc; i++) {
+        bool separate = false;
+        entry[i] = operands ? OTHER : entry_of(table, argv[i], &separate);
+        operands = operands || !strcmp(argv[i], "--");
+        if (entry[i] >= 0)
+            last[entry[i]] = i;
+        if (separate && i + 1 < argc)
+            entry[++i] = VALUE;
+    }
+    int n = 0;
+    out[n++] = argv[0];
+    for (int i = 1; i < argc; i++) {
+        const int e = entry[i];
+        if (e >= 0 && last[e] != i && ((struct arg_hdr *)table[e])->maxcount == 1) {
+            while (i + 1 < argc && entry[i + 1] == VALUE)
+                i++; /* overridden later: drop it with its value */
+            continue;
+        }
+        out[n++] = argv[i];
+    }
+    free(entry);
+    free(last);
+    *out_argc = n;
+    return out;
+}
+
 int tool_parse_args(void **table, int argc, char **argv, const char *purpose)
 {
     if (arg_nullcheck(table) != 0) {
@@ -67,7 +164,14 @@ int tool_parse_args(void **table, int argc, char **argv, const char *purpose)
     }
     char prog[128];
     tool_prog_name(argv[0], prog, sizeof prog);
-    int n_err = arg_parse(argc, argv, table);
+    int n_args = 0;
+    char **args = last_wins(table, argc, argv, &n_args);
+    if (!args) {
+        tool_error("out of memory");
+        return -1;
+    }
+    int n_err = arg_parse(n_args, args, table);
+    free(args);
     struct arg_lit *help = table[0];
     if (help->count > 0) {
         printf("usage: %s", prog);
@@ -96,29 +200,6 @@ int tool_parse_args(void **table, int argc, char **argv, const char *purpose)
     tool_error("%s (try '%s -h')", text && *text ? text : "bad arguments", prog);
     free(text);
     return -1;
-}
-
-/* Does word name an option of the table that takes a separate value ("-p", "--prompt")? */
-static bool takes_value(void **table, const char *word)
-{
-    for (int i = 0;; i++) {
-        const struct arg_hdr *h = table[i];
-        if (h->flag & ARG_TERMINATOR)
-            return false;
-        if (!(h->flag & ARG_HASVALUE))
-            continue;
-        if (word[0] == '-' && word[1] && !word[2] && h->shortopts && strchr(h->shortopts, word[1]))
-            return true;
-        if (!strncmp(word, "--", 2) && h->longopts) {
-            size_t n = strlen(word + 2);
-            for (const char *l = h->longopts; *l;) { /* "a,b": comma-separated names */
-                size_t len = strcspn(l, ",");
-                if (len == n && !strncmp(l, word + 2, n))
-                    return true;
-                l += len + (l[len] == ',');
-            }
-        }
-    }
 }
 
 const char *tool_find_option(void **table, int argc, char **argv, const char *const *names, size_t n_names)

@@ -352,14 +352,16 @@ static void print_extras(const struct bench_state *s, const struct bench_result 
         const double n = r->n_tokens ? (double)r->n_tokens : 1.0;
         fprintf(stderr,
                 "llm-bench: %s: device %s, acl_graph %s, npu launch cost %d us: graph captures %llu, replays %llu, "
-                "hits %llu, misses %llu, evictions %llu, eager launches %llu, ops replayed %llu; per token: host "
+                "hits %llu, misses %llu, evictions %llu, eager launches %llu, ops replayed %llu, rope tables %llu; "
+                "per token: host "
                 "launch %.2f us, host match %.2f us, host serial %.2f us, device %.2f us; host waits %llu, %llu of "
                 "them with the device on the host's cpu\n",
                 name, bench_dev_name(r->inst.device), r->inst.acl_graph ? "on" : "off", r->inst.launch_us,
                 (unsigned long long)r->graph.captures, (unsigned long long)r->graph.replays,
                 (unsigned long long)r->graph.hits, (unsigned long long)r->graph.misses,
                 (unsigned long long)r->graph.evictions, (unsigned long long)r->graph.eager_launches,
-                (unsigned long long)r->graph.ops_replayed, r->graph.host_launch_us / n, r->graph.host_match_us / n,
+                (unsigned long long)r->graph.ops_replayed, (unsigned long long)r->graph.rope_tables,
+                r->graph.host_launch_us / n, r->graph.host_match_us / n,
                 r->graph.host_serial_us / n, r->graph.device_us / n, (unsigned long long)r->graph.host_waits,
                 (unsigned long long)r->graph.host_waits_shared_cpu);
     }

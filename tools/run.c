@@ -485,10 +485,11 @@ static void print_graph_stats(const struct llm_context *ctx, int n_tok)
     if (n_tok < 1)
         n_tok = 1;
     fprintf(stderr, "llm-run: graph captures %llu, replays %llu, hits %llu, misses %llu, evictions %llu, "
-            "eager graphs %llu, eager launches %llu, ops replayed %llu\n",
+            "eager graphs %llu, eager launches %llu, ops replayed %llu, rope tables %llu\n",
             (unsigned long long)st.captures, (unsigned long long)st.replays, (unsigned long long)st.hits,
             (unsigned long long)st.misses, (unsigned long long)st.evictions, (unsigned long long)st.eager_graphs,
-            (unsigned long long)st.eager_launches, (unsigned long long)st.ops_replayed);
+            (unsigned long long)st.eager_launches, (unsigned long long)st.ops_replayed,
+            (unsigned long long)st.rope_tables);
     fprintf(stderr, "llm-run: host launch %.1f us, host match %.1f us, host serial %.1f us, device %.1f us "
             "(per token of %d: %.2f / %.2f / %.2f / %.2f us); host waits %llu, %llu of them with the device "
             "on the host's cpu\n",
@@ -571,11 +572,11 @@ static int eval_prompt(struct llm_context *ctx, const int32_t *tokens, struct ru
 /* Sample, print and decode until end of generation, -n, a full context or Ctrl-C. */
 static int eval_gen(const struct run_opts *o, struct llm_context *ctx, const struct vocab *voc,
                     struct llm_sampler *smpl, const int32_t *eog, float *scratch, int32_t n_vocab,
-                    struct run_stats *rs)
+                    int32_t first_row, struct run_stats *rs)
 {
     struct llm_error err = { 0 };
     struct utf8_out u = { .n = 0 };
-    const float *logits = llm_get_logits(ctx, o->dump ? (int32_t)rs->n_prompt - 1 : 0);
+    const float *logits = llm_get_logits(ctx, first_row);
     int rc = 0;
     const double t = now_ms();
     while ((o->n_predict < 0 || rs->n_gen < o->n_predict) && !interrupted) {
@@ -712,13 +713,16 @@ static int generate(struct run_opts *o)
         fputs(o->prompt, stdout);
         fflush(stdout);
     }
-    if (eval_prompt(ctx, tokens, &rs, cp.n_batch, o->dump != NULL))
+    /* with every prompt row kept (for the dump), the next token follows the last row */
+    const bool logits_all = o->dump != NULL;
+    if (eval_prompt(ctx, tokens, &rs, cp.n_batch, logits_all))
         goto out;
     for (int64_t i = 0; i < rs.n_prompt_done; i++)
         llm_sampler_accept(smpl, tokens[i]);
     if (!interrupted && o->dump && dump_logits(o, ctx, (int32_t)n_prompt, n_vocab))
         goto out;
-    if (!interrupted && eval_gen(o, ctx, voc, smpl, eog, scratch, n_vocab, &rs))
+    if (!interrupted &&
+        eval_gen(o, ctx, voc, smpl, eog, scratch, n_vocab, logits_all ? (int32_t)n_prompt - 1 : 0, &rs))
         goto out;
     if (interrupted)
         rs.stop = " (stopped: interrupted)";

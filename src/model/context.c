@@ -153,24 +153,36 @@ static struct llm_graph *build_graph(struct llm_context *c, struct llm_build_inp
     return llm_graph_build(logits, 1);
 }
 
-/* Reserve the arena and the backend's buffers for the largest graphs this context runs: a full
- * micro-batch over every cell with one output row or all of them, and one decoded token. */
+/* Reserve the arena and the backend's buffers for one graph shape. */
+static int reserve_shape(struct llm_context *c, int32_t n, int32_t n_kv, int32_t n_out, struct llm_error *err)
+{
+    struct llm_build_inputs in;
+    struct llm_tensor *logits;
+    struct llm_graph *g = build_graph(c, &in, n, n_kv, n_out, &logits);
+    int rc = g ? llm_allocator_reserve(c->alloc, g, err) : llm_fail(err, LLM_ERR_NOMEM, "graph too large");
+    if (!rc)
+        rc = c->backend->iface->graph_reserve(c->backend, g, err);
+    llm_graph_free(g);
+    return rc;
+}
+
+/* Reserve for every graph this context can build, so none grows a buffer later (a capturing npu
+ * could not): per KV window, a full micro-batch with one output row or all of them, and one
+ * decoded token; backends size scratch for smaller batches from these (llm_cpu_work_size_bound). */
 static int reserve(struct llm_context *c, struct llm_error *err)
 {
     const int32_t nu = c->p.n_ubatch, cells = c->kv.n_cells;
     const int32_t shapes[][2] = { { nu, 1 }, { nu, nu }, { 1, 1 } };
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-        struct llm_build_inputs in;
-        struct llm_tensor *logits;
-        struct llm_graph *g = build_graph(c, &in, shapes[i][0], cells, shapes[i][1], &logits);
-        int rc = g ? llm_allocator_reserve(c->alloc, g, err) : llm_fail(err, LLM_ERR_NOMEM, "graph too large");
-        if (!rc)
-            rc = c->backend->iface->graph_reserve(c->backend, g, err);
-        llm_graph_free(g);
-        if (rc)
-            return rc;
+    for (int32_t w = LLM_KV_PAD;; w += LLM_KV_PAD) {
+        const int32_t n_kv = w < cells ? w : cells;
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+            int rc = reserve_shape(c, shapes[i][0], n_kv, shapes[i][1], err);
+            if (rc)
+                return rc;
+        }
+        if (n_kv == cells)
+            return LLM_OK;
     }
-    return LLM_OK;
 }
 
 static int context_init(struct llm_context *c, struct llm_error *err)

@@ -183,6 +183,13 @@ size_t llm_cpu_work_size(const struct llm_tensor *node, int n_threads)
     }
 }
 
+size_t llm_cpu_work_size_bound(const struct llm_tensor *node, int n_threads)
+{
+    if (node->op == LLM_OP_MUL_MAT)
+        return cpu_mul_mat_work_size_bound(node, n_threads);
+    return llm_cpu_work_size(node, n_threads); /* FLASH_ATTN's is the same at any query count */
+}
+
 void llm_cpu_compute(const struct llm_cpu_params *p, struct llm_tensor *node)
 {
     switch (node->op) {

@@ -36,6 +36,10 @@ bool llm_cpu_worth_splitting(const struct llm_tensor *node);
 /* Scratch bytes node needs when run by n_threads threads (0 for most ops). */
 size_t llm_cpu_work_size(const struct llm_tensor *node, int n_threads);
 
+/* At least llm_cpu_work_size of node and of the same node with fewer src1 rows (fewer tokens in
+ * the batch), on any CPU: what a backend reserves for a graph and every smaller batch of it. */
+size_t llm_cpu_work_size_bound(const struct llm_tensor *node, int n_threads);
+
 /* True when a MUL_MAT node runs as dequantize + cblas_sgemm (F32 activations, batched) rather
  * than as per-row dot products on activations converted to the weights' vec_dot_type. */
 bool llm_cpu_mul_mat_uses_blas(const struct llm_tensor *node);

@@ -58,6 +58,7 @@ void cpu_mul_mat_plan(const struct llm_tensor *dst, struct llm_cpu_plan *plan);
 void cpu_mul_mat_planned(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct llm_cpu_plan *plan);
 
 size_t cpu_mul_mat_work_size(const struct llm_tensor *dst, int nth);
+size_t cpu_mul_mat_work_size_bound(const struct llm_tensor *dst, int nth);
 size_t cpu_flash_attn_work_size(const struct llm_tensor *dst, int nth);
 bool cpu_mul_mat_supports(const struct llm_tensor *dst);
 

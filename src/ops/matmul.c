@@ -191,24 +191,47 @@ static int64_t blas_thread_rows(const struct mm_geom *g, int nth)
     return (blas_tile_rows(g) + nth - 1) / nth;
 }
 
-size_t cpu_mul_mat_work_size(const struct llm_tensor *dst, int nth)
+/* Scratch of one path at this shape (converted src1 rows, per-thread panels or tiles). */
+static size_t path_work_size(const struct mm_geom *g, enum mm_path path, int nth)
 {
-    struct mm_geom g = geom(dst);
     size_t size = 2 * WDATA_HEADER; /* header + room to align wdata to a cache line */
-    const size_t converted = (size_t)llm_nrows(g.x) * (g.s.vt ? llm_row_size(g.s.wt->vec_dot_type, g.s.K) : 0);
-    switch (choose_path(&g, dst)) {
+    const size_t converted = (size_t)llm_nrows(g->x) * (g->s.vt ? llm_row_size(g->s.wt->vec_dot_type, g->s.K) : 0);
+    switch (path) {
     case PATH_FLOAT_GEMM:
-        return size + (size_t)nth * llm_gemm_f32_scratch_size(g.s.K);
+        return size + (size_t)nth * llm_gemm_f32_scratch_size(g->s.K);
     case PATH_GEMM: /* converted src1, then each thread's scratch (mul_mat_gemm) */
-        return size + converted + (size_t)nth * llm_gemm_scratch_size(g.s.K, g.s.N);
+        return size + converted + (size_t)nth * llm_gemm_scratch_size(g->s.K, g->s.N);
     case PATH_BLAS:
-        if (g.w->type != LLM_TYPE_F32)
-            size += (size_t)nth * (size_t)blas_thread_rows(&g, nth) * (size_t)g.s.K * sizeof(float);
+        if (g->w->type != LLM_TYPE_F32)
+            size += (size_t)nth * (size_t)blas_thread_rows(g, nth) * (size_t)g->s.K * sizeof(float);
         return size;
     case PATH_DOT:
         break;
     }
-    return size + (g.s.convert ? converted : 0);
+    return size + (g->s.convert ? converted : 0);
+}
+
+size_t cpu_mul_mat_work_size(const struct llm_tensor *dst, int nth)
+{
+    struct mm_geom g = geom(dst);
+    return path_work_size(&g, choose_path(&g, dst), nth);
+}
+
+/* Which path runs depends on N (and the CPU), and a path taken only at small N may need more than
+ * the one at this N (AVX2's integer GEMM at N 16-63 against dequantize + sgemm above): the
+ * largest scratch of every path this node could take. Each path's own size grows with N. */
+size_t cpu_mul_mat_work_size_bound(const struct llm_tensor *dst, int nth)
+{
+    struct mm_geom g = geom(dst);
+    size_t most = path_work_size(&g, PATH_DOT, nth);
+    const bool can[] = { [PATH_BLAS] = blas_path_ok(&g, dst),
+                         [PATH_GEMM] = g.s.wt->gemm && dot_path_ok(&g),
+                         [PATH_FLOAT_GEMM] = g.s.wt->gemm_f32 != NULL };
+    for (int path = PATH_BLAS; path <= PATH_FLOAT_GEMM; path++) {
+        size_t w = can[path] ? path_work_size(&g, (enum mm_path)path, nth) : 0;
+        most = w > most ? w : most;
+    }
+    return most;
 }
 
 /* ---- dot path ----------------------------------------------------------------------------- */
