@@ -646,6 +646,103 @@ static void test_md(void)
     }
 }
 
+/* Occurrences of needle in s. */
+static int count_of(const char *s, const char *needle)
+{
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+        n++;
+    return n;
+}
+
+/* pp2, tg2, pp2+tg2 x 2 repetitions with fixed per-token times: decode steps 1..4 ms in each of
+ * tg2 and pp2+tg2, prompts 5 and 6 ms. */
+static const uint64_t tok_pp[] = { 5000000, 6000000 };
+static const uint64_t tok_tg[] = { 1000000, 2000000, 3000000, 4000000 };
+static const uint64_t tok_pg[] = { 5000000, 1000000, 2000000, 6000000, 3000000, 4000000 };
+static const int32_t depth_pg[] = { 0, 2, 3, 0, 2, 3 };
+
+static bool token_fixture(struct fixture *fx, bool flag)
+{
+    if (!fixture_init(fx, "-m stories260K.gguf -p 2 -n 2 -pg 2,2 -r 2 -t 1", NULL) || fx->n != 3)
+        return false;
+    fx->p.token_times = flag;
+    const uint64_t *ns[] = { tok_pp, tok_tg, tok_pg };
+    for (int i = 0; i < 3; i++) {
+        fx->r[i].token_ns = ns[i];
+        fx->r[i].token_depth = depth_pg; /* only pg's are printed as depths below */
+    }
+    return true;
+}
+
+/* --token-times in json/jsonl: token_ns per repetition, TTFT for pg, the inter-token percentiles
+ * for tg and pg (nearest rank of 1..4 ms: p50 2, p90 4); nothing of it without the flag, and csv
+ * and md never carry it. */
+static void test_token_times(void)
+{
+    struct fixture off, on;
+    if (!token_fixture(&off, false) || !token_fixture(&on, true)) {
+        CHECK(0, "token fixture");
+        return;
+    }
+    char *json = print_all(&on, BENCH_OUT_JSON), *json_off = print_all(&off, BENCH_OUT_JSON);
+    CHECK(strstr(json, "    \"n_gen\": 2,") != NULL);
+    CHECK(strstr(json, "    \"ttft_ms\": 7.500000,\n    \"itl_p50_ms\": 2.000000,\n    \"itl_p90_ms\": 4.000000,\n"
+                       "    \"itl_p99_ms\": 4.000000,\n    \"itl_max_ms\": 4.000000,\n    \"token_ns\": [ [ 5000000, "
+                       "1000000, 2000000 ], [ 6000000, 3000000, 4000000 ] ],\n    \"samples_ns\": ") != NULL,
+          "pg json:\n%s", json);
+    CHECK(strstr(json, "    \"token_ns\": [ [ 5000000 ], [ 6000000 ] ],\n    \"samples_ns\": ") != NULL, "pp json");
+    CHECK(strstr(json, "    \"itl_max_ms\": 4.000000,\n    \"token_ns\": [ [ 1000000, 2000000 ], [ 3000000, 4000000 ] ],")
+              != NULL, "tg json");
+    CHECK(count_of(json, "\"token_ns\"") == 3 && count_of(json, "\"ttft_ms\"") == 1 &&
+          count_of(json, "\"itl_p50_ms\"") == 2 && count_of(json, "\"itl_p99_ms\"") == 2);
+    cJSON *doc = cJSON_Parse(json);
+    CHECK(doc && cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetArrayItem(doc, 2), "token_ns")) == 2,
+          "json with token_ns does not parse");
+    cJSON_Delete(doc);
+    CHECK(count_of(json_off, "token_ns") == 0 && count_of(json_off, "ttft") == 0 && count_of(json_off, "itl_") == 0);
+    /* without the flag, byte for byte what a result without token times prints */
+    for (size_t i = 0; i < off.n; i++)
+        off.r[i].token_ns = NULL;
+    char *json_none = print_all(&off, BENCH_OUT_JSON);
+    CHECK(strcmp(json_off, json_none) == 0, "json without --token-times changed");
+    free(json_none);
+    free(json_off);
+    free(json);
+
+    char *jsonl = print_all(&on, BENCH_OUT_JSONL);
+    CHECK(strstr(jsonl, "\"host_waits_shared_cpu\": 0, \"ttft_ms\": 7.500000, \"itl_p50_ms\": 2.000000, \"itl_p90_ms\": "
+                        "4.000000, \"itl_p99_ms\": 4.000000, \"itl_max_ms\": 4.000000, \"token_ns\": [ [ 5000000, 1000000, "
+                        "2000000 ], [ 6000000, 3000000, 4000000 ] ], \"samples_ns\": [ ") != NULL, "pg jsonl:\n%s", jsonl);
+    CHECK(count_of(jsonl, "\"token_ns\"") == 3 && count_of(jsonl, "\"ttft_ms\"") == 1 && count_of(jsonl, "\n") == 3);
+    free(jsonl);
+    jsonl = print_all(&off, BENCH_OUT_JSONL);
+    CHECK(count_of(jsonl, "token_ns") == 0 && count_of(jsonl, "itl_") == 0);
+    free(jsonl);
+
+    for (enum bench_output f = BENCH_OUT_MD; f <= BENCH_OUT_CSV; f++) {
+        char *a = print_all(&on, f), *b = print_all(&off, f);
+        CHECK(strcmp(a, b) == 0, "format %d carries token times", (int)f);
+        free(a);
+        free(b);
+    }
+
+    /* sql: the table, then one INSERT per repetition after each test's llm_bench_extra row */
+    char *sql = print_all(&on, BENCH_OUT_SQL);
+    CHECK(strstr(sql, "CREATE TABLE IF NOT EXISTS llm_bench_tokens (\n  llama_bench_rowid INTEGER,\n  test_time TEXT,\n"
+                      "  avg_ns INTEGER,\n  repetition INTEGER,\n  token_index INTEGER,\n  ns INTEGER,\n  depth INTEGER\n"
+                      ");\n") != NULL, "sql create:\n%s", sql);
+    CHECK(count_of(sql, "INSERT INTO llm_bench_tokens") == 6);
+    CHECK(strstr(sql, "(VALUES (1, 0, 6000000, 0), (1, 1, 3000000, 2), (1, 2, 4000000, 3)) AS t;\n") != NULL,
+          "sql pg rows");
+    free(sql);
+    sql = print_all(&off, BENCH_OUT_SQL);
+    CHECK(count_of(sql, "llm_bench_tokens") == 0);
+    free(sql);
+    fixture_free(&on);
+    fixture_free(&off);
+}
+
 static void test_roofline(void)
 {
     struct roofline r;
@@ -666,6 +763,7 @@ int main(void)
     test_csv();
     test_sql();
     test_md();
+    test_token_times();
     test_roofline();
     return test_done("test_bench");
 }

@@ -268,6 +268,44 @@ bench -m stories260K.gguf -dev npu -g on,off --npu-launch-us 3 -p 0 -n 2 -r 1 -t
 bench -m stories260K.gguf -dev npu -p 0 -n 2 -r 1 -t 1 -v --no-warmup >/dev/null 2>"$tmp/v"
 ! grep -q 'machine warm-up' "$tmp/v" && ok || fail "--no-warmup still warms up: $(cat "$tmp/v")"
 
+# --token-times: per repetition the prompt entry (pp, pg) and one entry per decode step, adding up
+# to within 1 % of the repetition's time; depth-shifted too; the summaries only where they apply;
+# -v prints them; none of it without the flag (the printers' checks above).
+bench -m stories260K.gguf -p 8 -n 6 -pg 8,6 -d 0,4 -r 3 -t 1 -o jsonl --token-times -v >"$tmp/tok.jsonl" 2>"$tmp/tok.err"
+python3 - "$tmp/tok.jsonl" <<'EOF2' && ok || fail "--token-times: $(head -c 300 "$tmp/tok.err")"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert len(rows) == 6, len(rows)
+for r in rows:
+    p, g = r['n_prompt'], r['n_gen']
+    assert len(r['token_ns']) == 3 == len(r['samples_ns']), r['token_ns']
+    for toks, total in zip(r['token_ns'], r['samples_ns']):
+        assert len(toks) == (p > 0) + g, (p, g, toks)
+        assert all(isinstance(t, int) and t > 0 for t in toks), toks
+        assert abs(sum(toks) - total) <= 0.01 * total, (sum(toks), total)
+    assert ('ttft_ms' in r) == (p > 0 and g > 0), r.keys()
+    assert ('itl_p50_ms' in r) == (g > 0), r.keys()
+    if g:
+        steps = sorted(t for toks in r['token_ns'] for t in toks[(p > 0):])
+        assert len(steps) == 3 * g
+        rank = lambda q: steps[max(1, -(-q * len(steps) // 100)) - 1] / 1e6  # nearest rank
+        for q in (50, 90, 99):
+            assert abs(r['itl_p%d_ms' % q] - rank(q)) < 1e-6, (q, r['itl_p%d_ms' % q], rank(q))
+        assert abs(r['itl_max_ms'] - steps[-1] / 1e6) < 1e-6
+    if 'ttft_ms' in r:
+        want = sum(t[0] + t[1] for t in r['token_ns']) / 3 / 1e6
+        assert abs(r['ttft_ms'] - want) < 1e-6, (r['ttft_ms'], want)
+EOF2
+[ "$(grep -c 'inter-token latency over 18 decode steps: p50 ' "$tmp/tok.err")" = 4 ] \
+  && [ "$(grep -c ': TTFT [0-9.]* ms (mean of 3), inter-token' "$tmp/tok.err")" = 2 ] && ok \
+  || fail "--token-times -v: $(grep -i latency "$tmp/tok.err")"
+bench -m stories260K.gguf -p 8 -n 6 -r 2 -t 1 -o json >"$tmp/notok.json" 2>/dev/null
+! grep -q 'token_ns\|ttft_ms\|itl_' "$tmp/notok.json" && ok || fail "token times without --token-times"
+# llm-run -v: TTFT and the inter-token percentiles of its generation
+"$LLM" run -m "$M/stories260K.gguf" -p "Once upon a time" -n 20 --temp 0 --ignore-eos -v >/dev/null 2>"$tmp/run.err"
+grep -q '^llm-run: latency: TTFT [0-9.]* ms, inter-token over 19 tokens: p50 [0-9.]* ms, p90 [0-9.]* ms, p99 [0-9.]* ms, max [0-9.]* ms$' \
+  "$tmp/run.err" && ok || fail "llm-run -v latency: $(grep latency "$tmp/run.err")"
+
 # Ctrl-C during the second test's --delay: the first test's row, the footer, exit non-zero.
 # The signal goes once the first row is out (the machine warm-up and start-up take a varying time,
 # longer under ASan), well inside the second test's 3 s delay.

@@ -15,7 +15,8 @@ bench() { (cd "$SHARED/models" && "$LLM" bench "$@"); }
 # Two runs of ours: the npu with ACL graphs on and off (tg4 x 2: the warm-up token captures the
 # decode graph, the 8 timed tokens hit it), and a cpu pp8 (-g on whatever GGML_CANN_ACL_GRAPH says).
 if ! bench -m stories260K.gguf -dev npu -g on,off -p 0 -n 4 -r 2 -t 1 -o sql >"$tmp/npu.sql" 2>"$tmp/err" ||
-   ! bench -m stories260K.gguf -g on -p 8 -n 0 -r 1 -t 1 -o sql >"$tmp/cpu.sql" 2>>"$tmp/err"; then
+   ! bench -m stories260K.gguf -g on -p 8 -n 0 -r 1 -t 1 -o sql >"$tmp/cpu.sql" 2>>"$tmp/err" ||
+   ! bench -m stories260K.gguf -p 4 -n 3 -pg 4,3 -d 0,2 -r 2 -t 1 -o sql --token-times --profile >"$tmp/tok.sql" 2>>"$tmp/err"; then
   echo "FAIL: llm bench -o sql: $(head -c 300 "$tmp/err")" >&2
   echo "test_bench_sql: 0 passed, 1 failed"
   exit 1
@@ -143,6 +144,44 @@ for first in ('ref', 'ours') if cli else ():
     got = joined(db)
     check(got == [NPU_ON, NPU_OFF], 'sqlite3 CLI, %s first: joined %r' % (first, got))
     db.close()
+
+# --token-times: llm_bench_tokens rows join back to their test like llm_bench_extra's, after
+# llama-bench's rows and another run of ours (so rowids of the tables differ): per repetition the
+# prompt entry then each decode step, depth = KV cells in use before it, ns adding up to the
+# repetition (avg_ns is the mean of the repetitions). --profile rows link the same way.
+TOK = read(os.path.join(tmp, 'tok.sql'))
+TJOIN = ('FROM llama_bench AS b JOIN llm_bench_tokens AS k ON k.llama_bench_rowid = b.rowid '
+         'AND k.test_time = b.test_time AND k.avg_ns = b.avg_ns')
+for texts in ((TOK,), (REF, NPU, TOK)):
+    db, errors = load(*texts)
+    what = 'tokens after %d files' % (len(texts) - 1)
+    check(errors == [], '%s: errors %r' % (what, errors[:3]))
+    n_tok = db.execute('SELECT count(*) FROM llm_bench_tokens').fetchone()[0]
+    rows = db.execute('SELECT b.rowid, b.n_prompt, b.n_gen, b.n_depth, b.avg_ns, k.repetition, k.token_index, k.ns, '
+                      'k.depth %s ORDER BY b.rowid, k.repetition, k.token_index' % TJOIN).fetchall()
+    check(len(rows) == n_tok == 2 * (1 + 3 + 4) * 2, '%s: %d joined of %d' % (what, len(rows), n_tok))
+    tests = {}
+    for rowid, p, g, d, avg, rep, idx, ns, depth in rows:
+        tests.setdefault((rowid, p, g, d, avg), {}).setdefault(rep, []).append((idx, ns, depth))
+    check(len(tests) == 6, '%s: %d tests' % (what, len(tests)))
+    for (rowid, p, g, d, avg), reps in tests.items():
+        check(sorted(reps) == [0, 1], '%s: repetitions %r' % (what, sorted(reps)))
+        want = [(i, d + (p if i and p else 0) + (i - (p > 0) if i >= (p > 0) and g else 0)) for i in range((p > 0) + g)]
+        for rep, toks in reps.items():
+            check([(i, dp) for i, _, dp in toks] == want, '%s: rowid %d indices/depths %r' % (what, rowid, toks))
+        total = sum(ns for toks in reps.values() for _, ns, _ in toks)
+        check(abs(total / 2 - avg) <= 0.01 * avg, '%s: rowid %d ns sum %d vs avg_ns %d' % (what, rowid, total, avg))
+    ours = [r[0] for r in db.execute('SELECT rowid FROM llama_bench WHERE n_gen IN (0, 3) AND n_prompt IN (0, 4) ORDER BY rowid')]
+    check(sorted(k[0] for k in tests) == ours[-6:], '%s: joined rows %r' % (what, sorted(k[0] for k in tests)))
+    n_prof = db.execute('SELECT count(*) FROM llama_bench AS b JOIN llm_bench_profile AS p ON p.llama_bench_rowid = '
+                        'b.rowid AND p.test_time = b.test_time AND p.avg_ns = b.avg_ns').fetchone()[0]
+    check(n_prof == 6, '%s: %d profile rows join' % (what, n_prof))
+if cli:
+    path = os.path.join(tmp, 'tok.sqlite')
+    p = subprocess.run([cli, path], input=REF + NPU + TOK, capture_output=True, text=True)
+    check(p.returncode == 0 and p.stderr == '', 'sqlite3 CLI, tokens: %s' % p.stderr[:300])
+    n = sqlite3.connect(path).execute('SELECT count(*) %s' % TJOIN).fetchone()[0]
+    check(n == 32, 'sqlite3 CLI, tokens: %d rows join' % n)
 
 print('test_bench_sql: %d passed, %d failed' % (passed, failed))
 sys.exit(1 if failed else 0)

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "latency.h"
 #include "commands.h"
 #include "log.h"
 #include "profile.h"
@@ -77,6 +78,23 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* --token-times: where one repetition's entries go. */
+struct token_log {
+    uint64_t *ns;     /* this repetition's bench_token_count() entries */
+    int32_t *depth;   /* KV cells in use before each entry             */
+    size_t i;         /* the next entry                                */
+    uint64_t last;    /* when the previous entry ended                 */
+};
+
+/* One entry ends now: consecutive stamps, so the entries add up to the repetition's time. */
+static void log_token(struct token_log *lg, int32_t depth)
+{
+    const uint64_t t = now_ns();
+    lg->ns[lg->i] = t - lg->last;
+    lg->depth[lg->i++] = depth;
+    lg->last = t;
+}
+
 /* --progress: "llama-bench: benchmark i/N: <what>[ r/R]" as llama-bench words it (r > 0). */
 static void progress(const struct bench_state *s, const char *what, int r)
 {
@@ -131,13 +149,18 @@ static int test_prompt(struct bench_state *s, struct llm_context *c, int n_promp
     return RUN_OK;
 }
 
-/* llama-bench's test_gen: one token per decode, starting from BOS (or a random token). */
-static int test_gen(struct bench_state *s, struct llm_context *c, int n_gen, struct llm_error *err)
+/* llama-bench's test_gen: one token per decode, starting from BOS (or a random token); lg, when
+ * not NULL, gets each decode step's time. */
+static int test_gen(struct bench_state *s, struct llm_context *c, int n_gen, struct token_log *lg,
+                    struct llm_error *err)
 {
     int32_t token = s->add_bos ? s->bos : rand() % s->n_vocab;
     for (int i = 0; i < n_gen; i++) {
+        const int32_t depth = lg ? llm_n_past(c) : 0;
         if (llm_decode(c, &token, 1, false, err) != 0)
             return RUN_FAILED;
+        if (lg)
+            log_token(lg, depth);
         if (interrupted)
             return RUN_INTERRUPTED;
         token = rand() % s->n_vocab;
@@ -173,10 +196,12 @@ static int ensure_model(struct bench_state *s, const char *path)
     return RUN_OK;
 }
 
-/* Warm-up and the timed repetitions of one test in context c; fills samples (reps values). */
+/* Warm-up and the timed repetitions of one test in context c; fills samples (reps values) and,
+ * with --token-times, tok (reps rows of bench_token_count() entries; else tok.ns is NULL). */
 static int measure(struct bench_state *s, struct llm_context *c, const struct bench_instance *t,
-                   uint64_t *samples)
+                   uint64_t *samples, struct token_log tok)
 {
+    const size_t stride = bench_token_count(t);
     struct llm_error err = { 0 };
     int rc = RUN_OK;
     if (!s->p->no_warmup) {
@@ -186,7 +211,7 @@ static int measure(struct bench_state *s, struct llm_context *c, const struct be
         }
         if (rc == RUN_OK && t->n_gen > 0) {
             progress(s, "warmup generation run", 0);
-            rc = test_gen(s, c, 1, &err);
+            rc = test_gen(s, c, 1, NULL, &err);
         }
     }
     for (int r = 0; rc == RUN_OK && r < s->p->reps; r++) {
@@ -197,14 +222,20 @@ static int measure(struct bench_state *s, struct llm_context *c, const struct be
             if (rc != RUN_OK)
                 break;
         }
+        struct token_log lg = { .ns = tok.ns + (size_t)r * stride, .depth = tok.depth + (size_t)r * stride };
+        struct token_log *plg = tok.ns ? &lg : NULL;
+        const int32_t depth0 = plg ? llm_n_past(c) : 0;
         uint64_t t0 = now_ns();
+        lg.last = t0;
         if (t->n_prompt > 0) {
             progress(s, "prompt run", r + 1);
             rc = test_prompt(s, c, t->n_prompt, t->n_batch, &err);
+            if (plg && rc == RUN_OK)
+                log_token(plg, depth0);
         }
         if (rc == RUN_OK && t->n_gen > 0) {
             progress(s, "generation run", r + 1);
-            rc = test_gen(s, c, t->n_gen, &err);
+            rc = test_gen(s, c, t->n_gen, plg, &err);
         }
         samples[r] = now_ns() - t0;
     }
@@ -257,7 +288,7 @@ static int warm_up_machine(struct bench_state *s, const struct bench_instance *t
     for (uint64_t el = 0; (steady < 3 || el < WARM_MIN_NS) && el < WARM_MAX_NS; el = now_ns() - start) {
         llm_kv_clear(c);
         const uint64_t t0 = now_ns();
-        if ((rc = test_gen(s, c, WARM_TOKENS, &err)) != RUN_OK)
+        if ((rc = test_gen(s, c, WARM_TOKENS, NULL, &err)) != RUN_OK)
             break;
         const uint64_t dt = now_ns() - t0;
         steady = best != UINT64_MAX && dt * 5 <= best * 6 ? steady + 1 : 0;
@@ -274,9 +305,9 @@ static int warm_up_machine(struct bench_state *s, const struct bench_instance *t
 }
 
 /* Run test t: model (reused when the file is the same), the machine warm-up before the first test,
- * a fresh context, measure. */
+ * a fresh context, measure. tok: the --token-times buffers (ns NULL without the flag). */
 static int run_test(struct bench_state *s, const struct bench_instance *t, struct bench_result *res,
-                    uint64_t *samples)
+                    uint64_t *samples, struct token_log tok)
 {
     progress(s, "starting", 0);
     if (ensure_model(s, t->model) != RUN_OK)
@@ -313,7 +344,7 @@ static int run_test(struct bench_state *s, const struct bench_instance *t, struc
     llm_kv_clear(c);
     int rc = s->p->delay > 0 ? sleep_s(s->p->delay) : RUN_OK;
     if (rc == RUN_OK)
-        rc = measure(s, c, t, samples);
+        rc = measure(s, c, t, samples, tok);
     llm_context_stats(c, &res->graph);
     llm_context_free(c);
     if (s->prof)
@@ -325,6 +356,8 @@ static int run_test(struct bench_state *s, const struct bench_instance *t, struc
     res->model_size = s->model->n_bytes;
     res->model_n_params = s->model->n_params;
     res->samples_ns = samples;
+    res->token_ns = tok.ns;
+    res->token_depth = tok.depth;
     res->n_samples = s->p->reps > 0 ? (size_t)s->p->reps : 0;
     res->n_tokens = (uint64_t)res->n_samples * (uint64_t)(t->n_depth + t->n_prompt + t->n_gen) +
                     (s->p->no_warmup ? 0 : (uint64_t)t->n_prompt + (t->n_gen > 0));
@@ -341,6 +374,19 @@ static double non_embedding_params(const struct llm_model *m)
     if (m->output && m->output != m->tok_embd)
         n -= (double)llm_nelements(m->output);
     return n;
+}
+
+/* -v with --token-times: TTFT (pg tests) and the inter-token latency percentiles (tg and pg tests). */
+static void print_latency(const char *name, const struct bench_result *r)
+{
+    struct latency_summary ls;
+    if (bench_latency(r, &ls) != 0 || ls.n_itl == 0)
+        return;
+    fprintf(stderr, "llm-bench: %s: ", name);
+    if (ls.has_ttft)
+        fprintf(stderr, "TTFT %.3f ms (mean of %zu), ", ls.ttft_ms, r->n_samples);
+    fprintf(stderr, "inter-token latency over %zu decode steps: p50 %.3f ms, p90 %.3f ms, p99 %.3f ms, max %.3f ms\n",
+            ls.n_itl, ls.itl_p50_ms, ls.itl_p90_ms, ls.itl_p99_ms, ls.itl_max_ms);
 }
 
 /* -v / --roofline lines on stderr for one finished test. */
@@ -365,6 +411,8 @@ static void print_extras(const struct bench_state *s, const struct bench_result 
                 r->graph.host_serial_us / n, r->graph.device_us / n, (unsigned long long)r->graph.host_waits,
                 (unsigned long long)r->graph.host_waits_shared_cpu);
     }
+    if (s->p->verbose && r->token_ns)
+        print_latency(name, r);
     if (s->prof)
         profile_print_table(stderr, "llm-bench: ", s->prof, bench_dev_name(r->inst.device),
                             r->inst.device == BENCH_DEV_NPU, s->have_roofline ? &s->roof : NULL, r->inst.n_threads);
@@ -393,11 +441,27 @@ static void print_extras(const struct bench_state *s, const struct bench_result 
     }
 }
 
+/* --token-times: buffers for the largest test of the plan, allocated once before anything is timed. */
+static int alloc_token_log(const struct bench_state *s, const struct bench_instance *plan, size_t n_samples,
+                           struct token_log *tok)
+{
+    size_t most = 1;
+    for (size_t i = 0; i < s->count; i++)
+        most = bench_token_count(&plan[i]) > most ? bench_token_count(&plan[i]) : most;
+    tok->ns = calloc(most * n_samples, sizeof *tok->ns);
+    tok->depth = calloc(most * n_samples, sizeof *tok->depth);
+    return tok->ns && tok->depth ? 0 : -1;
+}
+
 static int run_all(struct bench_state *s, const struct bench_instance *plan)
 {
     size_t n_samples = s->p->reps > 0 ? (size_t)s->p->reps : 1;
     uint64_t *samples = calloc(n_samples, sizeof *samples);
-    if (!samples) {
+    struct token_log tok = { 0 };
+    if (!samples || (s->p->token_times && alloc_token_log(s, plan, n_samples, &tok) != 0)) {
+        free(samples);
+        free(tok.ns);
+        free(tok.depth);
         tool_error("out of memory");
         return RUN_FAILED;
     }
@@ -405,7 +469,7 @@ static int run_all(struct bench_state *s, const struct bench_instance *plan)
     for (size_t i = 0; rc == RUN_OK && i < s->count; i++) {
         s->index = i;
         struct bench_result res = { 0 };
-        rc = run_test(s, &plan[i], &res, samples);
+        rc = run_test(s, &plan[i], &res, samples, tok);
         if (rc != RUN_OK)
             break;
         for (int k = 0; k < s->n_prs; k++)
@@ -417,6 +481,8 @@ static int run_all(struct bench_state *s, const struct bench_instance *plan)
         free((char *)res.profile);
     }
     free(samples);
+    free(tok.ns);
+    free(tok.depth);
     return rc;
 }
 

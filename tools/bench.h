@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "backend.h"
+#include "latency.h"
 
 /* A growable list of ints; the parser appends, an empty list later gets its default. */
 struct bench_ints {
@@ -55,6 +56,7 @@ struct bench_params {
     enum bench_output output, output_err; /* -o (stdout), -oe (stderr)            */
     bool verbose, progress, no_warmup, roofline;
     bool profile;                   /* --profile: per-op table per test, `profile` field in records */
+    bool token_times;               /* --token-times: per-token times and latency summaries         */
     char *trace;                    /* --trace FILE: one Chrome trace of the whole run, or NULL   */
     char empty[96];                 /* "-p '5-1'": the first value that gave no items (llama-bench
                                        then runs the default; bench_validate refuses it), or "" */
@@ -105,6 +107,10 @@ struct bench_instance {
  * skipping 0 and (0,0)). *out is malloc'ed (free()), *n may be 0. Returns -1 on allocation failure. */
 int bench_plan(const struct bench_params *p, struct bench_instance **out, size_t *n);
 
+/* --token-times entries per repetition: the prompt as one (when n_prompt > 0), then each decode
+ * step of the generation. */
+size_t bench_token_count(const struct bench_instance *t);
+
 /* "pp512", "tg128", "pp512+tg128", with " @ d<D>" when depth > 0. */
 void bench_test_name(const struct bench_instance *t, char *buf, size_t cap);
 
@@ -135,7 +141,14 @@ struct bench_result {
     struct llm_graph_stats graph; /* the test's context: warm-up included (0 on cpu)  */
     const char *profile;          /* --profile: the test's profile as JSON text, else NULL */
     uint64_t n_tokens;            /* tokens the test evaluated, warm-up and depth included */
+    const uint64_t *token_ns;     /* --token-times: n_samples rows of bench_token_count() ns, else NULL */
+    const int32_t *token_depth;   /* the same layout: KV cells in use before each entry            */
 };
+
+/* --token-times summaries of r (zeroed without token_ns): pg tests' TTFT is the prompt entry plus the
+ * first decode step; the inter-token latency covers every decode step of tg and pg tests (none for
+ * pp tests). Returns -1 on allocation failure. */
+int bench_latency(const struct bench_result *r, struct latency_summary *out);
 
 /* Per-sample t/s: 1e9 * (n_prompt + n_gen) / ns. ts must hold n_samples values. */
 void bench_samples_ts(const struct bench_result *r, double *ts);

@@ -1,6 +1,6 @@
 /* llm-bench command line: llama-bench's hand-rolled parser (lists, repeated flags, integer ranges,
- * its error lines), plus our -dev cpu|npu, -g/--acl-graph, --npu-launch-us, --roofline, --profile
- * and --trace. */
+ * its error lines), plus our -dev cpu|npu, -g/--acl-graph, --npu-launch-us, --roofline, --profile,
+ * --trace and --token-times. */
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
@@ -442,6 +442,7 @@ static const struct opt opts[] = {
     { NULL, "--no-warmup", K_FLAG, F(no_warmup) },
     { NULL, "--roofline", K_FLAG, F(roofline) },
     { NULL, "--profile", K_FLAG, F(profile) },
+    { NULL, "--token-times", K_FLAG, F(token_times) },
     { NULL, "--trace", K_PATH, F(trace) },
 };
 #undef F
@@ -687,6 +688,8 @@ void bench_usage(FILE *out, const char *prog, const struct bench_defaults *d)
     fprintf(out, "  --profile                                 per-op profile of each test (table on stderr, a\n"
                  "                                            `profile` field in csv/json/jsonl/sql)\n");
     fprintf(out, "  --trace <file>                            Chrome trace (Perfetto) of every op and host step\n");
+    fprintf(out, "  --token-times                             per-token times (json/jsonl `token_ns`, sql table\n"
+                 "                                            llm_bench_tokens), TTFT and inter-token latency\n");
     fprintf(out, "\ntest parameters:\n");
     fprintf(out, "  -m, --model <filename>                    (default: %s)\n", DEFAULT_MODEL);
     fprintf(out, "  -p, --n-prompt <n>                        (default: 512)\n");

@@ -100,6 +100,11 @@ int bench_plan(const struct bench_params *p, struct bench_instance **out, size_t
     return 0;
 }
 
+size_t bench_token_count(const struct bench_instance *t)
+{
+    return (size_t)(t->n_prompt > 0) + (size_t)(t->n_gen > 0 ? t->n_gen : 0);
+}
+
 void bench_test_name(const struct bench_instance *t, char *buf, size_t cap)
 {
     int len;
@@ -160,4 +165,12 @@ void bench_samples_ts(const struct bench_result *r, double *ts)
     double tokens = (double)r->inst.n_prompt + (double)r->inst.n_gen;
     for (size_t i = 0; i < r->n_samples; i++)
         ts[i] = 1e9 * tokens / (double)r->samples_ns[i];
+}
+
+int bench_latency(const struct bench_result *r, struct latency_summary *out)
+{
+    const struct bench_instance *t = &r->inst;
+    const bool prompt = t->n_prompt > 0, pg = prompt && t->n_gen > 0;
+    return latency_summarize(r->token_ns, r->token_ns ? r->n_samples : 0, bench_token_count(t), pg ? 2 : 0,
+                             prompt ? 1 : 0, out);
 }

@@ -64,12 +64,18 @@ struct record {
     double *ts; /* per-sample t/s */
     uint64_t avg_ns, stddev_ns;
     double avg_ts, stddev_ts;
+    bool tokens;                /* --token-times and the result has them */
+    struct latency_summary lat; /* their summaries                       */
 };
 
-static int record_init(struct record *rec, const struct bench_env *env, const struct bench_result *r)
+static int record_init(struct record *rec, const struct bench_printer *pr, const struct bench_env *env,
+                       const struct bench_result *r)
 {
     rec->env = env;
     rec->r = r;
+    rec->tokens = pr->params->token_times && r->token_ns;
+    if (bench_latency(r, &rec->lat) != 0)
+        return -1;
     rec->ts = malloc((r->n_samples ? r->n_samples : 1) * sizeof *rec->ts);
     if (!rec->ts)
         return -1;
@@ -302,6 +308,27 @@ static void put_samples(FILE *out, const struct record *rec, const char *between
     fputs(" ]", out);
 }
 
+/* --token-times in json (sep ",\n", indent "    ") and jsonl (sep ", ", indent ""): the summaries
+ * that apply to the test, then token_ns, a list per repetition; each followed by sep. */
+static void put_token_times(FILE *out, const struct record *rec, const char *indent, const char *sep)
+{
+    const struct latency_summary *l = &rec->lat;
+    if (l->has_ttft)
+        fprintf(out, "%s\"ttft_ms\": %f%s", indent, l->ttft_ms, sep);
+    if (l->n_itl)
+        fprintf(out, "%s\"itl_p50_ms\": %f%s%s\"itl_p90_ms\": %f%s%s\"itl_p99_ms\": %f%s%s\"itl_max_ms\": %f%s", indent,
+                l->itl_p50_ms, sep, indent, l->itl_p90_ms, sep, indent, l->itl_p99_ms, sep, indent, l->itl_max_ms, sep);
+    const size_t stride = bench_token_count(&rec->r->inst);
+    fprintf(out, "%s\"token_ns\": [ ", indent);
+    for (size_t r = 0; r < rec->r->n_samples; r++) {
+        fputs(r ? ", [ " : "[ ", out);
+        for (size_t i = 0; i < stride; i++)
+            fprintf(out, "%s%" PRIu64, i ? ", " : "", rec->r->token_ns[r * stride + i]);
+        fputs(" ]", out);
+    }
+    fprintf(out, " ]%s", sep);
+}
+
 /* ---- sql ----
  * llama_bench is llama-bench's table column for column: whichever tool creates it, both append to
  * it, and compare-llama-bench.py reads both. Our fields go to llm_bench_extra, one row per row of
@@ -316,7 +343,11 @@ static void put_samples(FILE *out, const struct record *rec, const char *between
  *   avg_ns, joins match them too (a stale link drops out instead of pairing wrong rows), and they
  *   can relink it.
  * llm_bench_extra's columns must never change (CREATE TABLE IF NOT EXISTS keeps an older one, and
- * our INSERTs would fail in it): new fields get a new table keyed the same way. */
+ * our INSERTs would fail in it): new fields get a new table keyed the same way.
+ * The --profile row (llm_bench_profile) and the --token-times rows (llm_bench_tokens) are keyed the
+ * same way too. By then last_insert_rowid() is llm_bench_extra's, and it moves with every row
+ * inserted, so they take the link from the newest llm_bench_extra row with the test's test_time and
+ * avg_ns: the row just written (none if its INSERT failed). */
 
 #define SQL_EXTRA_KEY_COLUMNS "  llama_bench_rowid INTEGER,\n  test_time TEXT,\n  avg_ns INTEGER,\n"
 
@@ -357,8 +388,41 @@ static void sql_link(FILE *out, const struct record *rec)
     fputs(";\n", out);
 }
 
+#define SQL_TOKENS_CREATE                                                                                    \
+    "CREATE TABLE IF NOT EXISTS llm_bench_tokens (\n" SQL_EXTRA_KEY_COLUMNS                                  \
+    "  repetition INTEGER,\n  token_index INTEGER,\n  ns INTEGER,\n  depth INTEGER\n);\n\n"
+
+/* " FROM (the test's llm_bench_extra row) AS e": the link of the rows written after it (see above). */
+static void sql_from_extra(FILE *out, const struct record *rec)
+{
+    char buf[64];
+    fputs(" FROM (SELECT llama_bench_rowid, test_time, avg_ns FROM llm_bench_extra WHERE test_time = ", out);
+    put_sql(out, value(rec, F_TEST_TIME, buf));
+    fputs(" AND avg_ns = ", out);
+    put_sql(out, value(rec, F_AVG_NS, buf));
+    fputs(" ORDER BY rowid DESC LIMIT 1) AS e", out);
+}
+
+/* One INSERT per repetition into llm_bench_tokens. */
+static void sql_tokens(FILE *out, const struct record *rec)
+{
+    const struct bench_result *r = rec->r;
+    const size_t stride = bench_token_count(&r->inst);
+    for (size_t k = 0; k < r->n_samples && stride > 0; k++) {
+        fputs("INSERT INTO llm_bench_tokens (llama_bench_rowid, test_time, avg_ns, repetition, token_index, ns, "
+              "depth) SELECT e.llama_bench_rowid, e.test_time, e.avg_ns, t.column1, t.column2, t.column3, "
+              "t.column4", out);
+        sql_from_extra(out, rec);
+        fputs(", (VALUES ", out);
+        for (size_t i = 0; i < stride; i++)
+            fprintf(out, "%s(%zu, %zu, %" PRIu64 ", %" PRId32 ")", i ? ", " : "", k, i, r->token_ns[k * stride + i],
+                    r->token_depth[k * stride + i]);
+        fputs(") AS t;\n", out);
+    }
+}
+
 /* llama-bench's INSERT, then ours taking the new rowid (see above); with --profile the profile's
- * JSON text too, in llm_bench_profile keyed the same way. */
+ * JSON text too, in llm_bench_profile keyed the same way; with --token-times the tokens. */
 static void sql_insert(FILE *out, const struct record *rec, bool profile)
 {
     fputs("INSERT INTO llama_bench (", out);
@@ -370,12 +434,15 @@ static void sql_insert(FILE *out, const struct record *rec, bool profile)
     fputs(") SELECT rowid, test_time, avg_ns, ", out);
     sql_values(out, rec, N_LLAMA_FIELDS, N_FIELDS);
     sql_link(out, rec);
-    if (!profile)
-        return;
-    fputs("INSERT INTO llm_bench_profile (llama_bench_rowid, test_time, avg_ns, profile) SELECT rowid, "
-          "test_time, avg_ns, ", out);
-    put_sql(out, rec->r->profile ? rec->r->profile : "");
-    sql_link(out, rec);
+    if (profile) {
+        fputs("INSERT INTO llm_bench_profile (llama_bench_rowid, test_time, avg_ns, profile) SELECT "
+              "e.llama_bench_rowid, e.test_time, e.avg_ns, ", out);
+        put_sql(out, rec->r->profile ? rec->r->profile : "");
+        sql_from_extra(out, rec);
+        fputs(";\n", out);
+    }
+    if (rec->tokens)
+        sql_tokens(out, rec);
 }
 
 static void print_fields(const struct bench_printer *pr, const struct record *rec)
@@ -406,6 +473,8 @@ static void print_fields(const struct bench_printer *pr, const struct record *re
         }
         if (profile)
             fprintf(out, "    \"profile\": %s,\n", prof);
+        if (rec->tokens)
+            put_token_times(out, rec, "    ", ",\n");
         fputs("    ", out);
         put_samples(out, rec, "\n    ");
         fputs("\n  }", out);
@@ -419,6 +488,8 @@ static void print_fields(const struct bench_printer *pr, const struct record *re
         }
         if (profile)
             fprintf(out, "\"profile\": %s, ", prof);
+        if (rec->tokens)
+            put_token_times(out, rec, "", ", ");
         put_samples(out, rec, "");
         fputs("}\n", out);
         break;
@@ -446,6 +517,8 @@ void bench_print_header(struct bench_printer *pr, const struct bench_env *env)
         if (pr->params->profile)
             fputs("CREATE TABLE IF NOT EXISTS llm_bench_profile (\n" SQL_EXTRA_KEY_COLUMNS "  profile TEXT\n);\n\n",
                   pr->out);
+        if (pr->params->token_times)
+            fputs(SQL_TOKENS_CREATE, pr->out);
         break;
     case BENCH_OUT_JSONL: case BENCH_OUT_NONE: break;
     }
@@ -457,7 +530,7 @@ int bench_print_test(struct bench_printer *pr, const struct bench_env *env, cons
     if (pr->fmt == BENCH_OUT_NONE)
         return 0;
     struct record rec;
-    if (record_init(&rec, env, r) != 0)
+    if (record_init(&rec, pr, env, r) != 0)
         return -1;
     if (pr->fmt == BENCH_OUT_MD)
         md_test(pr, &rec);

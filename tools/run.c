@@ -13,6 +13,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "latency.h"
 #include "model/context.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
@@ -475,6 +476,8 @@ struct run_stats {
     int64_t n_prompt, n_prompt_done;
     int n_gen;
     const char *stop; /* why generation ended early, or "" */
+    uint64_t *tok_ns; /* -v: the prompt, then the time to each generated token (NULL without -v) */
+    size_t n_tok, cap_tok;
 };
 
 /* Graph cache and launch statistics of the run (npu), per token where that is what matters. */
@@ -503,6 +506,20 @@ static double per_s(double n, double ms)
     return ms > 0 ? n / (ms / 1e3) : 0.0;
 }
 
+/* -v: TTFT (prompt plus the first token's sampling) and the nearest-rank inter-token latency
+ * percentiles over the intervals between generated tokens (decode, printing and sampling). */
+static void print_latency(const struct run_stats *rs)
+{
+    struct latency_summary ls;
+    if (!rs->tok_ns || rs->n_tok < 2 || latency_summarize(rs->tok_ns, 1, rs->n_tok, 2, 2, &ls) != 0)
+        return;
+    fprintf(stderr, "llm-run: latency: TTFT %.3f ms", ls.ttft_ms);
+    if (ls.n_itl)
+        fprintf(stderr, ", inter-token over %zu tokens: p50 %.3f ms, p90 %.3f ms, p99 %.3f ms, max %.3f ms",
+                ls.n_itl, ls.itl_p50_ms, ls.itl_p90_ms, ls.itl_p99_ms, ls.itl_max_ms);
+    fputc('\n', stderr);
+}
+
 /* -v: time per phase, tokens, KV cache use, then the npu's graph statistics. */
 static void print_stats(const struct run_stats *rs, const struct llm_context *ctx, const struct llm_model *m,
                         const struct llm_context_params *cp)
@@ -514,6 +531,7 @@ static void print_stats(const struct run_stats *rs, const struct llm_context *ct
     fprintf(stderr, "llm-run: tokens: prompt %lld (%.2f ms/token), generated %d (%.2f ms/token)\n",
             (long long)rs->n_prompt_done, rs->n_prompt_done ? rs->t_prompt / (double)rs->n_prompt_done : 0.0,
             rs->n_gen, rs->n_gen ? rs->t_gen / rs->n_gen : 0.0);
+    print_latency(rs);
     const struct llm_hparams *hp = &m->hp;
     const int64_t cells = ((int64_t)cp->n_ctx + LLM_KV_PAD - 1) / LLM_KV_PAD * LLM_KV_PAD;
     const double row_k = (double)llm_row_size(cp->type_k, (int64_t)hp->n_embd_head_k * hp->n_head_kv);
@@ -569,6 +587,20 @@ static int eval_prompt(struct llm_context *ctx, const int32_t *tokens, struct ru
     return 0;
 }
 
+/* -v: room for the prompt entry and every token the generation can draw (at most -n, or until the
+ * context is full), allocated before generating so that the loop only stores. */
+static int alloc_token_times(struct run_stats *rs, int n_predict, int32_t n_ctx)
+{
+    const int64_t most = n_predict >= 0 ? n_predict : (int64_t)n_ctx - rs->n_prompt_done + 1;
+    rs->cap_tok = (size_t)(most > 0 ? most : 0) + 1;
+    if (!(rs->tok_ns = malloc(rs->cap_tok * sizeof *rs->tok_ns))) {
+        tool_error("out of memory");
+        return 1;
+    }
+    rs->tok_ns[rs->n_tok++] = (uint64_t)(rs->t_prompt * 1e6);
+    return 0;
+}
+
 /* Sample, print and decode until end of generation, -n, a full context or Ctrl-C. */
 static int eval_gen(const struct run_opts *o, struct llm_context *ctx, const struct vocab *voc,
                     struct llm_sampler *smpl, const int32_t *eog, float *scratch, int32_t n_vocab,
@@ -579,6 +611,7 @@ static int eval_gen(const struct run_opts *o, struct llm_context *ctx, const str
     const float *logits = llm_get_logits(ctx, first_row);
     int rc = 0;
     const double t = now_ms();
+    double last = t; /* -v: when the previous token was drawn */
     while ((o->n_predict < 0 || rs->n_gen < o->n_predict) && !interrupted) {
         const double ts = now_ms();
         if (eog) { /* --ignore-eos: those tokens can never be drawn */
@@ -592,6 +625,11 @@ static int eval_gen(const struct run_opts *o, struct llm_context *ctx, const str
         llm_sampler_accept(smpl, tok);
         rs->t_sample += now_ms() - ts;
         rs->n_gen++;
+        if (rs->n_tok < rs->cap_tok) {
+            const double drawn = now_ms();
+            rs->tok_ns[rs->n_tok++] = (uint64_t)((drawn - last) * 1e6);
+            last = drawn;
+        }
         if (vocab_is_eog(voc, tok))
             break;
         char piece[256];
@@ -717,6 +755,8 @@ static int generate(struct run_opts *o)
     const bool logits_all = o->dump != NULL;
     if (eval_prompt(ctx, tokens, &rs, cp.n_batch, logits_all))
         goto out;
+    if (o->verbose && alloc_token_times(&rs, o->n_predict, cp.n_ctx) != 0)
+        goto out;
     for (int64_t i = 0; i < rs.n_prompt_done; i++)
         llm_sampler_accept(smpl, tokens[i]);
     if (!interrupted && o->dump && dump_logits(o, ctx, (int32_t)n_prompt, n_vocab))
@@ -736,6 +776,7 @@ static int generate(struct run_opts *o)
         print_profile(&prof, ctx, &cp);
     rc = interrupted ? 130 : 0;
 out:
+    free(rs.tok_ns);
     free(scratch);
     free(eog);
     free(tokens);
