@@ -28,7 +28,7 @@ struct llm_backend *llm_backend_new(const struct llm_backend_params *p, struct l
     }
     if (p->device == LLM_DEVICE_NPU)
         return llm_backend_npu_new(p, err);
-    struct llm_backend *b = llm_backend_cpu_new(p->n_threads);
+    struct llm_backend *b = llm_backend_cpu_new(p->n_threads, p->idle_spin_us);
     if (!b)
         llm_fail(err, LLM_ERR_NOMEM, "cannot start %d threads", p->n_threads);
     return b;

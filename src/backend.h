@@ -90,6 +90,8 @@ struct llm_backend_params {
     int n_threads;        /* cpu: pool threads; npu: device worker threads                */
     int acl_graph;        /* npu graph mode: 1 on, 0 off, -1 from GGML_CANN_ACL_GRAPH (default on) */
     double launch_us;     /* npu host cost per eager launch; < 0: LLM_NPU_LAUNCH_US (default 0) */
+    int idle_spin_us;     /* cpu: how long idle pool threads busy-wait before sleeping (0: the
+                             pool's default); short beside a device, whose threads need the cores */
 };
 
 const char *llm_device_name(enum llm_device d);
@@ -99,8 +101,9 @@ int llm_device_from_name(const char *name);
 /* A backend of p->device; NULL with err filled on failure. */
 struct llm_backend *llm_backend_new(const struct llm_backend_params *p, struct llm_error *err);
 
-/* The cpu backend with n_threads persistent threads; NULL on failure. */
-struct llm_backend *llm_backend_cpu_new(int n_threads);
+/* The cpu backend with n_threads persistent threads (idle_spin_us as in llm_backend_params); NULL on
+ * failure. */
+struct llm_backend *llm_backend_cpu_new(int n_threads, int idle_spin_us);
 
 /* Submit g and wait for it. */
 static inline int llm_backend_compute(struct llm_backend *b, struct llm_graph *g, struct llm_error *err)

@@ -159,4 +159,17 @@ static inline int64_t llm_nrows(const struct llm_tensor *t)
     return t->ne[1] * t->ne[2] * t->ne[3];
 }
 
+/* Are t's elements packed in order, each row right after the one before? */
+static inline bool llm_is_contiguous(const struct llm_tensor *t)
+{
+    size_t next = llm_type_info(t->type)->type_size;
+    if (t->nb[0] != next)
+        return false;
+    next = llm_row_size(t->type, t->ne[0]);
+    for (int d = 1; d < LLM_MAX_DIMS; next *= (size_t)t->ne[d], d++)
+        if (t->ne[d] > 1 && t->nb[d] != next)
+            return false;
+    return true;
+}
+
 #endif

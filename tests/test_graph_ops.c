@@ -36,7 +36,7 @@ static void run(int threads)
     struct llm_tensor *outs[] = { s, a, c };
     struct llm_graph *g = llm_graph_build(outs, 3);
     struct llm_allocator *al = llm_allocator_new(test_host_alloc, test_host_free, NULL);
-    struct llm_backend *be = llm_backend_cpu_new(threads);
+    struct llm_backend *be = llm_backend_cpu_new(threads, 0);
     struct llm_error err;
     CHECK(g && al && be);
     CHECK(!llm_allocator_alloc_graph(al, g, &err), "%s", err.msg);

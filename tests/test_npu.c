@@ -131,11 +131,92 @@ static void test_capture_every_batch(void)
     unsetenv("GGML_CANN_PREFILL_USE_GRAPH");
 }
 
+/* Greedy ids of N_OFFLOAD tokens after a fixed prompt, with -ngl, graph mode and -nkvo as given
+ * (ngl < -1: the cpu alone); the npu's statistics and the last graph's split count in *st, *splits. */
+#define N_OFFLOAD 12
+static bool offload_run(struct llm_model *m, int ngl, int graph, bool nkvo, int32_t *ids, struct llm_graph_stats *st,
+                        int *splits)
+{
+    struct llm_context_params p = llm_context_default_params();
+    p.n_ctx = 64;
+    p.device = ngl < -1 ? LLM_DEVICE_CPU : LLM_DEVICE_NPU;
+    p.n_gpu_layers = ngl;
+    p.acl_graph = graph;
+    p.no_kv_offload = nkvo;
+    struct llm_context *c = NULL;
+    struct llm_error err;
+    bool ok = llm_context_new(m, &p, &c, &err) == 0;
+    const int32_t prompt[] = { 1, 20, 30, 40, 50, 60 };
+    ok = ok && llm_decode(c, prompt, 6, false, &err) == 0;
+    for (int i = 0; ok && i < N_OFFLOAD; i++) {
+        ids[i] = llm_argmax(llm_get_logits(c, 0), (int32_t)m->hp.n_vocab);
+        ok = llm_decode(c, &ids[i], 1, false, &err) == 0;
+    }
+    CHECK(ok, "ngl %d graph %d nkvo %d: %s", ngl, graph, nkvo, err.msg);
+    if (c) {
+        llm_context_stats(c, st);
+        *splits = llm_context_n_splits(c);
+    }
+    llm_context_free(c);
+    return ok;
+}
+
+/* -ngl from the last layer, graph mode on and off, -nkvo, on every shared architecture and weight
+ * type: greedy ids equal the cpu's. -ngl 0 leaves the npu idle; a file whose every type CANN takes
+ * runs, fully offloaded, as two splits (the cpu's token embedding, then the npu, a tied output
+ * matrix copied there too); the K-quant, Q4_1 and Q5_x files fall back to the cpu for their
+ * matmuls (more splits, the npu still working). */
+static void test_offload(void)
+{
+    static const struct { const char *file; bool cann_types; } files[] = {
+        { "models/stories260K.gguf", true },       { "models/qwen2-tiny-f16.gguf", true },
+        { "models/qwen2-tiny-q8_0.gguf", true },   { "models/llama-k256-q4_0.gguf", false }, /* Q6_K output */
+        { "models/llama-k256-q4_k_m.gguf", false }, { "models/llama-k256-q2_k.gguf", false },
+        { "models/llama-k256-q3_k_m.gguf", false }, { "models/llama-k256-q5_k_m.gguf", false },
+        { "models/llama-k256-q6_k.gguf", false },  { "models/llama-k256-q4_1.gguf", false },
+        { "models/llama-k256-q5_0.gguf", false },
+    };
+    int runs = 0;
+    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+        struct llm_model *m = NULL;
+        struct llm_error err;
+        CHECK(llm_model_load(test_path(files[f].file), &m, &err) == 0, "%s", err.msg);
+        if (!m)
+            continue;
+        const int nl = (int)m->hp.n_layer;
+        int32_t want[N_OFFLOAD], got[N_OFFLOAD];
+        struct llm_graph_stats st;
+        int splits = 0;
+        CHECK(offload_run(m, -2, 0, false, want, &st, &splits));
+        const int ngls[] = { 0, 1, nl / 2, nl, nl + 1, 99 };
+        for (size_t k = 0; k < sizeof ngls / sizeof ngls[0]; k++)
+            for (int graph = 0; graph < 2; graph++)
+                for (int nkvo = 0; nkvo < 2; nkvo++) {
+                    if (!offload_run(m, ngls[k], graph, nkvo, got, &st, &splits))
+                        continue;
+                    runs++;
+                    CHECK(memcmp(got, want, sizeof want) == 0, "%s -ngl %d graph %d nkvo %d: greedy ids differ from the cpu's",
+                          files[f].file, ngls[k], graph, nkvo);
+                    const uint64_t npu_graphs = st.eager_graphs + st.replays;
+                    if (ngls[k] == 0)
+                        CHECK(npu_graphs == 0 && splits == 1, "%s -ngl 0: %llu npu graphs, %d splits", files[f].file,
+                              (unsigned long long)npu_graphs, splits);
+                    else
+                        CHECK(npu_graphs > 0, "%s -ngl %d: the npu ran nothing", files[f].file, ngls[k]);
+                    if (ngls[k] > nl && !nkvo)
+                        CHECK(files[f].cann_types ? splits == 2 : splits > 2, "%s -ngl %d: %d splits", files[f].file,
+                              ngls[k], splits);
+                }
+        llm_model_free(m);
+    }
+    CHECK_EQ_INT(runs, 11 * 6 * 2 * 2);
+}
+
 /* Every shared architecture fills one RoPE table per graph (Q and K share it), eager or captured. */
 static void test_rope_tables(void)
 {
     static const char *const files[] = { "models/qwen2-tiny-f16.gguf", "models/llama-2-tiny-random.gguf",
-                                         "models/llama-k256-q4_k_m.gguf" };
+                                         "models/llama-k256-q8_0.gguf" };
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         struct llm_model *m = NULL;
         struct llm_error err;
@@ -219,5 +300,6 @@ int main(void)
     llm_model_free(m);
     test_rope_tables();
     test_capture_every_batch();
+    test_offload();
     return test_done("test_npu");
 }

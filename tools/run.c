@@ -27,7 +27,8 @@
 
 static const struct tool_alias run_aliases[] = {
     { "-ub", "--ubatch-size" }, { "-ctk", "--cache-type-k" }, { "-ctv", "--cache-type-v" },
-    { "-dev", "--device" }, { "-ngl", "--n-gpu-layers" }, { "-fa", "--flash-attn" },
+    { "-dev", "--device" }, { "-ngl", "--n-gpu-layers" }, { "--gpu-layers", "--n-gpu-layers" },
+    { "-fa", "--flash-attn" }, { "-nkvo", "--no-kv-offload" },
     { "-no-cnv", "--no-conversation" }, { "-sp", "--special" }, { "--predict", "--n-predict" },
 };
 
@@ -39,7 +40,7 @@ static const char *const unsupported[] = {
     "-co", "--color", "--in-prefix", "--in-suffix", "--in-prefix-bos", "--multiline-input", "--simple-io",
     "--verbose-prompt", "--keep", "--prompt-cache", "--prompt-cache-all", "--prompt-cache-ro",
     "-tb", "--threads-batch", "-C", "--cpu-mask", "-Cr", "--cpu-range", "--cpu-strict", "--prio",
-    "--poll", "--numa", "--mlock", "--no-mmap", "--mmap", "-dio", "--direct-io", "-nkvo", "--no-kv-offload",
+    "--poll", "--numa", "--mlock", "--no-mmap", "--mmap", "-dio", "--direct-io",
     "-sm", "--split-mode", "-ts", "--tensor-split", "-mg", "--main-gpu", "-ot", "--override-tensor",
     "-cmoe", "--cpu-moe", "-ncmoe", "--n-cpu-moe", "--lora", "--lora-scaled", "--control-vector",
     "--control-vector-scaled", "-md", "--model-draft", "-hf", "-hfr", "--hf-repo", "-hff", "--hf-file",
@@ -60,11 +61,11 @@ struct run_opts {
     FILE *dump;           /* dump_logits + ".tmp", opened before any work */
     struct llm_trace *trace; /* --trace FILE, opened before any work */
     bool profile;         /* --profile */
-    int n_predict, n_ctx, n_batch, n_ubatch, n_threads;
+    int n_predict, n_ctx, n_batch, n_ubatch, n_threads, n_gpu_layers;
     struct llm_sampler_params sp;
     enum llm_type type_k, type_v;
     int flash_attn;
-    bool display_prompt, special, verbose, seed_given, parse_special, ignore_eos;
+    bool display_prompt, special, verbose, seed_given, parse_special, ignore_eos, no_kv_offload;
 };
 
 static volatile sig_atomic_t interrupted;
@@ -279,7 +280,8 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
     struct arg_str *ctv = arg_str0(NULL, "cache-type-v", "TYPE", "-ctv: V cache type f16|f32 (default f16)");
     struct arg_str *fa = arg_str0(NULL, "flash-attn", "on|off|auto", "-fa: fused attention (default auto = on)");
     struct arg_str *dev = arg_str0(NULL, "device", "cpu|npu", "-dev: backend (default cpu)");
-    struct arg_int *ngl = arg_int0(NULL, "n-gpu-layers", "N", "-ngl: accepted; -dev npu runs every layer there");
+    struct arg_int *ngl = arg_int0(NULL, "n-gpu-layers", "N", "-ngl: layers on the device, from the last (output = one; default -1: all)");
+    struct arg_lit *nkvo = arg_lit0(NULL, "no-kv-offload", "-nkvo: keep every layer's KV cache in host memory");
     struct arg_lit *no_display = arg_lit0(NULL, "no-display-prompt", "print only the generated text");
     struct arg_lit *special = arg_lit0(NULL, "special", "-sp: print control tokens' text");
     struct arg_lit *no_parse = arg_lit0(NULL, "no-parse-special", "take <|im_end|>, </s>, ... in the prompt as plain text");
@@ -295,7 +297,7 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
     struct arg_lit *help = arg_lit0("h", "help", "print this help");
     struct arg_end *end = arg_end(5);
     void *table[] = { help, model, prompt, file, n_predict, n_ctx, n_batch, n_ubatch, threads, temp, top_k,
-                      top_p, min_p, rep_pen, rep_n, seed, ctk, ctv, fa, dev, ngl, no_display, special,
+                      top_p, min_p, rep_pen, rep_n, seed, ctk, ctv, fa, dev, ngl, nkvo, no_display, special,
                       no_parse, escape, no_escape, ignore_eos, no_cnv, no_warmup, dump, verbose, profile, trace, end };
     const int n_table = sizeof table / sizeof table[0];
     int rc = -1;
@@ -353,7 +355,8 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
     o->type_k = o->type_v = LLM_TYPE_F16;
     o->flash_attn = 1;
     o->device = dev->count ? dev->sval[0] : "cpu";
-    (void)ngl; /* -dev npu runs every layer on the npu; mixed placement comes with the scheduler */
+    o->n_gpu_layers = ngl->count ? ngl->ival[0] : -1;
+    o->no_kv_offload = nkvo->count > 0;
     (void)no_cnv;
     (void)no_warmup;
     o->display_prompt = !no_display->count;
@@ -520,7 +523,28 @@ static void print_latency(const struct run_stats *rs)
     fputc('\n', stderr);
 }
 
-/* -v: time per phase, tokens, KV cache use, then the npu's graph statistics. */
+/* -v: the schedule of the last graph (a decode step, unless the run stopped after the prompt):
+ * each split's backend, nodes and the inputs it copies from another backend. */
+static void print_splits(const struct llm_context *ctx)
+{
+    const int n = llm_context_n_splits(ctx);
+    size_t bytes = 0;
+    for (int i = 0; i < n; i++) {
+        struct llm_split_info si;
+        llm_context_split(ctx, i, &si);
+        bytes += si.input_bytes;
+    }
+    fprintf(stderr, "llm-run: splits %d of the last graph, %zu bytes copied between backends per graph%s\n", n,
+            bytes, n ? ":" : "");
+    for (int i = 0; i < n; i++) {
+        struct llm_split_info si;
+        llm_context_split(ctx, i, &si);
+        fprintf(stderr, "llm-run:   %s nodes %d-%d, %d inputs copied in (%zu bytes)\n", si.backend, si.first,
+                si.end - 1, si.n_inputs, si.input_bytes);
+    }
+}
+
+/* -v: time per phase, tokens, KV cache use, the schedule, then the npu's graph statistics. */
 static void print_stats(const struct run_stats *rs, const struct llm_context *ctx, const struct llm_model *m,
                         const struct llm_context_params *cp)
 {
@@ -541,6 +565,7 @@ static void print_stats(const struct run_stats *rs, const struct llm_context *ct
     fprintf(stderr, "llm-run: kv cache: %d of %d tokens used (%.1f%%), %lld cells x %u layers, %s/%s, %.2f MiB\n",
             used, cp->n_ctx, cp->n_ctx ? 100.0 * used / cp->n_ctx : 0.0, (long long)cells, hp->n_layer,
             llm_type_name(cp->type_k), llm_type_name(cp->type_v), bytes / 1048576.0);
+    print_splits(ctx);
     if (strcmp(llm_context_backend_name(ctx), "cpu") != 0) /* the cpu has no graph cache */
         print_graph_stats(ctx, (int)(rs->n_prompt_done + rs->n_gen));
 }
@@ -694,6 +719,8 @@ static int generate(struct run_opts *o)
     cp.type_v = o->type_v;
     cp.flash_attn = o->flash_attn != 0;
     cp.device = (enum llm_device)llm_device_from_name(o->device);
+    cp.n_gpu_layers = o->n_gpu_layers;
+    cp.no_kv_offload = o->no_kv_offload;
     static struct llm_profile prof; /* large: not on the stack */
     cp.profile = o->profile ? &prof : NULL;
     cp.trace = o->trace;

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../alloc.h"
 #include "../graph.h"
 #include "../profile.h"
+#include "../split_exec.h"
 #include "../trace.h"
 #include "build.h"
 #include "weights.h"
@@ -18,23 +18,25 @@ enum { IN_TOKENS, IN_POS, IN_KV_IDX, IN_OUT_IDS, IN_MASK, IN_COUNT };
 struct llm_context {
     struct llm_model *model;
     struct llm_context_params p;
-    struct llm_backend *backend;
-    struct llm_weights weights;
-    struct llm_allocator *alloc;
-    struct llm_ctx *gctx;            /* tensor pool reused by every graph build      */
+    /* in priority order: the npu (when p.device is npu), then the cpu, which runs what the npu
+     * does not and owns host memory (the inputs, weights not offloaded) */
+    struct llm_backend *backends[2];
+    int n_backends;
+    struct llm_weights weights;      /* offloaded weights in backends[0]'s memory        */
+    struct llm_split_exec exec;      /* arenas, the schedule and its copies              */
+    struct llm_ctx *gctx;            /* tensor pool reused by every graph build          */
     struct llm_kv_cache kv;
-    /* Fixed input buffers, sized for n_ubatch tokens and n_cells cells: host staging (host[]) and
-     * the backend buffer the graph reads (dev[], one allocation at dev_buf). */
+    int kv_backend[LLM_MAX_LAYERS];  /* index into backends of each layer's cache        */
+    /* Fixed input buffers in host memory, sized for n_ubatch tokens and n_cells cells: the
+     * graph's input tensors point at them (backends that need them get copies). */
     void *host[IN_COUNT];
-    char *dev[IN_COUNT];
-    void *dev_buf;
     float *logits;                   /* [n_outputs][n_vocab] of the last decode      */
-    /* The last graph, kept for reuse: inputs live in fixed buffers and the allocator gives the
+    /* The last graph, kept for reuse: inputs live in fixed buffers and the arenas give the
      * same shape the same addresses, so an unchanged shape needs no rebuild. */
     struct llm_graph *graph;
     struct llm_build_inputs graph_in;
     struct llm_tensor *graph_logits;
-    unsigned graph_generation;       /* allocator generation the graph was placed in */
+    unsigned graph_generation;       /* arena generation the graph was placed in */
     int32_t n_logits_rows;
     int32_t logits_cap_rows;
 };
@@ -44,35 +46,21 @@ struct llm_context_params llm_context_default_params(void)
     return (struct llm_context_params){
         .n_ctx = 4096, .n_batch = 2048, .n_ubatch = 512, .n_threads = 2,
         .type_k = LLM_TYPE_F16, .type_v = LLM_TYPE_F16, .flash_attn = true,
-        .device = LLM_DEVICE_CPU, .acl_graph = -1, .npu_launch_us = -1.0,
+        .device = LLM_DEVICE_CPU, .acl_graph = -1, .npu_launch_us = -1.0, .n_gpu_layers = -1,
     };
-}
-
-static void *backend_alloc(void *user, size_t size)
-{
-    struct llm_backend *b = user;
-    return b->iface->buffer_alloc(b, size);
-}
-
-static void backend_release(void *user, void *ptr)
-{
-    struct llm_backend *b = user;
-    b->iface->buffer_free(b, ptr);
 }
 
 void llm_context_free(struct llm_context *c)
 {
     if (!c)
         return;
-    if (c->backend) {
-        c->backend->iface->synchronize(c->backend);
-        llm_allocator_free(c->alloc);
-        llm_kv_cache_release(&c->kv);
-        llm_weights_release(&c->weights);
-        if (c->dev_buf)
-            c->backend->iface->buffer_free(c->backend, c->dev_buf);
-        llm_backend_free(c->backend);
-    }
+    for (int b = 0; b < c->n_backends; b++)
+        c->backends[b]->iface->synchronize(c->backends[b]);
+    llm_split_exec_release(&c->exec);
+    llm_kv_cache_release(&c->kv);
+    llm_weights_release(&c->weights);
+    for (int b = 0; b < c->n_backends; b++)
+        llm_backend_free(c->backends[b]);
     llm_graph_free(c->graph);
     llm_ctx_free(c->gctx);
     for (int i = 0; i < IN_COUNT; i++)
@@ -91,21 +79,14 @@ static void input_sizes(const struct llm_context *c, size_t size[IN_COUNT])
 
 static int init_inputs(struct llm_context *c, struct llm_error *err)
 {
-    size_t size[IN_COUNT], total = 0;
+    size_t size[IN_COUNT];
     input_sizes(c, size);
     for (int i = 0; i < IN_COUNT; i++) {
-        c->host[i] = calloc(1, size[i]);
+        const size_t bytes = (size[i] + 63) & ~(size_t)63; /* cache-line aligned, as arenas are */
+        c->host[i] = aligned_alloc(64, bytes ? bytes : 64);
         if (!c->host[i])
-            return llm_fail(err, LLM_ERR_NOMEM, "out of memory");
-        total += (size[i] + 63) & ~(size_t)63;
-    }
-    c->dev_buf = c->backend->iface->buffer_alloc(c->backend, total);
-    if (!c->dev_buf)
-        return llm_fail(err, LLM_ERR_NOMEM, "cannot allocate %zu bytes of inputs", total);
-    size_t offs = 0;
-    for (int i = 0; i < IN_COUNT; i++) {
-        c->dev[i] = (char *)c->dev_buf + offs;
-        offs += (size[i] + 63) & ~(size_t)63;
+            return llm_fail(err, LLM_ERR_NOMEM, "cannot allocate %zu bytes of inputs", bytes);
+        memset(c->host[i], 0, bytes);
     }
     return LLM_OK;
 }
@@ -125,11 +106,11 @@ static void make_inputs(struct llm_context *c, struct llm_build_inputs *in, int3
     in->out_ids = llm_new_tensor_1d(g, LLM_TYPE_I32, n_out);
     if (llm_ctx_overflowed(g))
         return;
-    in->tokens->data = c->dev[IN_TOKENS];
-    in->pos->data = c->dev[IN_POS];
-    in->kv_idx->data = c->dev[IN_KV_IDX];
-    in->mask->data = c->dev[IN_MASK];
-    in->out_ids->data = c->dev[IN_OUT_IDS];
+    in->tokens->data = c->host[IN_TOKENS];
+    in->pos->data = c->host[IN_POS];
+    in->kv_idx->data = c->host[IN_KV_IDX];
+    in->mask->data = c->host[IN_MASK];
+    in->out_ids->data = c->host[IN_OUT_IDS];
     llm_set_name(in->tokens, "inp_tokens");
     llm_set_name(in->pos, "inp_pos");
     llm_set_name(in->kv_idx, "inp_kv_idx");
@@ -153,15 +134,47 @@ static struct llm_graph *build_graph(struct llm_context *c, struct llm_build_inp
     return llm_graph_build(logits, 1);
 }
 
-/* Reserve the arena and the backend's buffers for one graph shape. */
+/* ---- where tensors live (the scheduler's questions) ------------------------------------------ */
+
+static int cpu_index(const struct llm_context *c)
+{
+    return c->n_backends - 1;
+}
+
+static int leaf_backend(void *user, const struct llm_tensor *leaf)
+{
+    const struct llm_context *c = user;
+    if (leaf->flags & LLM_TENSOR_INPUT)
+        return -1;
+    if (llm_weights_is_uploaded(&c->weights, leaf))
+        return 0;
+    for (int32_t il = 0; il < c->kv.n_layer; il++)
+        if (leaf == &c->kv.k[il] || leaf == &c->kv.v[il])
+            return c->kv_backend[il];
+    return cpu_index(c);
+}
+
+static bool backend_runs(void *user, int b, const struct llm_tensor *node)
+{
+    const struct llm_context *c = user;
+    return c->backends[b]->iface->supports_op(c->backends[b], node);
+}
+
+static struct llm_sched_query sched_query(struct llm_context *c)
+{
+    return (struct llm_sched_query){ .n_backends = c->n_backends, .leaf_backend = leaf_backend,
+                                     .supports = backend_runs, .user = c };
+}
+
+/* Reserve the arenas and the backends' buffers for one graph shape. */
 static int reserve_shape(struct llm_context *c, int32_t n, int32_t n_kv, int32_t n_out, struct llm_error *err)
 {
     struct llm_build_inputs in;
     struct llm_tensor *logits;
     struct llm_graph *g = build_graph(c, &in, n, n_kv, n_out, &logits);
-    int rc = g ? llm_allocator_reserve(c->alloc, g, err) : llm_fail(err, LLM_ERR_NOMEM, "graph too large");
-    if (!rc)
-        rc = c->backend->iface->graph_reserve(c->backend, g, err);
+    const struct llm_sched_query q = sched_query(c);
+    int rc = g ? llm_split_exec_prepare(&c->exec, g, &q, true, err)
+               : llm_fail(err, LLM_ERR_NOMEM, "graph too large");
     llm_graph_free(g);
     return rc;
 }
@@ -185,24 +198,61 @@ static int reserve(struct llm_context *c, struct llm_error *err)
     }
 }
 
-static int context_init(struct llm_context *c, struct llm_error *err)
+/* The backends: the npu first when asked for, then the cpu (with the same thread count). */
+static int make_backends(struct llm_context *c, struct llm_error *err)
 {
     struct llm_backend_params bp = { .device = c->p.device, .n_threads = c->p.n_threads,
                                      .acl_graph = c->p.acl_graph, .launch_us = c->p.npu_launch_us };
-    c->backend = llm_backend_new(&bp, err);
-    if (!c->backend)
+    if (c->p.device != LLM_DEVICE_CPU) {
+        if (!(c->backends[c->n_backends] = llm_backend_new(&bp, err)))
+            return err ? err->code : LLM_ERR_NOMEM;
+        c->n_backends++;
+        bp.idle_spin_us = 1; /* the device's threads run while the cpu's wait: sleep at once */
+    }
+    bp.device = LLM_DEVICE_CPU;
+    if (!(c->backends[c->n_backends] = llm_backend_new(&bp, err)))
         return err ? err->code : LLM_ERR_NOMEM;
+    c->n_backends++;
     if (c->p.profile || c->p.trace) {
         llm_trace_track(c->p.trace, LLM_TRACE_HOST, "host");
-        c->backend->iface->observe(c->backend, c->p.profile, c->p.trace);
+        for (int b = 0; b < c->n_backends; b++)
+            c->backends[b]->iface->observe(c->backends[b], c->p.profile, c->p.trace);
     }
-    c->alloc = llm_allocator_new(backend_alloc, backend_release, c->backend);
+    return LLM_OK;
+}
+
+/* Is layer il (n_layer: the output layer) offloaded? -ngl N offloads the last N (llama.cpp). */
+static bool layer_offloaded(const struct llm_context *c, int64_t il)
+{
+    const int64_t n_layer = c->model->hp.n_layer, ngl = c->p.n_gpu_layers;
+    return c->n_backends > 1 && il >= 0 && (ngl < 0 || il >= n_layer + 1 - ngl);
+}
+
+static bool offload_tensor(void *user, const struct llm_tensor *t, int64_t il)
+{
+    const struct llm_context *c = user;
+    struct llm_backend *npu = c->backends[0];
+    return layer_offloaded(c, il) && npu->iface->supports_type(npu, t->type);
+}
+
+static int context_init(struct llm_context *c, struct llm_error *err)
+{
+    int rc = make_backends(c, err);
+    if (rc)
+        return rc;
+    rc = llm_split_exec_init(&c->exec, c->backends, c->n_backends, err);
     c->gctx = llm_ctx_new(64 * (int)c->model->hp.n_layer + 256);
-    if (!c->alloc || !c->gctx)
-        return llm_fail(err, LLM_ERR_NOMEM, "out of memory");
-    int rc = llm_weights_place(&c->weights, c->model, c->backend, err);
+    if (!rc && !c->gctx)
+        rc = llm_fail(err, LLM_ERR_NOMEM, "out of memory");
     if (!rc)
-        rc = llm_kv_cache_init(&c->kv, &c->model->hp, c->backend, c->p.n_ctx, c->p.type_k, c->p.type_v, err);
+        rc = llm_weights_place(&c->weights, c->model, c->backends[0], offload_tensor, c, err);
+    struct llm_backend *kv_home[LLM_MAX_LAYERS];
+    for (uint32_t il = 0; il < c->model->hp.n_layer && il < LLM_MAX_LAYERS; il++) {
+        c->kv_backend[il] = layer_offloaded(c, il) && !c->p.no_kv_offload ? 0 : cpu_index(c);
+        kv_home[il] = c->backends[c->kv_backend[il]];
+    }
+    if (!rc)
+        rc = llm_kv_cache_init(&c->kv, &c->model->hp, kv_home, c->p.n_ctx, c->p.type_k, c->p.type_v, err);
     if (!rc)
         rc = init_inputs(c, err);
     if (!rc)
@@ -235,9 +285,9 @@ int llm_context_new(struct llm_model *model, const struct llm_context_params *p,
     return LLM_OK;
 }
 
-/* Fill the inputs for tokens[0..n) at positions n_past.. (one sequence, cell = position) on the host
- * and copy the bytes this graph reads into backend memory. */
-static int upload_inputs(struct llm_context *c, const int32_t *tokens, int32_t n, struct llm_error *err)
+/* Fill the inputs for tokens[0..n) at positions n_past.. (one sequence, cell = position) in their
+ * host buffers, which the graph's input tensors point at. */
+static void fill_inputs(struct llm_context *c, const int32_t *tokens, int32_t n)
 {
     const struct llm_build_inputs *in = &c->graph_in;
     const int32_t n_past = c->kv.n_used, n_kv = in->n_kv, n_out = in->n_outputs;
@@ -253,14 +303,6 @@ static int upload_inputs(struct llm_context *c, const int32_t *tokens, int32_t n
     }
     for (int32_t i = 0; i < n_out; i++)
         out_ids[i] = n_out == n ? i : n - 1;
-    struct llm_tensor *t[IN_COUNT] = { in->tokens, in->pos, in->kv_idx, in->out_ids, in->mask };
-    struct llm_backend *b = c->backend;
-    for (int i = 0; i < IN_COUNT; i++) {
-        int rc = b->iface->tensor_set(b, t[i], c->host[i], 0, llm_nbytes(t[i]), err);
-        if (rc)
-            return rc;
-    }
-    return LLM_OK;
 }
 
 /* Make c->graph the allocated graph of this shape, reusing the last one when nothing changed. */
@@ -268,19 +310,20 @@ static int prepare_graph(struct llm_context *c, int32_t n, int32_t n_kv, int32_t
 {
     const struct llm_build_inputs *last = &c->graph_in;
     if (c->graph && last->n_tokens == n && last->n_kv == n_kv && last->n_outputs == n_out &&
-        c->graph_generation == llm_allocator_generation(c->alloc))
+        c->graph_generation == llm_split_exec_generation(&c->exec))
         return LLM_OK;
     llm_graph_free(c->graph);
     c->graph = build_graph(c, &c->graph_in, n, n_kv, n_out, &c->graph_logits);
     if (!c->graph)
         return llm_fail(err, LLM_ERR_NOMEM, "cannot build the compute graph");
-    int rc = llm_allocator_alloc_graph(c->alloc, c->graph, err);
+    const struct llm_sched_query q = sched_query(c);
+    int rc = llm_split_exec_prepare(&c->exec, c->graph, &q, false, err);
     if (rc) {
         llm_graph_free(c->graph);
         c->graph = NULL;
         return rc;
     }
-    c->graph_generation = llm_allocator_generation(c->alloc);
+    c->graph_generation = llm_split_exec_generation(&c->exec);
     return LLM_OK;
 }
 
@@ -298,7 +341,8 @@ static int read_logits(struct llm_context *c, int32_t n_out, struct llm_error *e
     }
     const struct llm_tensor *logits = c->graph_logits;
     float *dst = c->logits + (size_t)c->n_logits_rows * (size_t)n_vocab;
-    int rc = c->backend->iface->tensor_get(c->backend, logits, dst, 0, (size_t)n_out * logits->nb[1], err);
+    struct llm_backend *b = c->backends[llm_sched_memory_backend(logits)];
+    int rc = b->iface->tensor_get(b, logits, dst, 0, (size_t)n_out * logits->nb[1], err);
     if (!rc)
         c->n_logits_rows = rows;
     return rc;
@@ -323,11 +367,11 @@ static int decode_ubatch(struct llm_context *c, const int32_t *tokens, int32_t n
     host_span(c, "graph build + allocation", t0);
     t0 = llm_now_us();
     if (!rc)
-        rc = upload_inputs(c, tokens, n, err);
+        fill_inputs(c, tokens, n);
     host_span(c, "input upload", t0);
     t0 = llm_now_us();
     if (!rc)
-        rc = llm_backend_compute(c->backend, c->graph, err);
+        rc = llm_split_exec_run(&c->exec, err);
     if (prof && !rc) {
         prof->graphs[phase]++;
         prof->tokens[phase] += (uint64_t)n;
@@ -401,10 +445,24 @@ const struct llm_model *llm_context_model(const struct llm_context *c)
 
 void llm_context_stats(const struct llm_context *c, struct llm_graph_stats *out)
 {
-    c->backend->iface->get_stats(c->backend, out);
+    c->backends[0]->iface->get_stats(c->backends[0], out); /* the npu's, when there is one */
 }
 
 const char *llm_context_backend_name(const struct llm_context *c)
 {
-    return c->backend->iface->name;
+    return c->backends[0]->iface->name;
+}
+
+int llm_context_n_splits(const struct llm_context *c)
+{
+    return c->graph ? c->exec.plan.n_splits : 0;
+}
+
+void llm_context_split(const struct llm_context *c, int i, struct llm_split_info *out)
+{
+    const struct llm_sched_split *sp = &c->exec.plan.splits[i];
+    *out = (struct llm_split_info){ .backend = c->backends[sp->backend]->iface->name, .first = sp->first,
+                                    .end = sp->end, .n_inputs = sp->n_inputs };
+    for (int m = sp->first_input; m < sp->first_input + sp->n_inputs; m++)
+        out->input_bytes += llm_nbytes(c->exec.plan.inputs[m]);
 }

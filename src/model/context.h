@@ -18,7 +18,10 @@ struct llm_context_params {
     enum llm_type type_k;  /* KV cache types: F16 (default) or F32                   */
     enum llm_type type_v;
     bool flash_attn;       /* fused FLASH_ATTN node (default) or mul_mat+soft_max   */
-    enum llm_device device;/* backend running every layer: cpu (default) or npu    */
+    enum llm_device device;/* the device beside the cpu: cpu (none, the default) or npu */
+    int32_t n_gpu_layers;  /* -ngl: the last N layers (the output layer counted as one)
+                              on the device; -1 (default) all; 0 none                  */
+    bool no_kv_offload;    /* -nkvo: every layer's KV cache in host memory            */
     int acl_graph;         /* npu graph mode: 1 on, 0 off, -1 GGML_CANN_ACL_GRAPH   */
     double npu_launch_us;  /* npu host µs per eager launch; < 0: LLM_NPU_LAUNCH_US  */
     struct llm_profile *profile; /* per-op times by phase, or NULL (src/profile.h)  */
@@ -29,9 +32,11 @@ struct llm_context_params llm_context_default_params(void);
 
 struct llm_context;
 
-/* The context borrows model (it must outlive the context). Creates the backend of p->device, places
- * the weights there (uploaded once per context on the npu), the KV cache and the input buffers, and
- * reserves every buffer for the largest graph, so graphs keep their addresses from then on. */
+/* The context borrows model (it must outlive the context). Creates the backends (p->device's, then
+ * the cpu), uploads the offloaded layers' weights to the device once per context (weights of types
+ * it lacks stay in host memory, and the nodes reading them run on the cpu), places each layer's KV
+ * cache with its layer, and reserves every buffer for the largest graphs, so graphs keep their
+ * addresses from then on. Each graph is scheduled over the backends (src/scheduler.h). */
 int llm_context_new(struct llm_model *model, const struct llm_context_params *p,
                     struct llm_context **out, struct llm_error *err);
 void llm_context_free(struct llm_context *c);
@@ -48,8 +53,19 @@ int32_t llm_n_ctx(const struct llm_context *c);
 /* Forget every token in the cache. */
 void llm_kv_clear(struct llm_context *c);
 const struct llm_model *llm_context_model(const struct llm_context *c);
-/* The backend's statistics so far (graph cache, launches, host and device time). */
+/* The device's statistics so far (graph cache, launches, host and device time); zeros on cpu. */
 void llm_context_stats(const struct llm_context *c, struct llm_graph_stats *out);
 const char *llm_context_backend_name(const struct llm_context *c);
+
+/* Split i (0 .. llm_context_n_splits() - 1) of the last graph's schedule: its backend, its node
+ * range and the inputs copied in from another backend before it runs. */
+struct llm_split_info {
+    const char *backend;
+    int first, end;
+    int n_inputs;
+    size_t input_bytes;
+};
+int llm_context_n_splits(const struct llm_context *c);
+void llm_context_split(const struct llm_context *c, int i, struct llm_split_info *out);
 
 #endif

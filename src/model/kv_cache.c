@@ -23,13 +23,14 @@ static int cache_tensor(struct llm_backend *b, struct llm_tensor *t, enum llm_ty
     return b->iface->tensor_memset(b, t, 0, 0, bytes, err);
 }
 
-int llm_kv_cache_init(struct llm_kv_cache *kv, const struct llm_hparams *hp, struct llm_backend *b,
+int llm_kv_cache_init(struct llm_kv_cache *kv, const struct llm_hparams *hp, struct llm_backend *const *layer_backends,
                       int32_t n_ctx, enum llm_type type_k, enum llm_type type_v, struct llm_error *err)
 {
-    *kv = (struct llm_kv_cache){ .backend = b, .n_cells = pad_to(n_ctx, LLM_KV_PAD) };
+    *kv = (struct llm_kv_cache){ .n_cells = pad_to(n_ctx, LLM_KV_PAD) };
     const int64_t n_k = (int64_t)hp->n_embd_head_k * hp->n_head_kv;
     const int64_t n_v = (int64_t)hp->n_embd_head_v * hp->n_head_kv;
     for (uint32_t il = 0; il < hp->n_layer; il++) {
+        struct llm_backend *b = kv->backends[il] = layer_backends[il];
         kv->n_layer = (int32_t)il + 1; /* what release must free from here on */
         int rc = cache_tensor(b, &kv->k[il], type_k, n_k, kv->n_cells, "cache_k", il, err);
         if (!rc)
@@ -43,10 +44,11 @@ int llm_kv_cache_init(struct llm_kv_cache *kv, const struct llm_hparams *hp, str
 void llm_kv_cache_release(struct llm_kv_cache *kv)
 {
     for (int32_t il = 0; il < kv->n_layer; il++) {
+        struct llm_backend *b = kv->backends[il];
         if (kv->k[il].data)
-            kv->backend->iface->buffer_free(kv->backend, kv->k[il].data);
+            b->iface->buffer_free(b, kv->k[il].data);
         if (kv->v[il].data)
-            kv->backend->iface->buffer_free(kv->backend, kv->v[il].data);
+            b->iface->buffer_free(b, kv->v[il].data);
     }
     kv->n_layer = 0;
 }

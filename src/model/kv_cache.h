@@ -15,12 +15,12 @@ struct llm_kv_cache {
     int32_t n_layer;
     int32_t n_cells;                      /* allocated cells: n_ctx padded to 256 */
     int32_t n_used;                       /* cells holding tokens of the current sequence */
-    struct llm_backend *backend;          /* owner of every k[i].data / v[i].data */
+    struct llm_backend *backends[LLM_MAX_LAYERS]; /* owner of k[i].data and v[i].data */
 };
 
-/* Allocate and zero the cache for n_ctx tokens in backend memory (zero, so that masked cells never
- * hold NaNs that 0·x would spread). */
-int llm_kv_cache_init(struct llm_kv_cache *kv, const struct llm_hparams *hp, struct llm_backend *b,
+/* Allocate and zero the cache for n_ctx tokens, layer il's in the memory of layer_backends[il]
+ * (zero, so that masked cells never hold NaNs that 0·x would spread). */
+int llm_kv_cache_init(struct llm_kv_cache *kv, const struct llm_hparams *hp, struct llm_backend *const *layer_backends,
                       int32_t n_ctx, enum llm_type type_k, enum llm_type type_v, struct llm_error *err);
 void llm_kv_cache_release(struct llm_kv_cache *kv);
 

@@ -64,16 +64,38 @@ static double now_us(void)
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
-static bool npu_supports_op(struct llm_backend *b, const struct llm_tensor *node)
+/* What CANN runs (ggml-cann's supports_op, 3f545be): its matmul takes float weights, and Q8_0 and
+ * Q4_0 ones with both operands contiguous, no K-quants, Q4_1 or Q5_x; GET_ROWS reads float and
+ * Q8_0 rows; SET_ROWS writes float rows; RoPE rows are at most 896 elements. The rest as the cpu. */
+static bool is_float(enum llm_type t)
 {
-    (void)b;
-    return llm_cpu_supports(node);
+    return t == LLM_TYPE_F32 || t == LLM_TYPE_F16 || t == LLM_TYPE_BF16;
 }
 
 static bool npu_supports_type(struct llm_backend *b, enum llm_type type)
 {
     (void)b;
-    return llm_cpu_supports_type(type);
+    return is_float(type) || type == LLM_TYPE_Q8_0 || type == LLM_TYPE_Q4_0;
+}
+
+static bool npu_supports_op(struct llm_backend *b, const struct llm_tensor *node)
+{
+    const struct llm_tensor *s0 = node->src[0];
+    if (!llm_cpu_supports(node))
+        return false;
+    switch (node->op) {
+    case LLM_OP_MUL_MAT:
+        return is_float(s0->type) ||
+               (npu_supports_type(b, s0->type) && llm_is_contiguous(s0) && llm_is_contiguous(node->src[1]));
+    case LLM_OP_GET_ROWS:
+        return is_float(s0->type) || s0->type == LLM_TYPE_Q8_0;
+    case LLM_OP_SET_ROWS:
+        return is_float(s0->type);
+    case LLM_OP_ROPE:
+        return s0->ne[0] <= 896;
+    default:
+        return true;
+    }
 }
 
 /* Replace buf (size *have) by a device buffer of need bytes; the old one is kept alive until the

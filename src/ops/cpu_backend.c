@@ -240,7 +240,7 @@ static const struct llm_backend_iface cpu_iface = {
     .free = cpu_free,
 };
 
-struct llm_backend *llm_backend_cpu_new(int n_threads)
+struct llm_backend *llm_backend_cpu_new(int n_threads, int idle_spin_us)
 {
     struct llm_backend *b = calloc(1, sizeof *b);
     struct cpu_backend *cb = calloc(1, sizeof *cb);
@@ -258,6 +258,8 @@ struct llm_backend *llm_backend_cpu_new(int n_threads)
         free(b);
         return NULL;
     }
+    if (idle_spin_us > 0)
+        llm_threadpool_set_idle_spin(cb->pool, idle_spin_us);
     b->iface = &cpu_iface;
     b->ctx = cb;
     return b;
