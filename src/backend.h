@@ -69,6 +69,10 @@ struct llm_backend_iface {
                          size_t size, struct llm_error *err);
     int (*tensor_copy)(struct llm_backend *b, const struct llm_tensor *src, struct llm_tensor *dst,
                        struct llm_error *err);
+    /* As tensor_set of all of t, but queued: ordered before the work submitted after it, and it may
+     * return at once, so data must stay unchanged until the backend is synchronized. */
+    int (*tensor_set_async)(struct llm_backend *b, struct llm_tensor *t, const void *data, size_t size,
+                            struct llm_error *err);
     /* Statistics so far (graph cache, launches, host and device time). */
     void (*get_stats)(struct llm_backend *b, struct llm_graph_stats *out);
     /* From now on record every executed node in prof and trace every node and host step in trace

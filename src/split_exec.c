@@ -202,8 +202,8 @@ int llm_backend_copy(struct llm_backend *sb, const struct llm_tensor *src, struc
     const size_t n = llm_nbytes(src);
     if (db->iface->host_memory)
         return sb->iface->tensor_get(sb, src, dst->data, 0, n, err);
-    if (sb->iface->host_memory)
-        return db->iface->tensor_set(db, dst, src->data, 0, n, err);
+    if (sb->iface->host_memory) /* host memory the next run of its writer follows a synchronize */
+        return db->iface->tensor_set_async(db, dst, src->data, n, err);
     void *bounce = malloc(n ? n : 1);
     if (!bounce)
         return llm_fail(err, LLM_ERR_NOMEM, "out of memory for a copy of %zu bytes", n);
@@ -217,14 +217,21 @@ int llm_backend_copy(struct llm_backend *sb, const struct llm_tensor *src, struc
 int llm_split_exec_run(struct llm_split_exec *x, struct llm_error *err)
 {
     const struct llm_sched *s = &x->plan;
+    bool queued[LLM_SCHED_MAX_BACKENDS] = { false }; /* devices that may still read host memory */
     int rc = LLM_OK;
     for (int k = 0; k < s->n_splits && !rc; k++) {
         const struct llm_sched_split *sp = &s->splits[k];
         struct llm_backend *b = x->backends[sp->backend];
+        /* host memory is reused by the host's next split: the devices' queued copies read it first */
+        for (int d = 0; d < x->n_backends && b->iface->host_memory; d++)
+            if (queued[d]) {
+                x->backends[d]->iface->synchronize(x->backends[d]);
+                queued[d] = false;
+            }
         for (int m = sp->first_input; m < sp->first_input + sp->n_inputs && !rc; m++) {
             struct llm_backend *from = x->backends[llm_sched_memory_backend(s->inputs[m])];
-            from->iface->synchronize(from); /* its producer may still be running */
-            rc = llm_backend_copy(from, s->inputs[m], b, &x->copies[m], err);
+            rc = llm_backend_copy(from, s->inputs[m], b, &x->copies[m], err); /* after its producer */
+            queued[sp->backend] = queued[sp->backend] || !b->iface->host_memory;
         }
         if (!rc)
             rc = b->iface->graph_compute(b, &x->sub[k], err);

@@ -25,10 +25,11 @@ ref_path, out_path, fmt = sys.argv[1:4]
 ref, out = open(ref_path, encoding='utf-8').read(), open(out_path, encoding='utf-8').read()
 EXTRA = ['acl_graph', 'graph_captures', 'graph_replays', 'graph_hits', 'graph_misses', 'graph_evictions',
          'eager_launches', 'npu_launch_us', 'ops_replayed', 'host_launch_us_per_token', 'host_match_us_per_token',
-         'host_serial_us_per_token', 'device_us_per_token', 'host_waits', 'host_waits_shared_cpu']
-# their values on cpu (no graph cache) and sql types
-EXTRA_CPU = ['1'] + ['0'] * 8 + ['0.000000'] * 4 + ['0'] * 2
-EXTRA_SQL = ['INTEGER'] * 9 + ['REAL'] * 4 + ['INTEGER'] * 2
+         'host_serial_us_per_token', 'device_us_per_token', 'host_waits', 'host_waits_shared_cpu', 'n_splits',
+         'copy_bytes_per_token']
+# their values on cpu (no graph cache, one split) and sql types
+EXTRA_CPU = ['1'] + ['0'] * 8 + ['0.000000'] * 4 + ['0'] * 2 + ['1', '0.000000']
+EXTRA_SQL = ['INTEGER'] * 9 + ['REAL'] * 4 + ['INTEGER'] * 3 + ['REAL']
 VOLATILE = {'build_commit', 'build_number', 'cpu_info', 'test_time', 'avg_ns', 'stddev_ns', 'avg_ts', 'stddev_ts'}
 FORMATS = {'build_number': r'\d+', 'test_time': r'\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ', 'avg_ns': r'\d+',
            'stddev_ns': r'\d+', 'avg_ts': r'\d+\.\d{6}', 'stddev_ts': r'\d+\.\d{6}'}
@@ -305,6 +306,19 @@ bench -m stories260K.gguf -p 8 -n 6 -r 2 -t 1 -o json >"$tmp/notok.json" 2>/dev/
 "$LLM" run -m "$M/stories260K.gguf" -p "Once upon a time" -n 20 --temp 0 --ignore-eos -v >/dev/null 2>"$tmp/run.err"
 grep -q '^llm-run: latency: TTFT [0-9.]* ms, inter-token over 19 tokens: p50 [0-9.]* ms, p90 [0-9.]* ms, p99 [0-9.]* ms, max [0-9.]* ms$' \
   "$tmp/run.err" && ok || fail "llm-run -v latency: $(grep latency "$tmp/run.err")"
+
+# -ngl takes effect on the npu (issue 25): -ngl 0 leaves it idle (one cpu split, nothing copied);
+# -ngl 3 puts stories260K's last two layers and its output there (the cpu runs the first three:
+# two splits); -ngl 99 all but the token embedding (two splits); rows say CANN, md shows ngl.
+bench -m stories260K.gguf -dev npu -ngl 0,3,99 -p 0 -n 4 -r 1 -t 1 -o jsonl >"$tmp/ngl.jsonl" 2>"$tmp/err"
+got=$(python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    r = json.loads(l); print(r["backends"], r["n_gpu_layers"], r["n_splits"], r["copy_bytes_per_token"] > 0,
+                            r["graph_replays"] > 0, end=",")' "$tmp/ngl.jsonl")
+[ "$got" = "CANN 0 1 False False,CANN 3 2 True True,CANN 99 2 True True," ] && ok || fail "-ngl rows: $got $(cat "$tmp/err")"
+bench -m stories260K.gguf -dev npu -ngl 0,99 -p 0 -n 2 -r 1 -t 1 >"$tmp/ngl.md" 2>"$tmp/err"
+grep -q '^| model .* | backend    | ngl | threads |' "$tmp/ngl.md" && grep -q '| CANN       |  99 |' "$tmp/ngl.md" \
+  && ok || fail "md ngl column: $(cat "$tmp/ngl.md" "$tmp/err")"
 
 # Ctrl-C during the second test's --delay: the first test's row, the footer, exit non-zero.
 # The signal goes once the first row is out (the machine warm-up and start-up take a varying time,

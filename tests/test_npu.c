@@ -134,10 +134,13 @@ static void test_capture_every_batch(void)
 /* Greedy ids of N_OFFLOAD tokens after a fixed prompt, with -ngl, graph mode and -nkvo as given
  * (ngl < -1: the cpu alone); the npu's statistics and the last graph's split count in *st, *splits. */
 #define N_OFFLOAD 12
+static const char *offload_overrides; /* -ot of the next offload_run */
+
 static bool offload_run(struct llm_model *m, int ngl, int graph, bool nkvo, int32_t *ids, struct llm_graph_stats *st,
                         int *splits)
 {
     struct llm_context_params p = llm_context_default_params();
+    p.tensor_overrides = offload_overrides;
     p.n_ctx = 64;
     p.device = ngl < -1 ? LLM_DEVICE_CPU : LLM_DEVICE_NPU;
     p.n_gpu_layers = ngl;
@@ -210,6 +213,42 @@ static void test_offload(void)
         llm_model_free(m);
     }
     CHECK_EQ_INT(runs, 11 * 6 * 2 * 2);
+}
+
+/* -ot places the weights it matches before -ngl does: the FFN matrices kept on the cpu split each
+ * layer (greedy ids unchanged), the output layer sent to the npu with -ngl 0 runs there alone;
+ * bad items fail context creation with one message. */
+static void test_overrides(void)
+{
+    struct llm_model *m = NULL;
+    struct llm_error err;
+    CHECK(llm_model_load(test_path("models/stories260K.gguf"), &m, &err) == 0, "%s", err.msg);
+    if (!m)
+        return;
+    int32_t want[N_OFFLOAD], got[N_OFFLOAD];
+    struct llm_graph_stats st;
+    int splits = 0, all_splits = 0;
+    CHECK(offload_run(m, -2, 0, false, want, &st, &splits));
+    CHECK(offload_run(m, 99, 1, false, got, &st, &all_splits));
+    offload_overrides = "ffn_(gate|up|down)=CPU";
+    CHECK(offload_run(m, 99, 1, false, got, &st, &splits));
+    CHECK(memcmp(got, want, sizeof want) == 0 && splits == all_splits + 2 * (int)m->hp.n_layer,
+          "-ot ffn=CPU: %d splits (%d without)", splits, all_splits);
+    offload_overrides = "^output=npu";
+    CHECK(offload_run(m, 0, 1, false, got, &st, &splits));
+    CHECK(memcmp(got, want, sizeof want) == 0 && splits == 2 && st.replays > 0, "-ngl 0 -ot output=npu: %d splits",
+          splits);
+    static const char *const bad[] = { "ffn=GPU", "=cpu", "ffn", "(=cpu" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct llm_context_params p = llm_context_default_params();
+        p.device = LLM_DEVICE_NPU;
+        p.tensor_overrides = bad[i];
+        struct llm_context *c = NULL;
+        CHECK(llm_context_new(m, &p, &c, &err) == LLM_ERR_ARG && c == NULL && strstr(err.msg, "-ot: "),
+              "-ot %s accepted", bad[i]);
+    }
+    offload_overrides = NULL;
+    llm_model_free(m);
 }
 
 /* Every shared architecture fills one RoPE table per graph (Q and K share it), eager or captured. */
@@ -301,5 +340,6 @@ int main(void)
     test_rope_tables();
     test_capture_every_batch();
     test_offload();
+    test_overrides();
     return test_done("test_npu");
 }

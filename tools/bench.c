@@ -347,6 +347,8 @@ static int run_test(struct bench_state *s, const struct bench_instance *t, struc
     if (rc == RUN_OK)
         rc = measure(s, c, t, samples, tok);
     llm_context_stats(c, &res->graph);
+    res->n_splits = llm_context_n_splits(c);
+    res->copy_bytes_per_token = llm_context_copy_bytes_per_token(c);
     llm_context_free(c);
     if (s->prof)
         res->profile = profile_json(s->prof);

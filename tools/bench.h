@@ -45,7 +45,7 @@ struct bench_params {
     struct bench_ints type_k;       /* -ctk (enum bench_kv)                       */
     struct bench_ints type_v;       /* -ctv                                       */
     struct bench_ints n_threads;    /* -t                                         */
-    struct bench_ints n_gpu_layers; /* -ngl (recorded; no effect on cpu)          */
+    struct bench_ints n_gpu_layers; /* -ngl: layers on the npu, from the last      */
     struct bench_ints flash_attn;   /* -fa: -1 auto, 0 off, 1 on                  */
     struct bench_ints devices;      /* -dev (enum bench_dev)                      */
     struct bench_ints acl_graph;    /* -g/--acl-graph: 0 off, 1 on                */
@@ -139,6 +139,8 @@ struct bench_result {
     const uint64_t *samples_ns; /* one per repetition                         */
     size_t n_samples;
     struct llm_graph_stats graph; /* the test's context: warm-up included (0 on cpu)  */
+    int n_splits;                 /* the schedule of the test's last graph: its splits and the */
+    double copy_bytes_per_token;  /* bytes copied between backends per token it evaluated    */
     const char *profile;          /* --profile: the test's profile as JSON text, else NULL */
     uint64_t n_tokens;            /* tokens the test evaluated, warm-up and depth included */
     const uint64_t *token_ns;     /* --token-times: n_samples rows of bench_token_count() ns, else NULL */

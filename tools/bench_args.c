@@ -701,7 +701,7 @@ void bench_usage(FILE *out, const char *prog, const struct bench_defaults *d)
     fprintf(out, "  -ctk, --cache-type-k <t>                  (default: f16; f16 or f32)\n");
     fprintf(out, "  -ctv, --cache-type-v <t>                  (default: f16; f16 or f32)\n");
     fprintf(out, "  -t, --threads <n>                         (default: %d)\n", d->n_threads);
-    fprintf(out, "  -ngl, --n-gpu-layers <n>                  (default: -1; recorded, no effect on cpu)\n");
+    fprintf(out, "  -ngl, --n-gpu-layers <n>                  (default: -1 = all; layers on -dev npu, from the last)\n");
     fprintf(out, "  -fa, --flash-attn <on|off|auto>           (default: auto)\n");
     fprintf(out, "  -dev, --device <cpu|npu>                  (default: auto = cpu)\n");
     fprintf(out, "  -g, --acl-graph <on|off>                  ACL graph mode of the npu (default: %s,\n"

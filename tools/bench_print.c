@@ -19,7 +19,7 @@ enum field {
     /* ours: the A/B dimension and the ACL graph statistics */
     F_ACL_GRAPH, F_GRAPH_CAPTURES, F_GRAPH_REPLAYS, F_GRAPH_HITS, F_GRAPH_MISSES, F_GRAPH_EVICTIONS,
     F_EAGER_LAUNCHES, F_NPU_LAUNCH_US, F_OPS_REPLAYED, F_HOST_LAUNCH_US, F_HOST_MATCH_US, F_HOST_SERIAL_US, F_DEVICE_US,
-    F_HOST_WAITS, F_HOST_WAITS_SHARED_CPU, N_FIELDS,
+    F_HOST_WAITS, F_HOST_WAITS_SHARED_CPU, F_N_SPLITS, F_COPY_BYTES, N_FIELDS,
     N_LLAMA_FIELDS = F_ACL_GRAPH /* llama-bench's fields are [0, N_LLAMA_FIELDS) */
 };
 
@@ -55,6 +55,7 @@ static const struct {
     [F_HOST_MATCH_US] = { "host_match_us_per_token", T_FLOAT },
     [F_HOST_SERIAL_US] = { "host_serial_us_per_token", T_FLOAT }, [F_DEVICE_US] = { "device_us_per_token", T_FLOAT },
     [F_HOST_WAITS] = { "host_waits", T_INT }, [F_HOST_WAITS_SHARED_CPU] = { "host_waits_shared_cpu", T_INT },
+    [F_N_SPLITS] = { "n_splits", T_INT }, [F_COPY_BYTES] = { "copy_bytes_per_token", T_FLOAT },
 };
 
 /* A result with its summary statistics. */
@@ -92,6 +93,13 @@ static double per_token(const struct bench_result *r, double total)
     return r->n_tokens ? total / (double)r->n_tokens : 0.0;
 }
 
+/* llama-bench's backend names: the npu's rows run on CANN (as an Ascend's would) with the cpu
+ * beside it, the others on the cpu alone. */
+static const char *row_backends(const struct record *rec)
+{
+    return rec->r->inst.device == BENCH_DEV_NPU ? "CANN" : rec->env->backends;
+}
+
 /* The value of field f as llama-bench's get_values() renders it (bools "0"/"1", floats "%f").
  * Returns a pointer to buf (64 bytes) or to a string of env/r. */
 static const char *value(const struct record *rec, enum field f, char *buf)
@@ -104,7 +112,7 @@ static const char *value(const struct record *rec, enum field f, char *buf)
     case F_BUILD_NUMBER: snprintf(buf, cap, "%d", rec->env->build_number); return buf;
     case F_CPU_INFO: return rec->env->cpu_info;
     case F_GPU_INFO: return rec->env->gpu_info;
-    case F_BACKENDS: return rec->env->backends;
+    case F_BACKENDS: return row_backends(rec);
     case F_MODEL_FILENAME: return t->model;
     case F_MODEL_TYPE: return r->model_type;
     case F_MODEL_SIZE: snprintf(buf, cap, "%" PRIu64, r->model_size); return buf;
@@ -149,6 +157,8 @@ static const char *value(const struct record *rec, enum field f, char *buf)
     case F_DEVICE_US: snprintf(buf, cap, "%f", per_token(r, r->graph.device_us)); return buf;
     case F_HOST_WAITS: snprintf(buf, cap, "%" PRIu64, r->graph.host_waits); return buf;
     case F_HOST_WAITS_SHARED_CPU: snprintf(buf, cap, "%" PRIu64, r->graph.host_waits_shared_cpu); return buf;
+    case F_N_SPLITS: snprintf(buf, cap, "%d", r->n_splits); return buf;
+    case F_COPY_BYTES: snprintf(buf, cap, "%f", r->copy_bytes_per_token); return buf;
     case N_FIELDS: break;
     }
     return "";
@@ -167,10 +177,18 @@ struct col {
 
 /* llama-bench's conditional columns between backend and test, in its order (ours after dev). */
 static const struct { enum field f; const char *title; int width; } md_optional[] = {
-    { F_N_THREADS, "threads", 7 }, { F_N_BATCH, "n_batch", 7 }, { F_N_UBATCH, "n_ubatch", 8 },
+    { F_N_GPU_LAYERS, "ngl", 3 }, { F_N_THREADS, "threads", 7 }, { F_N_BATCH, "n_batch", 7 }, { F_N_UBATCH, "n_ubatch", 8 },
     { F_TYPE_K, "type_k", 6 }, { F_TYPE_V, "type_v", 6 }, { F_FLASH_ATTN, "fa", 3 },
     { F_DEVICES, "dev", -12 }, { F_ACL_GRAPH, "acl_graph", 10 }, { F_NPU_LAUNCH_US, "launch_us", 9 },
 };
+
+static bool any_npu(const struct bench_params *p)
+{
+    for (int i = 0; i < p->devices.n; i++)
+        if (p->devices.v[i] == BENCH_DEV_NPU)
+            return true;
+    return false;
+}
 
 static int md_columns(const struct bench_printer *pr, struct col *cols)
 {
@@ -179,10 +197,12 @@ static int md_columns(const struct bench_printer *pr, struct col *cols)
     cols[n++] = (struct col){ C_SIZE, 0, "size", 10 };
     cols[n++] = (struct col){ C_PARAMS, 0, "params", 10 };
     cols[n++] = (struct col){ C_BACKEND, 0, "backend", -10 };
-    /* our backend string is CPU-like, so threads is always shown and ngl never */
+    /* threads always, as for llama-bench's CPU backend; ngl as for its GPU ones, once a test runs
+     * on the npu */
     for (size_t i = 0; i < sizeof md_optional / sizeof md_optional[0]; i++) {
         enum field f = md_optional[i].f;
-        if (f == F_N_THREADS || bench_param_differs(pr->params, pr->defaults, fields[f].name))
+        if (f == F_N_THREADS || (f == F_N_GPU_LAYERS && any_npu(pr->params)) ||
+            bench_param_differs(pr->params, pr->defaults, fields[f].name))
             cols[n++] = (struct col){ C_FIELD, f, md_optional[i].title, md_optional[i].width };
     }
     cols[n++] = (struct col){ C_TEST, 0, "test", 15 };
@@ -234,7 +254,7 @@ static void md_test(const struct bench_printer *pr, const struct record *rec)
             else
                 snprintf(buf, sizeof buf, "%.2f B", (double)r->model_n_params / 1e9);
             break;
-        case C_BACKEND: v = rec->env->backends; break;
+        case C_BACKEND: v = row_backends(rec); break;
         case C_TEST: bench_test_name(&r->inst, buf, sizeof buf); break;
         case C_TS:
             /* "±" is two bytes of UTF-8: one more byte of width keeps the column aligned */

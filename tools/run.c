@@ -28,7 +28,7 @@
 static const struct tool_alias run_aliases[] = {
     { "-ub", "--ubatch-size" }, { "-ctk", "--cache-type-k" }, { "-ctv", "--cache-type-v" },
     { "-dev", "--device" }, { "-ngl", "--n-gpu-layers" }, { "--gpu-layers", "--n-gpu-layers" },
-    { "-fa", "--flash-attn" }, { "-nkvo", "--no-kv-offload" },
+    { "-fa", "--flash-attn" }, { "-nkvo", "--no-kv-offload" }, { "-ot", "--override-tensor" },
     { "-no-cnv", "--no-conversation" }, { "-sp", "--special" }, { "--predict", "--n-predict" },
 };
 
@@ -41,7 +41,7 @@ static const char *const unsupported[] = {
     "--verbose-prompt", "--keep", "--prompt-cache", "--prompt-cache-all", "--prompt-cache-ro",
     "-tb", "--threads-batch", "-C", "--cpu-mask", "-Cr", "--cpu-range", "--cpu-strict", "--prio",
     "--poll", "--numa", "--mlock", "--no-mmap", "--mmap", "-dio", "--direct-io",
-    "-sm", "--split-mode", "-ts", "--tensor-split", "-mg", "--main-gpu", "-ot", "--override-tensor",
+    "-sm", "--split-mode", "-ts", "--tensor-split", "-mg", "--main-gpu",
     "-cmoe", "--cpu-moe", "-ncmoe", "--n-cpu-moe", "--lora", "--lora-scaled", "--control-vector",
     "--control-vector-scaled", "-md", "--model-draft", "-hf", "-hfr", "--hf-repo", "-hff", "--hf-file",
     "-mu", "--model-url", "--grammar", "--grammar-file", "-j", "--json-schema", "--samplers",
@@ -57,6 +57,7 @@ static const char *const unsupported[] = {
 
 struct run_opts {
     const char *model, *device, *dump_logits;
+    char *tensor_overrides; /* every -ot value, joined by ',' (NULL: none) */
     char *prompt;
     FILE *dump;           /* dump_logits + ".tmp", opened before any work */
     struct llm_trace *trace; /* --trace FILE, opened before any work */
@@ -243,6 +244,26 @@ static bool check_ranges(const struct run_opts *o)
            finite_at_least("--repeat-penalty", o->sp.repeat_penalty, 0, true);
 }
 
+/* -ot may be given several times, each a ','-list: all of them, in order, as one list. */
+static int join_overrides(const struct arg_str *ot, struct run_opts *o)
+{
+    size_t len = 1;
+    for (int i = 0; i < ot->count; i++)
+        len += strlen(ot->sval[i]) + 1;
+    if (ot->count == 0)
+        return 0;
+    if (!(o->tensor_overrides = calloc(1, len))) {
+        tool_error("out of memory");
+        return -1;
+    }
+    for (int i = 0; i < ot->count; i++) {
+        if (i)
+            strcat(o->tensor_overrides, ",");
+        strcat(o->tensor_overrides, ot->sval[i]);
+    }
+    return 0;
+}
+
 /* --seed N: 0..4294967295; -1 (and 4294967295, llama.cpp's LLAMA_DEFAULT_SEED) mean random. */
 static bool parse_seed(const char *s, struct run_opts *o)
 {
@@ -282,6 +303,8 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
     struct arg_str *dev = arg_str0(NULL, "device", "cpu|npu", "-dev: backend (default cpu)");
     struct arg_int *ngl = arg_int0(NULL, "n-gpu-layers", "N", "-ngl: layers on the device, from the last (output = one; default -1: all)");
     struct arg_lit *nkvo = arg_lit0(NULL, "no-kv-offload", "-nkvo: keep every layer's KV cache in host memory");
+    struct arg_str *ot = arg_strn(NULL, "override-tensor", "PAT=DEV,...", 0, 16,
+                                  "-ot: weights whose names match the regex PAT live on DEV (cpu or npu)");
     struct arg_lit *no_display = arg_lit0(NULL, "no-display-prompt", "print only the generated text");
     struct arg_lit *special = arg_lit0(NULL, "special", "-sp: print control tokens' text");
     struct arg_lit *no_parse = arg_lit0(NULL, "no-parse-special", "take <|im_end|>, </s>, ... in the prompt as plain text");
@@ -297,7 +320,7 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
     struct arg_lit *help = arg_lit0("h", "help", "print this help");
     struct arg_end *end = arg_end(5);
     void *table[] = { help, model, prompt, file, n_predict, n_ctx, n_batch, n_ubatch, threads, temp, top_k,
-                      top_p, min_p, rep_pen, rep_n, seed, ctk, ctv, fa, dev, ngl, nkvo, no_display, special,
+                      top_p, min_p, rep_pen, rep_n, seed, ctk, ctv, fa, dev, ngl, nkvo, ot, no_display, special,
                       no_parse, escape, no_escape, ignore_eos, no_cnv, no_warmup, dump, verbose, profile, trace, end };
     const int n_table = sizeof table / sizeof table[0];
     int rc = -1;
@@ -357,6 +380,10 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
     o->device = dev->count ? dev->sval[0] : "cpu";
     o->n_gpu_layers = ngl->count ? ngl->ival[0] : -1;
     o->no_kv_offload = nkvo->count > 0;
+    if (join_overrides(ot, o) != 0) {
+        rc = 1;
+        goto out;
+    }
     (void)no_cnv;
     (void)no_warmup;
     o->display_prompt = !no_display->count;
@@ -721,6 +748,7 @@ static int generate(struct run_opts *o)
     cp.device = (enum llm_device)llm_device_from_name(o->device);
     cp.n_gpu_layers = o->n_gpu_layers;
     cp.no_kv_offload = o->no_kv_offload;
+    cp.tensor_overrides = o->tensor_overrides;
     static struct llm_profile prof; /* large: not on the stack */
     cp.profile = o->profile ? &prof : NULL;
     cp.trace = o->trace;
@@ -843,5 +871,6 @@ int cmd_run(int argc, char **argv)
     free(o.prompt);
     free((char *)o.model);
     free((char *)o.dump_logits);
+    free(o.tensor_overrides);
     return rc;
 }

@@ -1,9 +1,11 @@
 #include "context.h"
 
 #include <math.h>
+#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "../graph.h"
 #include "../profile.h"
@@ -14,6 +16,13 @@
 
 /* Host-side contents of the input tensors and their home in backend memory. */
 enum { IN_TOKENS, IN_POS, IN_KV_IDX, IN_OUT_IDS, IN_MASK, IN_COUNT };
+
+/* -ot, compiled: the weights whose names match pattern live on device. */
+struct tensor_override {
+    regex_t pattern;
+    enum llm_device device;
+};
+#define MAX_OVERRIDES 16
 
 struct llm_context {
     struct llm_model *model;
@@ -27,6 +36,8 @@ struct llm_context {
     struct llm_ctx *gctx;            /* tensor pool reused by every graph build          */
     struct llm_kv_cache kv;
     int kv_backend[LLM_MAX_LAYERS];  /* index into backends of each layer's cache        */
+    struct tensor_override overrides[MAX_OVERRIDES];
+    int n_overrides;
     /* Fixed input buffers in host memory, sized for n_ubatch tokens and n_cells cells: the
      * graph's input tensors point at them (backends that need them get copies). */
     void *host[IN_COUNT];
@@ -61,6 +72,8 @@ void llm_context_free(struct llm_context *c)
     llm_weights_release(&c->weights);
     for (int b = 0; b < c->n_backends; b++)
         llm_backend_free(c->backends[b]);
+    for (int i = 0; i < c->n_overrides; i++)
+        regfree(&c->overrides[i].pattern);
     llm_graph_free(c->graph);
     llm_ctx_free(c->gctx);
     for (int i = 0; i < IN_COUNT; i++)
@@ -228,16 +241,59 @@ static bool layer_offloaded(const struct llm_context *c, int64_t il)
     return c->n_backends > 1 && il >= 0 && (ngl < 0 || il >= n_layer + 1 - ngl);
 }
 
+/* Where -ot's device name puts a weight; -1 when it names none. */
+static int override_device(const char *name, size_t len)
+{
+    static const struct { const char *name; enum llm_device device; } names[] = {
+        { "cpu", LLM_DEVICE_CPU }, { "npu", LLM_DEVICE_NPU }, { "cann", LLM_DEVICE_NPU }, { "cann0", LLM_DEVICE_NPU },
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strlen(names[i].name) == len && !strncasecmp(name, names[i].name, len))
+            return (int)names[i].device;
+    return -1;
+}
+
+/* Compile -ot's "PATTERN=DEVICE" items (',' or ';' between them). */
+static int parse_overrides(struct llm_context *c, const char *spec, struct llm_error *err)
+{
+    for (const char *p = spec; p && *p;) {
+        const size_t len = strcspn(p, ",;");
+        const char *eq = memchr(p, '=', len);
+        const int dev = eq ? override_device(eq + 1, len - (size_t)(eq + 1 - p)) : -1;
+        if (!eq || eq == p || dev < 0)
+            return llm_fail(err, LLM_ERR_ARG, "-ot: '%.*s' is not PATTERN=DEVICE (DEVICE cpu or npu)", (int)len, p);
+        if (c->n_overrides == MAX_OVERRIDES)
+            return llm_fail(err, LLM_ERR_ARG, "-ot: more than %d overrides", MAX_OVERRIDES);
+        char pattern[256];
+        snprintf(pattern, sizeof pattern, "%.*s", (int)(eq - p), p);
+        struct tensor_override *o = &c->overrides[c->n_overrides];
+        if (regcomp(&o->pattern, pattern, REG_EXTENDED | REG_NOSUB) != 0)
+            return llm_fail(err, LLM_ERR_ARG, "-ot: '%s' is not a regular expression", pattern);
+        o->device = (enum llm_device)dev;
+        c->n_overrides++;
+        p += len + (p[len] != '\0');
+    }
+    return LLM_OK;
+}
+
 static bool offload_tensor(void *user, const struct llm_tensor *t, int64_t il)
 {
     const struct llm_context *c = user;
     struct llm_backend *npu = c->backends[0];
-    return layer_offloaded(c, il) && npu->iface->supports_type(npu, t->type);
+    bool offload = layer_offloaded(c, il);
+    for (int i = 0; i < c->n_overrides; i++)
+        if (regexec(&c->overrides[i].pattern, t->name, 0, NULL, 0) == 0) {
+            offload = c->overrides[i].device == LLM_DEVICE_NPU;
+            break;
+        }
+    return offload && npu->iface->supports_type(npu, t->type);
 }
 
 static int context_init(struct llm_context *c, struct llm_error *err)
 {
-    int rc = make_backends(c, err);
+    int rc = parse_overrides(c, c->p.tensor_overrides, err);
+    if (!rc)
+        rc = make_backends(c, err);
     if (rc)
         return rc;
     rc = llm_split_exec_init(&c->exec, c->backends, c->n_backends, err);
@@ -465,4 +521,15 @@ void llm_context_split(const struct llm_context *c, int i, struct llm_split_info
                                     .end = sp->end, .n_inputs = sp->n_inputs };
     for (int m = sp->first_input; m < sp->first_input + sp->n_inputs; m++)
         out->input_bytes += llm_nbytes(c->exec.plan.inputs[m]);
+}
+
+double llm_context_copy_bytes_per_token(const struct llm_context *c)
+{
+    double bytes = 0;
+    for (int i = 0; i < llm_context_n_splits(c); i++) {
+        struct llm_split_info si;
+        llm_context_split(c, i, &si);
+        bytes += (double)si.input_bytes;
+    }
+    return c->graph ? bytes / c->graph_in.n_tokens : 0.0;
 }

@@ -22,6 +22,10 @@ struct llm_context_params {
     int32_t n_gpu_layers;  /* -ngl: the last N layers (the output layer counted as one)
                               on the device; -1 (default) all; 0 none                  */
     bool no_kv_offload;    /* -nkvo: every layer's KV cache in host memory            */
+    const char *tensor_overrides; /* -ot: "PATTERN=DEVICE" items separated by ',' or ';'
+                              (DEVICE cpu or npu; CPU, NPU, CANN, CANN0 too): the first
+                              whose POSIX extended regex matches a weight's name decides
+                              where it lives, before -ngl; NULL or "" for none          */
     int acl_graph;         /* npu graph mode: 1 on, 0 off, -1 GGML_CANN_ACL_GRAPH   */
     double npu_launch_us;  /* npu host µs per eager launch; < 0: LLM_NPU_LAUNCH_US  */
     struct llm_profile *profile; /* per-op times by phase, or NULL (src/profile.h)  */
@@ -66,6 +70,8 @@ struct llm_split_info {
     size_t input_bytes;
 };
 int llm_context_n_splits(const struct llm_context *c);
+/* Bytes the last graph copied between backends, per token it evaluated (0 before any graph). */
+double llm_context_copy_bytes_per_token(const struct llm_context *c);
 void llm_context_split(const struct llm_context *c, int i, struct llm_split_info *out);
 
 #endif

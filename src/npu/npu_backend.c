@@ -329,6 +329,15 @@ static int npu_tensor_set(struct llm_backend *b, struct llm_tensor *t, const voi
     return LLM_OK;
 }
 
+/* Host to device on the stream, before the kernels launched after it (the inputs of a split). */
+static int npu_tensor_set_async(struct llm_backend *b, struct llm_tensor *t, const void *data, size_t size,
+                                struct llm_error *err)
+{
+    struct npu_backend *nb = b->ctx;
+    ACL_CHECK(aclrtMemcpyAsync(t->data, size, data, size, ACL_MEMCPY_HOST_TO_DEVICE, nb->stream));
+    return LLM_OK;
+}
+
 static int npu_tensor_get(struct llm_backend *b, const struct llm_tensor *t, void *data, size_t offset,
                           size_t size, struct llm_error *err)
 {
@@ -425,6 +434,7 @@ static const struct llm_backend_iface npu_iface = {
     .tensor_get = npu_tensor_get,
     .tensor_memset = npu_tensor_memset,
     .tensor_copy = npu_tensor_copy,
+    .tensor_set_async = npu_tensor_set_async,
     .get_stats = npu_get_stats,
     .observe = npu_observe,
     .free = npu_free,

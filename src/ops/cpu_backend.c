@@ -130,11 +130,15 @@ static int cpu_graph_compute(struct llm_backend *b, struct llm_graph *g, struct 
         cb->split = ns;
         cb->split_cap = g->n_nodes;
     }
+    bool any_split = false;
     for (int i = 0; i < g->n_nodes; i++)
-        cb->split[i] = nth > 1 && llm_cpu_worth_splitting(g->nodes[i]);
+        any_split |= cb->split[i] = nth > 1 && llm_cpu_worth_splitting(g->nodes[i]);
     llm_rope_cache_reset(cb->rope);
     struct run r = { cb, g };
-    llm_threadpool_run(cb->pool, compute_nodes, &r);
+    if (any_split)
+        llm_threadpool_run(cb->pool, compute_nodes, &r);
+    else /* every node runs alone: the sleeping workers need not wake (a small split's case) */
+        compute_nodes(0, 1, &r);
     return LLM_OK;
 }
 
@@ -162,6 +166,12 @@ static int cpu_tensor_set(struct llm_backend *b, struct llm_tensor *t, const voi
     (void)err;
     memcpy((char *)t->data + offset, data, size);
     return LLM_OK;
+}
+
+static int cpu_tensor_set_async(struct llm_backend *b, struct llm_tensor *t, const void *data, size_t size,
+                                struct llm_error *err)
+{
+    return cpu_tensor_set(b, t, data, 0, size, err); /* nothing is queued on the cpu */
 }
 
 static int cpu_tensor_get(struct llm_backend *b, const struct llm_tensor *t, void *data, size_t offset,
@@ -235,6 +245,7 @@ static const struct llm_backend_iface cpu_iface = {
     .tensor_get = cpu_tensor_get,
     .tensor_memset = cpu_tensor_memset,
     .tensor_copy = cpu_tensor_copy,
+    .tensor_set_async = cpu_tensor_set_async,
     .get_stats = cpu_get_stats,
     .observe = cpu_observe,
     .free = cpu_free,
