@@ -57,10 +57,21 @@ def main():
         md.append("")
         plots += ['"%s/ngl%d.dat" using 1:2 with linespoints title "%s, graph"' % (tmp, m, label),
                   '"%s/ngl%d.dat" using 1:3 with linespoints dashtype 2 title "%s, eager"' % (tmp, m, label)]
+    md += ["## Reading the curves", "",
+           "A token costs S + the sum over its splits of (the copies into the split + the split's own work): the "
+           "host's serial work S (sampling, inputs), then, per npu split, its host launching H and device work D "
+           "(overlapped when eager, H then D in graph mode) and, per cpu split, the cpu's work on the host thread. "
+           "Splits run one after another, so offloading moves work rather than adding any: the emulated npu runs the "
+           "cpu's kernels on the same cores. Each npu split's inputs are queued on its stream; each cpu split first "
+           "waits for the npu (a synchronize) to read its results. A file whose every type CANN takes has two splits "
+           "at any -ngl > 0 (the cpu's first layers, or only its token embedding, then the npu), a few KiB copied per "
+           "token: its curve stays flat. A file with K-quant matmuls falls back to the cpu for each of them: "
+           "about 9 splits per offloaded layer, each a synchronize and a copy of the activations each way, so host "
+           "time grows with -ngl and graph mode, replaying many small splits, gains little.", ""]
     with open(out_dir + "/ngl.md", "w", encoding="utf-8") as f:
         f.write("\n".join(md))
     with open(tmp + "/ngl.gp", "w", encoding="utf-8") as f:
-        f.write('set terminal pngcairo size 800,450\nset output "%s/ngl.png"\n'
+        f.write('set terminal pngcairo size 800,450 noenhanced\nset output "%s/ngl.png"\n'
                 'set title "tg128 on the emulated NPU against -ngl (0 us launch cost; the last point: all)"\n'
                 'set xlabel "-ngl (layers on the npu, from the last; the output layer counts as one)"\n'
                 'set ylabel "t/s"\nset key top left\nplot %s\n' % (out_dir, ", ".join(plots)))
