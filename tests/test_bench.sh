@@ -320,6 +320,15 @@ bench -m stories260K.gguf -dev npu -ngl 0,99 -p 0 -n 2 -r 1 -t 1 >"$tmp/ngl.md" 
 grep -q '^| model .* | backend    | ngl | threads |' "$tmp/ngl.md" && grep -q '| CANN       |  99 |' "$tmp/ngl.md" \
   && ok || fail "md ngl column: $(cat "$tmp/ngl.md" "$tmp/err")"
 
+# -nkvo 0,1 (a list, as llama-bench's): with the cache in host memory attention runs on the cpu,
+# so each layer splits the graph; the rows record it, md shows an nkvo column.
+bench -m stories260K.gguf -dev npu -nkvo 0,1 -p 0 -n 2 -r 1 -t 1 -o jsonl >"$tmp/nkvo.jsonl" 2>"$tmp/err"
+got=$(python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    r = json.loads(l); print(r["no_kv_offload"], r["n_splits"] > 2, end=",")' "$tmp/nkvo.jsonl")
+[ "$got" = "False False,True True," ] && ok || fail "-nkvo rows: $got $(cat "$tmp/err")"
+bench -m stories260K.gguf -dev npu -nkvo 0,1 -p 0 -n 2 -r 1 -t 1 2>/dev/null | grep -q '| nkvo |' && ok || fail "md nkvo column"
+
 # Ctrl-C during the second test's --delay: the first test's row, the footer, exit non-zero.
 # The signal goes once the first row is out (the machine warm-up and start-up take a varying time,
 # longer under ASan), well inside the second test's 3 s delay.

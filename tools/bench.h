@@ -49,6 +49,7 @@ struct bench_params {
     struct bench_ints flash_attn;   /* -fa: -1 auto, 0 off, 1 on                  */
     struct bench_ints devices;      /* -dev (enum bench_dev)                      */
     struct bench_ints acl_graph;    /* -g/--acl-graph: 0 off, 1 on                */
+    struct bench_ints no_kv_offload; /* -nkvo: 1 keeps the KV cache in host memory */
     struct bench_ints launch_us;    /* --npu-launch-us: npu host µs per eager launch */
     bool devices_given, acl_graph_given; /* md shows dev / acl_graph only then    */
     int reps;                       /* -r                                         */
@@ -100,10 +101,11 @@ struct bench_instance {
     const char *model; /* points into bench_params.model */
     int n_prompt, n_gen, n_depth;
     int n_batch, n_ubatch, type_k, type_v, n_threads, n_gpu_layers, flash_attn, device, acl_graph, launch_us;
+    int no_kv_offload;
 };
 
 /* All tests in llama-bench's order (outermost first: model, n_gpu_layers, devices, acl_graph,
- * npu_launch_us, n_batch, n_ubatch, type_k, type_v, flash_attn, n_threads, n_depth; innermost pp, tg, pg tests,
+ * npu_launch_us, n_batch, n_ubatch, type_k, type_v, no_kv_offload, flash_attn, n_threads, n_depth; innermost pp, tg, pg tests,
  * skipping 0 and (0,0)). *out is malloc'ed (free()), *n may be 0. Returns -1 on allocation failure. */
 int bench_plan(const struct bench_params *p, struct bench_instance **out, size_t *n);
 

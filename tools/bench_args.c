@@ -117,7 +117,7 @@ void bench_params_free(struct bench_params *p)
     free(p->trace);
     struct bench_ints *lists[] = { &p->n_prompt, &p->n_gen, &p->n_pg, &p->n_depth, &p->n_batch, &p->n_ubatch,
                                    &p->type_k, &p->type_v, &p->n_threads, &p->n_gpu_layers, &p->flash_attn,
-                                   &p->devices, &p->acl_graph, &p->launch_us };
+                                   &p->devices, &p->acl_graph, &p->launch_us, &p->no_kv_offload };
     for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
         free(lists[i]->v);
     memset(p, 0, sizeof *p);
@@ -406,8 +406,8 @@ static enum vstatus parse_output(const char *s, enum bench_output *out)
     return V_INVALID;
 }
 
-enum opt_kind { K_HELP, K_FLAG, K_INT, K_RANGE, K_RANGE_NEG, K_PG, K_KV, K_FA, K_DEV, K_ACL, K_MODEL, K_OUTPUT,
-                K_PATH };
+enum opt_kind { K_HELP, K_FLAG, K_INT, K_RANGE, K_RANGE_NEG, K_PG, K_KV, K_FA, K_DEV, K_ACL, K_BOOLS, K_MODEL,
+                K_OUTPUT, K_PATH };
 
 struct opt {
     const char *s, *l;
@@ -432,6 +432,7 @@ static const struct opt opts[] = {
     { "-fa", "--flash-attn", K_FA, F(flash_attn) },
     { "-dev", "--device", K_DEV, F(devices) },
     { "-g", "--acl-graph", K_ACL, F(acl_graph) },
+    { "-nkvo", "--no-kv-offload", K_BOOLS, F(no_kv_offload) },
     { NULL, "--npu-launch-us", K_RANGE, F(launch_us) },
     { "-r", "--repetitions", K_INT, F(reps) },
     { NULL, "--delay", K_INT, F(delay) },
@@ -460,7 +461,7 @@ static int list_len(const struct opt *o, const struct bench_params *p)
 {
     const char *field = (const char *)p + o->off;
     switch (o->kind) {
-    case K_RANGE: case K_RANGE_NEG: case K_PG: case K_KV: case K_FA: case K_DEV: case K_ACL:
+    case K_RANGE: case K_RANGE_NEG: case K_PG: case K_KV: case K_FA: case K_DEV: case K_ACL: case K_BOOLS:
         return ((const struct bench_ints *)field)->n;
     case K_MODEL:
         return ((const struct bench_strs *)field)->n;
@@ -505,6 +506,8 @@ static enum vstatus apply_value(struct vctx *c, const struct opt *o, const char 
     case K_ACL:
         p->acl_graph_given = true;
         return parse_onoff(c, val, list);
+    case K_BOOLS:
+        return parse_onoff(c, val, list);
     case K_MODEL:
         return parse_models(val, (struct bench_strs *)field);
     case K_OUTPUT:
@@ -539,7 +542,7 @@ static int fill_defaults(struct bench_params *p, const struct bench_defaults *d)
            default_if_empty(&p->type_v, BENCH_KV_F16) | default_if_empty(&p->n_threads, d->n_threads) |
            default_if_empty(&p->n_gpu_layers, -1) | default_if_empty(&p->flash_attn, -1) |
            default_if_empty(&p->devices, BENCH_DEV_AUTO) | default_if_empty(&p->acl_graph, d->acl_graph) |
-           default_if_empty(&p->launch_us, d->launch_us);
+           default_if_empty(&p->launch_us, d->launch_us) | default_if_empty(&p->no_kv_offload, 0);
 }
 
 enum bench_parse_status bench_parse(int argc, char **argv, const struct bench_defaults *d,
@@ -654,6 +657,7 @@ bool bench_param_differs(const struct bench_params *p, const struct bench_defaul
         { "type_v", offsetof(struct bench_params, type_v), BENCH_KV_F16 },
         { "flash_attn", offsetof(struct bench_params, flash_attn), -1 },
         { "n_gpu_layers", offsetof(struct bench_params, n_gpu_layers), -1 },
+        { "no_kv_offload", offsetof(struct bench_params, no_kv_offload), 0 },
     };
     if (!strcmp(name, "n_threads"))
         return p->n_threads.n != 1 || p->n_threads.v[0] != d->n_threads;
@@ -702,6 +706,7 @@ void bench_usage(FILE *out, const char *prog, const struct bench_defaults *d)
     fprintf(out, "  -ctv, --cache-type-v <t>                  (default: f16; f16 or f32)\n");
     fprintf(out, "  -t, --threads <n>                         (default: %d)\n", d->n_threads);
     fprintf(out, "  -ngl, --n-gpu-layers <n>                  (default: -1 = all; layers on -dev npu, from the last)\n");
+    fprintf(out, "  -nkvo, --no-kv-offload <0|1>              (default: 0; 1: KV cache in host memory)\n");
     fprintf(out, "  -fa, --flash-attn <on|off|auto>           (default: auto)\n");
     fprintf(out, "  -dev, --device <cpu|npu>                  (default: auto = cpu)\n");
     fprintf(out, "  -g, --acl-graph <on|off>                  ACL graph mode of the npu (default: %s,\n"

@@ -131,7 +131,8 @@ static const char *value(const struct record *rec, enum field f, char *buf)
     case F_TENSOR_SPLIT: return "0.00";
     case F_TENSOR_BUFT_OVERRIDES: return "none";
     case F_LOAD_MODE: return "auto";
-    case F_CPU_STRICT: case F_N_CPU_MOE: case F_MAIN_GPU: case F_NO_KV_OFFLOAD: case F_EMBEDDINGS:
+    case F_NO_KV_OFFLOAD: return t->no_kv_offload ? "1" : "0";
+    case F_CPU_STRICT: case F_N_CPU_MOE: case F_MAIN_GPU: case F_EMBEDDINGS:
     case F_NO_OP_OFFLOAD: case F_NO_HOST: case F_FIT_TARGET: case F_FIT_MIN_CTX:
         return "0"; /* llama-bench parameters we do not have, at their defaults */
     case F_N_PROMPT: snprintf(buf, cap, "%d", t->n_prompt); return buf;
@@ -178,7 +179,7 @@ struct col {
 /* llama-bench's conditional columns between backend and test, in its order (ours after dev). */
 static const struct { enum field f; const char *title; int width; } md_optional[] = {
     { F_N_GPU_LAYERS, "ngl", 3 }, { F_N_THREADS, "threads", 7 }, { F_N_BATCH, "n_batch", 7 }, { F_N_UBATCH, "n_ubatch", 8 },
-    { F_TYPE_K, "type_k", 6 }, { F_TYPE_V, "type_v", 6 }, { F_FLASH_ATTN, "fa", 3 },
+    { F_TYPE_K, "type_k", 6 }, { F_TYPE_V, "type_v", 6 }, { F_NO_KV_OFFLOAD, "nkvo", 4 }, { F_FLASH_ATTN, "fa", 3 },
     { F_DEVICES, "dev", -12 }, { F_ACL_GRAPH, "acl_graph", 10 }, { F_NPU_LAUNCH_US, "launch_us", 9 },
 };
 
@@ -210,7 +211,7 @@ static int md_columns(const struct bench_printer *pr, struct col *cols)
     return n;
 }
 
-#define MD_MAX_COLS 16
+#define MD_MAX_COLS 24
 
 static void md_header(const struct bench_printer *pr)
 {
