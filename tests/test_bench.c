@@ -88,6 +88,8 @@ static void test_parse(void)
     CHECK_ERROR("--frobnicate", "error: invalid parameter for argument: --frobnicate\n");
     CHECK_ERROR("--n_promptx 4", "error: invalid parameter for argument: --n-promptx\n");
     CHECK_ERROR("-nkvo 2", "error: invalid parameter for argument: -nkvo\n");
+    CHECK_ERROR("-ot ffn=", "error: invalid parameter for argument: -ot\n");
+    CHECK_ERROR("-ot a=cpu;=npu", "error: invalid parameter for argument: -ot\n");
     CHECK_ERROR("-sm row", "error: invalid parameter for argument: -sm\n");
     CHECK_ERROR("-m x.gguf -p", "error: invalid parameter for argument: -p\n");
     CHECK_ERROR("-r abc", "error: stoi\nerror: invalid parameter for argument: -r\n");

@@ -329,6 +329,16 @@ for l in open(sys.argv[1]):
 [ "$got" = "False False,True True," ] && ok || fail "-nkvo rows: $got $(cat "$tmp/err")"
 bench -m stories260K.gguf -dev npu -nkvo 0,1 -p 0 -n 2 -r 1 -t 1 2>/dev/null | grep -q '| nkvo |' && ok || fail "md nkvo column"
 
+# -ot alternatives (',') of PAT=DEV items (';'), as llama-bench's: the FFN kept on the cpu splits
+# every layer; the token embedding on the npu and the output layer on the cpu make two splits the
+# other way round; each row records its overrides.
+bench -m stories260K.gguf -dev npu -ot 'ffn_(up|gate|down)=CPU,^output=cpu;token_embd=npu' -p 0 -n 2 -r 1 -t 1 \
+  -o jsonl >"$tmp/ot.jsonl" 2>"$tmp/err"
+got=$(python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    r = json.loads(l); print(r["tensor_buft_overrides"], r["n_splits"], end=",")' "$tmp/ot.jsonl")
+[ "$got" = "ffn_(up|gate|down)=CPU 12,^output=cpu;token_embd=npu 2," ] && ok || fail "-ot rows: $got $(cat "$tmp/err")"
+
 # Ctrl-C during the second test's --delay: the first test's row, the footer, exit non-zero.
 # The signal goes once the first row is out (the machine warm-up and start-up take a varying time,
 # longer under ASan), well inside the second test's 3 s delay.

@@ -36,6 +36,7 @@ const char *bench_dev_name(int dev);
 
 struct bench_params {
     struct bench_strs model;        /* -m                                         */
+    struct bench_strs overrides;    /* -ot alternatives, each "PAT=DEV;..."        */
     struct bench_ints n_prompt;     /* -p                                         */
     struct bench_ints n_gen;        /* -n                                         */
     struct bench_ints n_pg;         /* -pg pairs, flattened: pp0, tg0, pp1, tg1   */
@@ -102,9 +103,10 @@ struct bench_instance {
     int n_prompt, n_gen, n_depth;
     int n_batch, n_ubatch, type_k, type_v, n_threads, n_gpu_layers, flash_attn, device, acl_graph, launch_us;
     int no_kv_offload;
+    const char *overrides; /* -ot: one alternative of bench_params.overrides, NULL: none */
 };
 
-/* All tests in llama-bench's order (outermost first: model, n_gpu_layers, devices, acl_graph,
+/* All tests in llama-bench's order (outermost first: model, n_gpu_layers, devices, overrides, acl_graph,
  * npu_launch_us, n_batch, n_ubatch, type_k, type_v, no_kv_offload, flash_attn, n_threads, n_depth; innermost pp, tg, pg tests,
  * skipping 0 and (0,0)). *out is malloc'ed (free()), *n may be 0. Returns -1 on allocation failure. */
 int bench_plan(const struct bench_params *p, struct bench_instance **out, size_t *n);

@@ -114,6 +114,9 @@ void bench_params_free(struct bench_params *p)
     for (int i = 0; i < p->model.n; i++)
         free(p->model.v[i]);
     free(p->model.v);
+    for (int i = 0; i < p->overrides.n; i++)
+        free(p->overrides.v[i]);
+    free(p->overrides.v);
     free(p->trace);
     struct bench_ints *lists[] = { &p->n_prompt, &p->n_gen, &p->n_pg, &p->n_depth, &p->n_batch, &p->n_ubatch,
                                    &p->type_k, &p->type_v, &p->n_threads, &p->n_gpu_layers, &p->flash_attn,
@@ -392,6 +395,28 @@ static enum vstatus parse_models(const char *s, struct bench_strs *out)
     return V_OK;
 }
 
+/* -ot: alternatives separated by ',', each PATTERN=DEVICE items separated by ';' (the device is
+ * checked when the test's context is made). */
+static enum vstatus parse_overrides(const char *s, struct bench_strs *out)
+{
+    for (const char *it = s; it && *it;) {
+        size_t len;
+        const char *next = next_item(it, &len);
+        for (size_t k = 0; k < len;) {
+            size_t item = strcspn(it + k, ";,");
+            item = item < len - k ? item : len - k;
+            const char *eq = memchr(it + k, '=', item);
+            if (!eq || eq == it + k || eq == it + k + item - 1)
+                return V_INVALID;
+            k += item + 1;
+        }
+        if (strs_push(out, it, len) != 0)
+            return V_NOMEM;
+        it = next;
+    }
+    return V_OK;
+}
+
 static enum vstatus parse_output(const char *s, enum bench_output *out)
 {
     static const struct { const char *name; enum bench_output fmt; } fmts[] = {
@@ -407,7 +432,7 @@ static enum vstatus parse_output(const char *s, enum bench_output *out)
 }
 
 enum opt_kind { K_HELP, K_FLAG, K_INT, K_RANGE, K_RANGE_NEG, K_PG, K_KV, K_FA, K_DEV, K_ACL, K_BOOLS, K_MODEL,
-                K_OUTPUT, K_PATH };
+                K_OT, K_OUTPUT, K_PATH };
 
 struct opt {
     const char *s, *l;
@@ -431,6 +456,7 @@ static const struct opt opts[] = {
     { "-ngl", "--n-gpu-layers", K_RANGE_NEG, F(n_gpu_layers) },
     { "-fa", "--flash-attn", K_FA, F(flash_attn) },
     { "-dev", "--device", K_DEV, F(devices) },
+    { "-ot", "--override-tensor", K_OT, F(overrides) },
     { "-g", "--acl-graph", K_ACL, F(acl_graph) },
     { "-nkvo", "--no-kv-offload", K_BOOLS, F(no_kv_offload) },
     { NULL, "--npu-launch-us", K_RANGE, F(launch_us) },
@@ -463,7 +489,7 @@ static int list_len(const struct opt *o, const struct bench_params *p)
     switch (o->kind) {
     case K_RANGE: case K_RANGE_NEG: case K_PG: case K_KV: case K_FA: case K_DEV: case K_ACL: case K_BOOLS:
         return ((const struct bench_ints *)field)->n;
-    case K_MODEL:
+    case K_MODEL: case K_OT:
         return ((const struct bench_strs *)field)->n;
     default:
         return -1;
@@ -510,6 +536,8 @@ static enum vstatus apply_value(struct vctx *c, const struct opt *o, const char 
         return parse_onoff(c, val, list);
     case K_MODEL:
         return parse_models(val, (struct bench_strs *)field);
+    case K_OT:
+        return parse_overrides(val, (struct bench_strs *)field);
     case K_OUTPUT:
         return parse_output(val, (enum bench_output *)field);
     case K_FLAG:
@@ -663,6 +691,8 @@ bool bench_param_differs(const struct bench_params *p, const struct bench_defaul
         return p->n_threads.n != 1 || p->n_threads.v[0] != d->n_threads;
     if (!strcmp(name, "devices"))
         return p->devices_given;
+    if (!strcmp(name, "tensor_buft_overrides"))
+        return p->overrides.n > 0;
     if (!strcmp(name, "acl_graph"))
         return p->acl_graph_given;
     if (!strcmp(name, "npu_launch_us"))
@@ -709,6 +739,7 @@ void bench_usage(FILE *out, const char *prog, const struct bench_defaults *d)
     fprintf(out, "  -nkvo, --no-kv-offload <0|1>              (default: 0; 1: KV cache in host memory)\n");
     fprintf(out, "  -fa, --flash-attn <on|off|auto>           (default: auto)\n");
     fprintf(out, "  -dev, --device <cpu|npu>                  (default: auto = cpu)\n");
+    fprintf(out, "  -ot, --override-tensor <pat>=<dev>;...    (default: none; dev cpu or npu)\n");
     fprintf(out, "  -g, --acl-graph <on|off>                  ACL graph mode of the npu (default: %s,\n"
                  "                                            from GGML_CANN_ACL_GRAPH, else on)\n",
             d->acl_graph ? "on" : "off");

@@ -54,16 +54,17 @@ static int push_tests(const struct bench_params *p, struct bench_instance t, str
 }
 
 /* One nesting level per list, outermost first; level k sets field k of the instance. */
-enum { L_MODEL, L_NGL, L_DEV, L_ACL, L_LAUNCH, L_BATCH, L_UBATCH, L_TK, L_TV, L_NKVO, L_FA, L_THREADS, L_DEPTH,
+enum { L_MODEL, L_NGL, L_DEV, L_OT, L_ACL, L_LAUNCH, L_BATCH, L_UBATCH, L_TK, L_TV, L_NKVO, L_FA, L_THREADS, L_DEPTH,
        N_LEVELS };
 
 static int nest(const struct bench_params *p, int level, struct bench_instance t, struct plan *pl)
 {
     if (level == N_LEVELS)
         return push_tests(p, t, pl);
-    if (level == L_MODEL) {
-        for (int i = 0; i < p->model.n; i++) {
-            t.model = p->model.v[i];
+    if (level == L_MODEL || level == L_OT) { /* the string lists; no -ot: one pass without */
+        const struct bench_strs *l = level == L_MODEL ? &p->model : &p->overrides;
+        for (int i = 0; i < (l->n || level == L_MODEL ? l->n : 1); i++) {
+            *(level == L_MODEL ? &t.model : &t.overrides) = l->n ? l->v[i] : NULL;
             if (nest(p, level + 1, t, pl) != 0)
                 return -1;
         }

@@ -129,7 +129,7 @@ static const char *value(const struct record *rec, enum field f, char *buf)
     case F_FLASH_ATTN: snprintf(buf, cap, "%d", t->flash_attn); return buf;
     case F_DEVICES: return bench_dev_name(t->device);
     case F_TENSOR_SPLIT: return "0.00";
-    case F_TENSOR_BUFT_OVERRIDES: return "none";
+    case F_TENSOR_BUFT_OVERRIDES: return t->overrides ? t->overrides : "none";
     case F_LOAD_MODE: return "auto";
     case F_NO_KV_OFFLOAD: return t->no_kv_offload ? "1" : "0";
     case F_CPU_STRICT: case F_N_CPU_MOE: case F_MAIN_GPU: case F_EMBEDDINGS:
@@ -180,7 +180,7 @@ struct col {
 static const struct { enum field f; const char *title; int width; } md_optional[] = {
     { F_N_GPU_LAYERS, "ngl", 3 }, { F_N_THREADS, "threads", 7 }, { F_N_BATCH, "n_batch", 7 }, { F_N_UBATCH, "n_ubatch", 8 },
     { F_TYPE_K, "type_k", 6 }, { F_TYPE_V, "type_v", 6 }, { F_NO_KV_OFFLOAD, "nkvo", 4 }, { F_FLASH_ATTN, "fa", 3 },
-    { F_DEVICES, "dev", -12 }, { F_ACL_GRAPH, "acl_graph", 10 }, { F_NPU_LAUNCH_US, "launch_us", 9 },
+    { F_DEVICES, "dev", -12 }, { F_TENSOR_BUFT_OVERRIDES, "ot", -24 }, { F_ACL_GRAPH, "acl_graph", 10 }, { F_NPU_LAUNCH_US, "launch_us", 9 },
 };
 
 static bool any_npu(const struct bench_params *p)
