@@ -339,6 +339,15 @@ for l in open(sys.argv[1]):
     r = json.loads(l); print(r["tensor_buft_overrides"], r["n_splits"], end=",")' "$tmp/ot.jsonl")
 [ "$got" = "ffn_(up|gate|down)=CPU 12,^output=cpu;token_embd=npu 2," ] && ok || fail "-ot rows: $got $(cat "$tmp/err")"
 
+# --list-devices: llama-bench's list (the devices beside the cpu), exit 0; -dev none runs on the
+# cpu alone and says so in devices.
+bench --list-devices >"$tmp/devs" 2>&1 && [ "$(head -1 "$tmp/devs")" = "Available devices:" ] \
+  && grep -Eq '^  CANN0: emulated Ascend NPU \([0-9]+ MiB, [0-9]+ MiB free\)$' "$tmp/devs" && [ "$(wc -l <"$tmp/devs")" = 2 ] \
+  && ok || fail "--list-devices: $(cat "$tmp/devs")"
+got=$(bench -m stories260K.gguf -dev none -p 0 -n 2 -r 1 -t 1 -o jsonl 2>/dev/null | python3 -c 'import json,sys
+r = json.loads(sys.stdin.readline()); print(r["devices"], r["backends"], r["n_splits"], r["graph_replays"])')
+[ "$got" = "none CPU 1 0" ] && ok || fail "-dev none: $got"
+
 # Ctrl-C during the second test's --delay: the first test's row, the footer, exit non-zero.
 # The signal goes once the first row is out (the machine warm-up and start-up take a varying time,
 # longer under ASan), well inside the second test's 3 s delay.

@@ -16,6 +16,7 @@ struct run {
     int32_t ids[N_GEN];
     int n;
     struct llm_graph_stats st;
+    int64_t schedules; /* graph shapes scheduled */
 };
 
 /* Greedy generation of N_GEN tokens after prompt, one token per decode. */
@@ -44,6 +45,8 @@ static bool generate(struct llm_model *m, enum llm_device dev, int graph, const 
     if (!ok)
         fprintf(stderr, "decode: %s\n", err.msg);
     llm_context_stats(c, &out->st);
+    double us;
+    llm_context_schedule_time(c, &us, &out->schedules);
     llm_context_free(c);
     return ok;
 }
@@ -66,6 +69,7 @@ static void test_windows(struct llm_model *m)
         CHECK(npu.n == cpu.n && memcmp(npu.ids, cpu.ids, sizeof cpu.ids) == 0,
               "capacity %s: the npu story differs from cpu", caps[i].capacity);
         CHECK_EQ_INT(npu.st.captures, windows);
+        CHECK_EQ_INT(npu.schedules, windows + 1); /* once per shape: the prompt, then per window */
         CHECK_EQ_INT(npu.st.misses, windows);
         CHECK_EQ_INT(npu.st.hits, steps - windows);
         CHECK_EQ_INT(npu.st.replays, steps);

@@ -504,6 +504,10 @@ int cmd_bench(int argc, char **argv)
             bench_usage(stdout, prog, &d);
             return 0;
         }
+        if (ps == BENCH_PARSE_LIST_DEVICES) {
+            bench_list_devices(stdout);
+            return 0;
+        }
         if (ps == BENCH_PARSE_NOMEM) {
             tool_error("out of memory");
             return 1;

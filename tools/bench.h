@@ -31,7 +31,7 @@ enum bench_kv { BENCH_KV_F32, BENCH_KV_F16, BENCH_KV_BF16, BENCH_KV_Q8_0, BENCH_
 const char *bench_kv_name(int kv);
 
 /* -dev values: "auto" (default, runs on cpu), cpu, npu (the emulated Ascend NPU). */
-enum bench_dev { BENCH_DEV_AUTO, BENCH_DEV_CPU, BENCH_DEV_NPU };
+enum bench_dev { BENCH_DEV_AUTO, BENCH_DEV_CPU, BENCH_DEV_NPU, BENCH_DEV_NONE }; /* none: the cpu alone */
 const char *bench_dev_name(int dev);
 
 struct bench_params {
@@ -74,7 +74,11 @@ struct bench_defaults {
 /* Physical cores (distinct thread-sibling sets in sysfs, else online CPUs) and the env switches. */
 struct bench_defaults bench_system_defaults(void);
 
-enum bench_parse_status { BENCH_PARSE_OK, BENCH_PARSE_HELP, BENCH_PARSE_INVALID, BENCH_PARSE_NOMEM };
+enum bench_parse_status { BENCH_PARSE_OK, BENCH_PARSE_HELP, BENCH_PARSE_LIST_DEVICES, BENCH_PARSE_INVALID,
+                          BENCH_PARSE_NOMEM };
+
+/* --list-devices: llama-bench's list of the devices beside the cpu, on out. */
+void bench_list_devices(FILE *out);
 
 /* Parse argv (argv[0] = program name) as llama-bench does; empty lists get their defaults. On
  * BENCH_PARSE_INVALID, msg receives the exact stderr text ("error: invalid range\n" lines then

@@ -20,7 +20,7 @@
 static const char *const kv_names[BENCH_KV_COUNT] = {
     "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl",
 };
-static const char *const dev_names[] = { "auto", "cpu", "npu" };
+static const char *const dev_names[] = { "auto", "cpu", "npu", "none" };
 
 const char *bench_kv_name(int kv)
 {
@@ -333,7 +333,9 @@ static enum vstatus parse_dev(struct vctx *c, const char *s, struct bench_ints *
     for (const char *it = s; it && *it;) {
         size_t len;
         const char *next = next_item(it, &len);
-        int d = item_is(it, len, "cpu") ? BENCH_DEV_CPU : item_is(it, len, "npu") ? BENCH_DEV_NPU : -1;
+        int d = -1;
+        for (int k = BENCH_DEV_CPU; k <= BENCH_DEV_NONE; k++)
+            d = item_is(it, len, dev_names[k]) ? k : d;
         if (d < 0) {
             char what[128];
             snprintf(what, sizeof what, "invalid device: %.*s", (int)(len > 100 ? 100 : len), it);
@@ -431,7 +433,7 @@ static enum vstatus parse_output(const char *s, enum bench_output *out)
     return V_INVALID;
 }
 
-enum opt_kind { K_HELP, K_FLAG, K_INT, K_RANGE, K_RANGE_NEG, K_PG, K_KV, K_FA, K_DEV, K_ACL, K_BOOLS, K_MODEL,
+enum opt_kind { K_HELP, K_LIST_DEVICES, K_FLAG, K_INT, K_RANGE, K_RANGE_NEG, K_PG, K_KV, K_FA, K_DEV, K_ACL, K_BOOLS, K_MODEL,
                 K_OT, K_OUTPUT, K_PATH };
 
 struct opt {
@@ -443,6 +445,7 @@ struct opt {
 #define F(field) offsetof(struct bench_params, field)
 static const struct opt opts[] = {
     { "-h", "--help", K_HELP, 0 },
+    { NULL, "--list-devices", K_LIST_DEVICES, 0 },
     { "-m", "--model", K_MODEL, F(model) },
     { "-p", "--n-prompt", K_RANGE, F(n_prompt) },
     { "-n", "--n-gen", K_RANGE, F(n_gen) },
@@ -549,7 +552,7 @@ static enum vstatus apply_value(struct vctx *c, const struct opt *o, const char 
         *path = strdup(val);
         return *path ? V_OK : V_NOMEM;
     }
-    case K_HELP:
+    case K_HELP: case K_LIST_DEVICES: /* handled before any value */
         break;
     }
     return V_INVALID;
@@ -593,9 +596,9 @@ enum bench_parse_status bench_parse(int argc, char **argv, const struct bench_de
                     *q = '-';
         const struct opt *o = find_opt(arg);
         enum vstatus st = V_INVALID;
-        if (o && o->kind == K_HELP) {
+        if (o && (o->kind == K_HELP || o->kind == K_LIST_DEVICES)) {
             free(arg);
-            return BENCH_PARSE_HELP;
+            return o->kind == K_HELP ? BENCH_PARSE_HELP : BENCH_PARSE_LIST_DEVICES;
         }
         if (o && (o->kind == K_FLAG || ++i < argc))
             st = apply(&c, o, arg, o->kind == K_FLAG ? NULL : argv[i], p);
@@ -738,7 +741,7 @@ void bench_usage(FILE *out, const char *prog, const struct bench_defaults *d)
     fprintf(out, "  -ngl, --n-gpu-layers <n>                  (default: -1 = all; layers on -dev npu, from the last)\n");
     fprintf(out, "  -nkvo, --no-kv-offload <0|1>              (default: 0; 1: KV cache in host memory)\n");
     fprintf(out, "  -fa, --flash-attn <on|off|auto>           (default: auto)\n");
-    fprintf(out, "  -dev, --device <cpu|npu>                  (default: auto = cpu)\n");
+    fprintf(out, "  -dev, --device <cpu|npu|none>             (default: auto = cpu; none = cpu)\n");
     fprintf(out, "  -ot, --override-tensor <pat>=<dev>;...    (default: none; dev cpu or npu)\n");
     fprintf(out, "  -g, --acl-graph <on|off>                  ACL graph mode of the npu (default: %s,\n"
                  "                                            from GGML_CANN_ACL_GRAPH, else on)\n",
@@ -749,4 +752,20 @@ void bench_usage(FILE *out, const char *prog, const struct bench_defaults *d)
     fprintf(out, "\nMultiple values can be given for each parameter by separating them with ','\n"
                  "or by specifying the parameter multiple times. Ranges can be given as\n"
                  "'first-last' or 'first-last+step' or 'first-last*mult'.\n");
+}
+
+/* The emulated npu allocates host memory: its size and what is free are the host's. */
+void bench_list_devices(FILE *out)
+{
+    long long total = 0, avail = 0;
+    char line[256];
+    FILE *f = fopen("/proc/meminfo", "r");
+    while (f && fgets(line, sizeof line, f)) {
+        sscanf(line, "MemTotal: %lld kB", &total);
+        sscanf(line, "MemAvailable: %lld kB", &avail);
+    }
+    if (f)
+        fclose(f);
+    fprintf(out, "Available devices:\n  CANN0: emulated Ascend NPU (%lld MiB, %lld MiB free)\n", total / 1024,
+            avail / 1024);
 }

@@ -561,8 +561,11 @@ static void print_splits(const struct llm_context *ctx)
         llm_context_split(ctx, i, &si);
         bytes += si.input_bytes;
     }
-    fprintf(stderr, "llm-run: splits %d of the last graph, %zu bytes copied between backends per graph%s\n", n,
-            bytes, n ? ":" : "");
+    double us;
+    int64_t graphs;
+    llm_context_schedule_time(ctx, &us, &graphs);
+    fprintf(stderr, "llm-run: schedule: %lld graphs scheduled in %.1f us; splits %d of the last graph, %zu bytes "
+            "copied between backends per graph%s\n", (long long)graphs, us, n, bytes, n ? ":" : "");
     for (int i = 0; i < n; i++) {
         struct llm_split_info si;
         llm_context_split(ctx, i, &si);

@@ -48,6 +48,8 @@ struct llm_context {
     struct llm_build_inputs graph_in;
     struct llm_tensor *graph_logits;
     unsigned graph_generation;       /* arena generation the graph was placed in */
+    double schedule_us;              /* time spent scheduling and placing new graph shapes */
+    int64_t schedules;
     int32_t n_logits_rows;
     int32_t logits_cap_rows;
 };
@@ -373,7 +375,10 @@ static int prepare_graph(struct llm_context *c, int32_t n, int32_t n_kv, int32_t
     if (!c->graph)
         return llm_fail(err, LLM_ERR_NOMEM, "cannot build the compute graph");
     const struct llm_sched_query q = sched_query(c);
+    const double t0 = llm_now_us();
     int rc = llm_split_exec_prepare(&c->exec, c->graph, &q, false, err);
+    c->schedule_us += llm_now_us() - t0;
+    c->schedules++;
     if (rc) {
         llm_graph_free(c->graph);
         c->graph = NULL;
@@ -532,4 +537,10 @@ double llm_context_copy_bytes_per_token(const struct llm_context *c)
         bytes += (double)si.input_bytes;
     }
     return c->graph ? bytes / c->graph_in.n_tokens : 0.0;
+}
+
+void llm_context_schedule_time(const struct llm_context *c, double *us, int64_t *graphs)
+{
+    *us = c->schedule_us;
+    *graphs = c->schedules;
 }

@@ -70,6 +70,9 @@ struct llm_split_info {
     size_t input_bytes;
 };
 int llm_context_n_splits(const struct llm_context *c);
+/* Time spent scheduling and placing graphs so far, and how many: a graph shape is scheduled once
+ * and reused while the shape stays (every 256 tokens of decode, each prompt micro-batch size). */
+void llm_context_schedule_time(const struct llm_context *c, double *us, int64_t *graphs);
 /* Bytes the last graph copied between backends, per token it evaluated (0 before any graph). */
 double llm_context_copy_bytes_per_token(const struct llm_context *c);
 void llm_context_split(const struct llm_context *c, int i, struct llm_split_info *out);
