@@ -114,7 +114,8 @@ test: test-unit test-asan fuzz
 # else (run.sh has the other knobs). Then the NPU graph-mode A/B (installs gnuplot-nox if missing):
 # graph_ab.md, crossover.png; and one decode token of the 0.5B shape, eager against graph, as a
 # timeline: timeline.md, timeline.png; the 0.5B Q8_0 and Q4_K_M shapes at -ngl 0..99 on the npu:
-# ngl.md, ngl.png; tg128 on stories260K with and without --token-times: token_times_ab.md. Last,
+# ngl.md, ngl.png; tg128 on stories260K with and without --token-times: token_times_ab.md; a
+# 2048-token decode of the 0.5B Q8_0 shape with per-token times: depth.md, depth.png. Last,
 # tg128 on stories260K with --profile, --trace and neither
 # against the build before them (built once into build/profile_ab/): profile_ab.md.
 LLAMA_BENCH ?=
@@ -125,6 +126,7 @@ bench: all
 	@[ "$(BENCH_QUICK)" = 1 ] || SHARED=$(SHARED) BIN=$(BIN) bash bench/timeline.sh
 	@[ "$(BENCH_QUICK)" = 1 ] || SHARED=$(SHARED) BIN=$(BIN) bash bench/ngl_sweep.sh
 	@[ "$(BENCH_QUICK)" = 1 ] || SHARED=$(SHARED) BIN=$(BIN) bash bench/token_times_ab.sh
+	@[ "$(BENCH_QUICK)" = 1 ] || SHARED=$(SHARED) BIN=$(BIN) LLAMA_BENCH=$(LLAMA_BENCH) bash bench/depth.sh
 	@[ "$(BENCH_QUICK)" = 1 ] || BIN=$(BIN) bash bench/profile_ab.sh
 
 # Planted bugs (tests/mutants.txt), one at a time in a scratch copy of the working tree
