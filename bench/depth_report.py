@@ -13,6 +13,8 @@ import statistics
 import sys
 import time
 
+from report_files import write_report
+
 WINDOW = 64   # steps in the rolling median
 SPIKE = 2.5   # a step this many times its rolling median is a spike
 
@@ -67,14 +69,9 @@ def main():
            "the median); where a step takes tens of ms the capture's launches hide in it. The spikes listed are "
            "every step above 2.5x its rolling median, the machine's own hiccups included. Attention reads the "
            "whole window, so t/s falls with depth once attention's share of a step grows.", ""]
-    with open(out_dir + "/depth.md", "w", encoding="utf-8") as f:
-        f.write("\n".join(md))
-    with open(tmp + "/depth.gp", "w", encoding="utf-8") as f:
-        f.write('set terminal pngcairo size 900,450 noenhanced\nset output "%s/depth.png"\n'
-                'set title "%s: t/s against depth (rolling median of %d steps; points: steps > %.1fx it)"\n'
-                'set xlabel "depth (tokens in the context)"\nset ylabel "t/s"\nset key top right\nplot %s\n'
-                % (out_dir, label, WINDOW, SPIKE, ", ".join(plots)))
-
+    write_report(out_dir, tmp, "depth", md,
+                 "%s: t/s against depth (rolling median of %d steps; points: steps > %.1fx it)" % (label, WINDOW, SPIKE),
+                 "depth (tokens in the context)", "top right", plots, width=900)
 
 if __name__ == "__main__":
     main()

@@ -9,6 +9,8 @@ import json
 import sys
 import time
 
+from report_files import write_report
+
 
 def pick(rows, label, kind, ngl, n_prompt, n_gen, graph=True, launch=0):
     for r in rows:
@@ -68,14 +70,8 @@ def main():
            "token: its curve stays flat. A file with K-quant matmuls falls back to the cpu for each of them: "
            "about 9 splits per offloaded layer, each a synchronize and a copy of the activations each way, so host "
            "time grows with -ngl and graph mode, replaying many small splits, gains little.", ""]
-    with open(out_dir + "/ngl.md", "w", encoding="utf-8") as f:
-        f.write("\n".join(md))
-    with open(tmp + "/ngl.gp", "w", encoding="utf-8") as f:
-        f.write('set terminal pngcairo size 800,450 noenhanced\nset output "%s/ngl.png"\n'
-                'set title "tg128 on the emulated NPU against -ngl (0 us launch cost; the last point: all)"\n'
-                'set xlabel "-ngl (layers on the npu, from the last; the output layer counts as one)"\n'
-                'set ylabel "t/s"\nset key top left\nplot %s\n' % (out_dir, ", ".join(plots)))
-
+    write_report(out_dir, tmp, "ngl", md, "tg128 on the emulated NPU against -ngl (0 us launch cost; the last point: all)",
+                 "-ngl (layers on the npu, from the last; the output layer counts as one)", "top left", plots)
 
 if __name__ == "__main__":
     main()
