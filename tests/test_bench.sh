@@ -308,16 +308,17 @@ grep -q '^llm-run: latency: TTFT [0-9.]* ms, inter-token over 19 tokens: p50 [0-
   "$tmp/run.err" && ok || fail "llm-run -v latency: $(grep latency "$tmp/run.err")"
 
 # Graph mode captures once per 256-cell window: without the warm-up run (which would capture them
-# first), tg600's decode steps 0, 256 and 512 each capture and replay: 4-6 times the median step
-# on this VM (its hiccups make other steps slow too, so only that floor is checked).
+# first), tg600's decode steps 0, 256 and 512 each capture and replay: 4-6 times the 16 replayed
+# steps after them on this VM, 2.5-3.5 under ASan; only a floor is checked (the VM's hiccups make
+# other steps slow too).
 bench -m stories260K.gguf -dev npu -p 0 -n 600 -r 1 -t 1 --no-warmup --token-times -o json >"$tmp/spike.json" 2>/dev/null
 python3 - "$tmp/spike.json" <<'EOF2' && ok || fail "capture spikes: $(head -c 300 "$tmp/spike.json")"
 import json, statistics, sys
 r = json.load(open(sys.argv[1]))[0]
 t = r['token_ns'][0]
 assert len(t) == 600 and r['graph_captures'] == 3, (len(t), r['graph_captures'])
-med = statistics.median(t)
-assert all(t[i] > 2.5 * med for i in (0, 256, 512)), [(i, t[i], med) for i in (0, 256, 512)]
+after = {i: statistics.median(t[i + 1:i + 17]) for i in (0, 256, 512)}
+assert all(t[i] > 1.5 * after[i] for i in after), [(i, t[i], after[i]) for i in after]
 EOF2
 
 # -ngl takes effect on the npu (issue 25): -ngl 0 leaves it idle (one cpu split, nothing copied);
