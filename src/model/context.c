@@ -195,22 +195,19 @@ static int reserve_shape(struct llm_context *c, int32_t n, int32_t n_kv, int32_t
 }
 
 /* Reserve for every graph this context can build, so none grows a buffer later (a capturing npu
- * could not): per KV window, a full micro-batch with one output row or all of them, and one
- * decoded token; backends size scratch for smaller batches from these (llm_cpu_work_size_bound). */
+ * could not): a full micro-batch over every cell with one output row or all of them, and one
+ * decoded token. Smaller windows need no more (every tensor and scratch grows with the cells
+ * attended to), and backends size scratch for smaller batches from these (llm_cpu_work_size_bound). */
 static int reserve(struct llm_context *c, struct llm_error *err)
 {
     const int32_t nu = c->p.n_ubatch, cells = c->kv.n_cells;
     const int32_t shapes[][2] = { { nu, 1 }, { nu, nu }, { 1, 1 } };
-    for (int32_t w = LLM_KV_PAD;; w += LLM_KV_PAD) {
-        const int32_t n_kv = w < cells ? w : cells;
-        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-            int rc = reserve_shape(c, shapes[i][0], n_kv, shapes[i][1], err);
-            if (rc)
-                return rc;
-        }
-        if (n_kv == cells)
-            return LLM_OK;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        int rc = reserve_shape(c, shapes[i][0], cells, shapes[i][1], err);
+        if (rc)
+            return rc;
     }
+    return LLM_OK;
 }
 
 /* The backends: the npu first when asked for, then the cpu (with the same thread count). */
