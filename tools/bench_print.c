@@ -398,14 +398,21 @@ static void sql_values(FILE *out, const struct record *rec, int from, int to)
     }
 }
 
-/* " FROM llama_bench WHERE rowid = last_insert_rowid() AND test_time = .. AND avg_ns = ..;" */
-static void sql_link(FILE *out, const struct record *rec)
+/* "test_time = .. AND avg_ns = ..": what identifies a test's rows across the tables. */
+static void sql_test_key(FILE *out, const struct record *rec)
 {
     char buf[64];
-    fputs(" FROM llama_bench WHERE rowid = last_insert_rowid() AND test_time = ", out);
+    fputs("test_time = ", out);
     put_sql(out, value(rec, F_TEST_TIME, buf));
     fputs(" AND avg_ns = ", out);
     put_sql(out, value(rec, F_AVG_NS, buf));
+}
+
+/* " FROM llama_bench WHERE rowid = last_insert_rowid() AND test_time = .. AND avg_ns = ..;" */
+static void sql_link(FILE *out, const struct record *rec)
+{
+    fputs(" FROM llama_bench WHERE rowid = last_insert_rowid() AND ", out);
+    sql_test_key(out, rec);
     fputs(";\n", out);
 }
 
@@ -416,11 +423,8 @@ static void sql_link(FILE *out, const struct record *rec)
 /* " FROM (the test's llm_bench_extra row) AS e": the link of the rows written after it (see above). */
 static void sql_from_extra(FILE *out, const struct record *rec)
 {
-    char buf[64];
-    fputs(" FROM (SELECT llama_bench_rowid, test_time, avg_ns FROM llm_bench_extra WHERE test_time = ", out);
-    put_sql(out, value(rec, F_TEST_TIME, buf));
-    fputs(" AND avg_ns = ", out);
-    put_sql(out, value(rec, F_AVG_NS, buf));
+    fputs(" FROM (SELECT llama_bench_rowid, test_time, avg_ns FROM llm_bench_extra WHERE ", out);
+    sql_test_key(out, rec);
     fputs(" ORDER BY rowid DESC LIMIT 1) AS e", out);
 }
 
