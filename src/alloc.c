@@ -11,10 +11,8 @@ struct block {
 };
 
 struct llm_allocator {
-    void *(*buf_alloc)(void *user, size_t size);
-    void (*buf_free)(void *user, void *ptr);
-    void *user;
-    void *base;
+    struct llm_backend *backend; /* whose memory the arena is; NULL: host memory */
+    struct llm_buffer *arena;
     size_t size;
     unsigned generation;
 };
@@ -117,8 +115,8 @@ static bool plan_release(struct plan *p, size_t offs, size_t size)
     return true;
 }
 
-/* Plan offsets for g. With base != NULL also assign data pointers. Returns the peak in *peak. */
-static int plan_graph(const struct llm_graph *g, char *base, size_t *peak, struct llm_error *err)
+/* Plan offsets for g. With arena != NULL also place the nodes in it. Returns the peak in *peak. */
+static int plan_graph(const struct llm_graph *g, struct llm_buffer *arena, size_t *peak, struct llm_error *err)
 {
     struct table tb = { .cap = 16 };
     while (tb.cap < (size_t)(g->n_nodes + g->n_leafs) * 2)
@@ -143,8 +141,10 @@ static int plan_graph(const struct llm_graph *g, char *base, size_t *peak, struc
     for (int i = 0; i < g->n_nodes; i++) {
         struct llm_tensor *n = g->nodes[i];
         if (n->view_src) {
-            if (base)
+            if (arena) {
                 n->data = (char *)n->view_src->data + n->view_offs;
+                n->buffer = n->view_src->buffer;
+            }
         } else {
             struct slot *s = lookup(&tb, n);
             if (!plan_alloc(&p, llm_nbytes(n), &s->offs)) {
@@ -152,8 +152,8 @@ static int plan_graph(const struct llm_graph *g, char *base, size_t *peak, struc
                 goto out;
             }
             s->owned = true;
-            if (base)
-                n->data = base + s->offs;
+            if (arena)
+                llm_buffer_place(arena, n, s->offs);
         }
         for (int j = 0; j < LLM_MAX_SRC; j++) {
             if (!n->src[j])
@@ -175,15 +175,11 @@ out:
     return rc;
 }
 
-struct llm_allocator *llm_allocator_new(void *(*buf_alloc)(void *user, size_t size),
-                                        void (*buf_free)(void *user, void *ptr), void *user)
+struct llm_allocator *llm_allocator_new(struct llm_backend *backend)
 {
     struct llm_allocator *a = calloc(1, sizeof *a);
-    if (!a)
-        return NULL;
-    a->buf_alloc = buf_alloc;
-    a->buf_free = buf_free;
-    a->user = user;
+    if (a)
+        a->backend = backend;
     return a;
 }
 
@@ -191,20 +187,18 @@ void llm_allocator_free(struct llm_allocator *a)
 {
     if (!a)
         return;
-    if (a->base)
-        a->buf_free(a->user, a->base);
+    llm_buffer_free(a->arena);
     free(a);
 }
 
 static int grow(struct llm_allocator *a, size_t need, struct llm_error *err)
 {
-    if (need <= a->size && a->base)
+    if (need <= a->size && a->arena)
         return LLM_OK;
-    if (a->base)
-        a->buf_free(a->user, a->base);
+    llm_buffer_free(a->arena);
     a->size = 0;
-    a->base = a->buf_alloc(a->user, need ? need : ALIGN);
-    if (!a->base)
+    a->arena = llm_buffer_new(a->backend, need ? need : ALIGN);
+    if (!a->arena)
         return llm_fail(err, LLM_ERR_NOMEM, "cannot allocate a compute buffer of %zu bytes", need);
     a->size = need;
     a->generation++;
@@ -224,7 +218,7 @@ int llm_allocator_alloc_graph(struct llm_allocator *a, struct llm_graph *g, stru
     if (rc)
         return rc;
     size_t peak;
-    return plan_graph(g, a->base, &peak, err);
+    return plan_graph(g, a->arena, &peak, err);
 }
 
 unsigned llm_allocator_generation(const struct llm_allocator *a)

@@ -9,14 +9,15 @@
 
 #include <stddef.h>
 
+#include "backend.h"
 #include "error.h"
 #include "graph.h"
 
 struct llm_allocator;
 
-/* buf_alloc/buf_free get and release the arena (host memory for cpu, device memory for npu). */
-struct llm_allocator *llm_allocator_new(void *(*buf_alloc)(void *user, size_t size),
-                                        void (*buf_free)(void *user, void *ptr), void *user);
+/* An allocator whose arena is one buffer of backend's memory (NULL: host memory); nodes get their
+ * data and buffer in it, views their source's. */
+struct llm_allocator *llm_allocator_new(struct llm_backend *backend);
 void llm_allocator_free(struct llm_allocator *a);
 
 /* Make the arena at least as large as g needs (without assigning g's data). */

@@ -4,18 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void *arena_alloc(void *user, size_t size)
-{
-    struct llm_backend *b = user;
-    return b->iface->buffer_alloc(b, size);
-}
-
-static void arena_free(void *user, void *ptr)
-{
-    struct llm_backend *b = user;
-    b->iface->buffer_free(b, ptr);
-}
-
 int llm_split_exec_init(struct llm_split_exec *x, struct llm_backend **backends, int n, struct llm_error *err)
 {
     memset(x, 0, sizeof *x);
@@ -24,7 +12,7 @@ int llm_split_exec_init(struct llm_split_exec *x, struct llm_backend **backends,
     x->n_backends = n;
     for (int b = 0; b < n; b++) {
         x->backends[b] = backends[b];
-        x->alloc[b] = llm_allocator_new(arena_alloc, arena_free, backends[b]);
+        x->alloc[b] = llm_allocator_new(backends[b]);
         if (!x->alloc[b])
             return llm_fail(err, LLM_ERR_NOMEM, "out of memory");
     }
@@ -196,43 +184,27 @@ int llm_split_exec_prepare(struct llm_split_exec *x, struct llm_graph *g, const 
     return rc;
 }
 
-int llm_backend_copy(struct llm_backend *sb, const struct llm_tensor *src, struct llm_backend *db,
-                     struct llm_tensor *dst, struct llm_error *err)
-{
-    const size_t n = llm_nbytes(src);
-    if (db->iface->host_memory)
-        return sb->iface->tensor_get(sb, src, dst->data, 0, n, err);
-    if (sb->iface->host_memory) /* host memory the next run of its writer follows a synchronize */
-        return db->iface->tensor_set_async(db, dst, src->data, n, err);
-    void *bounce = malloc(n ? n : 1);
-    if (!bounce)
-        return llm_fail(err, LLM_ERR_NOMEM, "out of memory for a copy of %zu bytes", n);
-    int rc = sb->iface->tensor_get(sb, src, bounce, 0, n, err);
-    if (!rc)
-        rc = db->iface->tensor_set(db, dst, bounce, 0, n, err);
-    free(bounce);
-    return rc;
-}
-
 int llm_split_exec_run(struct llm_split_exec *x, struct llm_error *err)
 {
     const struct llm_sched *s = &x->plan;
-    bool queued[LLM_SCHED_MAX_BACKENDS] = { false }; /* devices that may still read host memory */
+    bool queued[LLM_SCHED_MAX_BACKENDS] = { false }; /* devices with copies from or to host memory */
     int rc = LLM_OK;
     for (int k = 0; k < s->n_splits && !rc; k++) {
         const struct llm_sched_split *sp = &s->splits[k];
         struct llm_backend *b = x->backends[sp->backend];
-        /* host memory is reused by the host's next split: the devices' queued copies read it first */
+        for (int m = sp->first_input; m < sp->first_input + sp->n_inputs && !rc; m++) {
+            struct llm_backend *pending;
+            rc = llm_tensor_copy_async(s->inputs[m], &x->copies[m], &pending, err); /* after its producer */
+            for (int d = 0; d < x->n_backends && pending; d++)
+                queued[d] = queued[d] || x->backends[d] == pending;
+        }
+        /* a host split reads what the devices copy out, and its memory is reused by the next one:
+         * the queued copies finish first */
         for (int d = 0; d < x->n_backends && b->iface->host_memory; d++)
             if (queued[d]) {
                 x->backends[d]->iface->synchronize(x->backends[d]);
                 queued[d] = false;
             }
-        for (int m = sp->first_input; m < sp->first_input + sp->n_inputs && !rc; m++) {
-            struct llm_backend *from = x->backends[llm_sched_memory_backend(s->inputs[m])];
-            rc = llm_backend_copy(from, s->inputs[m], b, &x->copies[m], err); /* after its producer */
-            queued[sp->backend] = queued[sp->backend] || !b->iface->host_memory;
-        }
         if (!rc)
             rc = b->iface->graph_compute(b, &x->sub[k], err);
     }

@@ -42,11 +42,4 @@ int llm_split_exec_run(struct llm_split_exec *x, struct llm_error *err);
 /* Changes whenever an arena was (re)allocated: graphs prepared before then must be prepared again. */
 unsigned llm_split_exec_generation(const struct llm_split_exec *x);
 
-/* Copy src (in backend sb's memory) to dst (in db's), same byte size, both spanning their strides'
- * range. Ordered after the work submitted to sb and before the work submitted to db after it; into
- * a device it may return before the copy is done (src must then stay unchanged until db is
- * synchronized). */
-int llm_backend_copy(struct llm_backend *sb, const struct llm_tensor *src, struct llm_backend *db,
-                     struct llm_tensor *dst, struct llm_error *err);
-
 #endif

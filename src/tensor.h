@@ -118,6 +118,8 @@ enum llm_tensor_flag {
     LLM_TENSOR_WEIGHT = 1u << 2, /* model parameter, data points into the file */
 };
 
+struct llm_buffer;
+
 struct llm_tensor {
     enum llm_type type;
     int64_t ne[LLM_MAX_DIMS];          /* elements per dim, ne[0] contiguous        */
@@ -128,9 +130,12 @@ struct llm_tensor {
     struct llm_tensor *view_src;       /* tensor whose memory this views, or NULL    */
     size_t view_offs;                  /* byte offset into view_src's data           */
     void *data;                        /* set by the allocator or the model loader   */
+    struct llm_buffer *buffer;         /* what data lives in (backend.h); NULL: plain host
+                                          memory (the mapped file, the host's inputs) */
     char name[LLM_MAX_NAME];
     uint32_t flags;                    /* enum llm_tensor_flag bits                  */
-    int backend;                       /* index of the backend that runs this node   */
+    int backend;                       /* the scheduler's choice: index of the backend
+                                          that runs this node (scheduler.h)          */
 };
 
 const char *llm_op_name(enum llm_op op);

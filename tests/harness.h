@@ -64,19 +64,6 @@ static inline uint32_t test_rand(void)
     return (uint32_t)(state >> 16);
 }
 
-/* Host memory for graph allocators in tests (llm_allocator_new callbacks). */
-static inline void *test_host_alloc(void *user, size_t size)
-{
-    (void)user;
-    return malloc(size);
-}
-
-static inline void test_host_free(void *user, void *p)
-{
-    (void)user;
-    free(p);
-}
-
 /* The whole file in a malloc'd buffer with a NUL after it; its length in *len (when len is not
  * NULL). NULL when it cannot be read. */
 static inline char *test_read_file(const char *path, size_t *len)

@@ -7,7 +7,7 @@
  * computes (graph mode off, or attention with more than one query row: a prefill). The npu alone
  * refuses exactly what CANN lacks (cann_runs); the npu and the cpu together under the scheduler,
  * the case's inputs spread over both, run every case, the ops CANN lacks falling back to the cpu.
- * All data lives in buffer_alloc memory and moves only through tensor_set/get/memset/copy and the
+ * All data lives in buffers of the backends and moves only through llm_tensor_set/get/memset/copy and the
  * split executor's copies, never through ->data. */
 #include <math.h>
 #include <stdarg.h>
@@ -19,6 +19,7 @@
 #include "backend.h"
 #include "graph.h"
 #include "harness.h"
+#include "npu/npu_backend.h"
 #include "ops/blas.h"
 #include "ops/blocks.h"
 #include "ops/cpu.h"
@@ -269,13 +270,15 @@ static int count_computing(const struct llm_graph *g)
  * fill, and one table fill per distinct set of ROPE parameters in a graph (tc.rope_tables). */
 static void check_stats(const struct conf *cf, const struct llm_backend *b, const struct llm_graph *g)
 {
-    struct llm_graph_stats s;
-    b->iface->get_stats((struct llm_backend *)b, &s);
+    struct llm_npu_stats s = { 0 };
     const uint64_t tables = (uint64_t)tc.rope_tables, launches = (uint64_t)count_computing(g) + tables;
     if (cf->dev == LLM_DEVICE_CPU) {
-        CHECK(s.captures == 0 && s.hits == 0 && s.misses == 0 && s.eager_graphs == 0,
-              "%s on %s: cpu stats not zero", tc.name, cf->name);
-    } else if (!cf->graph || is_prefill(g)) {
+        CHECK(b->iface->get_stats((struct llm_backend *)b, NULL, 0) == 0, "%s on %s: the cpu keeps figures", tc.name,
+              cf->name);
+        return;
+    }
+    llm_npu_get_stats((struct llm_backend *)b, &s);
+    if (!cf->graph || is_prefill(g)) {
         CHECK(s.eager_graphs == N_RUNS && s.captures == 0 && s.hits == 0 && s.misses == 0 && s.replays == 0 &&
                   s.eager_launches == N_RUNS * launches && s.rope_tables == N_RUNS * tables,
               "%s on %s: eager %llu captures %llu hits %llu misses %llu replays %llu launches %llu tables %llu",
@@ -296,31 +299,48 @@ static void check_stats(const struct conf *cf, const struct llm_backend *b, cons
     }
 }
 
+/* t in a buffer of its own in b's memory (b NULL: plain host memory); false when out of memory. */
+static bool place_new(struct llm_backend *b, struct llm_tensor *t)
+{
+    struct llm_buffer *buf = llm_buffer_new(b, llm_nbytes(t));
+    if (buf)
+        llm_buffer_place(buf, t, 0);
+    return buf != NULL;
+}
+
+static void unplace(struct llm_tensor *t)
+{
+    llm_buffer_free(t->buffer);
+    t->buffer = NULL;
+    t->data = NULL;
+}
+
 /* Gives every leaf and computing node a buffer of b's memory; views get their root's + offset (the
  * nodes are ordered so a view's root comes first). */
 static bool bind(struct llm_backend *b, struct llm_graph *g)
 {
     bool ok = true;
     for (int i = 0; i < g->n_leafs; i++)
-        ok &= (g->leafs[i]->data = b->iface->buffer_alloc(b, llm_nbytes(g->leafs[i]))) != NULL;
+        ok &= place_new(b, g->leafs[i]);
     for (int i = 0; i < g->n_nodes; i++) {
         struct llm_tensor *t = g->nodes[i];
         if (owns_memory(t))
-            ok &= (t->data = b->iface->buffer_alloc(b, llm_nbytes(t))) != NULL;
-        else
+            ok &= place_new(b, t);
+        else {
             t->data = t->view_src->data ? (char *)t->view_src->data + t->view_offs : NULL;
+            t->buffer = t->view_src->buffer;
+        }
     }
     return ok;
 }
 
-static void unbind(struct llm_backend *b, struct llm_graph *g)
+static void unbind(struct llm_graph *g)
 {
     for (int i = 0; i < g->n_leafs; i++)
-        if (g->leafs[i]->data)
-            b->iface->buffer_free(b, g->leafs[i]->data);
+        unplace(g->leafs[i]);
     for (int i = 0; i < g->n_nodes; i++)
-        if (owns_memory(g->nodes[i]) && g->nodes[i]->data)
-            b->iface->buffer_free(b, g->nodes[i]->data);
+        if (owns_memory(g->nodes[i]))
+            unplace(g->nodes[i]);
 }
 
 /* One run: upload this run's inputs, poison the outputs (0xff bytes are NaN in F32 and F16, so an
@@ -330,15 +350,15 @@ static int run_once(struct llm_backend *b, struct llm_graph *g, void *const *hos
 {
     int rc = LLM_OK;
     for (int i = 0; i < tc.n_leaves && !rc; i++)
-        rc = b->iface->tensor_set(b, tc.leaves[i].t, host[i], 0, llm_nbytes(tc.leaves[i].t), err);
+        rc = llm_tensor_set(tc.leaves[i].t, host[i], 0, llm_nbytes(tc.leaves[i].t), err);
     for (int i = 0; i < g->n_nodes && !rc; i++)
         if (owns_memory(g->nodes[i]))
-            rc = b->iface->tensor_memset(b, g->nodes[i], 0xff, 0, llm_nbytes(g->nodes[i]), err);
+            rc = llm_tensor_memset(g->nodes[i], 0xff, 0, llm_nbytes(g->nodes[i]), err);
     if (!rc)
         rc = llm_backend_compute(b, g, err);
     struct llm_tensor *root = llm_view_root(out);
     if (!rc)
-        rc = b->iface->tensor_get(b, root, result, 0, llm_nbytes(root), err);
+        rc = llm_tensor_get(root, result, 0, llm_nbytes(root), err);
     return rc;
 }
 
@@ -368,14 +388,12 @@ static bool cann_runs(const struct llm_tensor *node)
     }
 }
 
-/* Leaf i lives on the npu (0) when even, on the cpu (1) when odd. */
+/* The backend whose buffer holds the leaf, as a context's scheduler asks (leaf i was placed on the
+ * npu, backend 0, when even, on the cpu when odd). */
 static int leaf_home(void *user, const struct llm_tensor *leaf)
 {
-    (void)user;
-    for (int i = 0; i < tc.n_leaves; i++)
-        if (tc.leaves[i].t == leaf)
-            return i % 2;
-    return 1;
+    struct llm_backend **backends = user;
+    return llm_tensor_backend(leaf) == backends[0] ? 0 : 1;
 }
 
 static bool home_runs(void *user, int b, const struct llm_tensor *node)
@@ -390,15 +408,15 @@ static bool run_split(const struct conf *cf, struct llm_graph *g, struct llm_ten
                       void *host[N_RUNS][MAX_LEAVES], void *results[N_RUNS])
 {
     struct llm_error err = { 0 };
-    const struct llm_backend_params p = { .device = LLM_DEVICE_NPU, .n_threads = cf->threads, .acl_graph = cf->graph };
+    const struct llm_backend_option opts[] = { { LLM_DEVICE_NPU, "acl_graph", cf->graph } };
+    const struct llm_backend_params p = { .device = LLM_DEVICE_NPU, .n_threads = cf->threads, .options = opts, .n_options = 1 };
     const struct llm_backend_params pc = { .device = LLM_DEVICE_CPU, .n_threads = cf->threads };
     struct llm_backend *bk[2] = { llm_backend_new(&p, &err), llm_backend_new(&pc, &err) };
     struct llm_split_exec x = { 0 };
     const struct llm_sched_query q = { .n_backends = 2, .leaf_backend = leaf_home, .supports = home_runs, .user = bk };
     int rc = bk[0] && bk[1] ? llm_split_exec_init(&x, bk, 2, &err) : LLM_ERR_NOMEM;
     for (int i = 0; i < tc.n_leaves && !rc; i++) {
-        struct llm_backend *b = bk[i % 2];
-        if (!(tc.leaves[i].t->data = b->iface->buffer_alloc(b, llm_nbytes(tc.leaves[i].t))))
+        if (!place_new(bk[i % 2], tc.leaves[i].t))
             rc = LLM_ERR_NOMEM;
     }
     if (!rc)
@@ -410,23 +428,20 @@ static bool run_split(const struct conf *cf, struct llm_graph *g, struct llm_ten
             CHECK(g->nodes[i]->backend == 1, "%s: %s left on backend %d", tc.name, cf->name, g->nodes[i]->backend);
             split_fallbacks++;
         }
-    const struct llm_tensor *root = llm_view_root(out);
-    struct llm_backend *rb = bk[llm_sched_memory_backend(root)];
+    struct llm_tensor *root = llm_view_root(out);
     for (int r = 0; r < N_RUNS && !rc; r++) {
         for (int i = 0; i < tc.n_leaves && !rc; i++)
-            rc = bk[i % 2]->iface->tensor_set(bk[i % 2], tc.leaves[i].t, host[r][i], 0, llm_nbytes(tc.leaves[i].t),
-                                              &err);
+            rc = llm_tensor_set(tc.leaves[i].t, host[r][i], 0, llm_nbytes(tc.leaves[i].t), &err);
         if (!rc && root->op != LLM_OP_NONE) /* poison a computed output, not a leaf it writes into */
-            rc = rb->iface->tensor_memset(rb, (struct llm_tensor *)root, 0xff, 0, llm_nbytes(root), &err);
+            rc = llm_tensor_memset(root, 0xff, 0, llm_nbytes(root), &err);
         if (!rc)
             rc = llm_split_exec_run(&x, &err);
         if (!rc)
-            rc = rb->iface->tensor_get(rb, root, results[r], 0, llm_nbytes(root), &err);
+            rc = llm_tensor_get(root, results[r], 0, llm_nbytes(root), &err);
     }
     CHECK(rc == LLM_OK, "%s on %s: %s", tc.name, cf->name, err.msg);
     for (int i = 0; i < tc.n_leaves; i++)
-        if (tc.leaves[i].t->data)
-            bk[i % 2]->iface->buffer_free(bk[i % 2], tc.leaves[i].t->data);
+        unplace(tc.leaves[i].t);
     llm_split_exec_release(&x);
     llm_backend_free(bk[0]);
     llm_backend_free(bk[1]);
@@ -441,8 +456,8 @@ static bool run_conf(const struct conf *cf, struct llm_graph *g, struct llm_tens
     if (cf->split)
         return run_split(cf, g, out, host, results);
     struct llm_error err = { 0 };
-    const struct llm_backend_params p = { .device = cf->dev, .n_threads = cf->threads, .acl_graph = cf->graph,
-                                          .launch_us = 0 };
+    const struct llm_backend_option opts[] = { { LLM_DEVICE_NPU, "acl_graph", cf->graph }, { LLM_DEVICE_NPU, "launch_us", 0 } };
+    const struct llm_backend_params p = { .device = cf->dev, .n_threads = cf->threads, .options = opts, .n_options = 2 };
     struct llm_backend *b = llm_backend_new(&p, &err);
     CHECK(b != NULL, "%s: cannot create %s: %s", tc.name, cf->name, err.msg);
     if (!b)
@@ -473,7 +488,7 @@ static bool run_conf(const struct conf *cf, struct llm_graph *g, struct llm_tens
     }
     if (!rc)
         check_stats(cf, b, g);
-    unbind(b, g);
+    unbind(g);
     llm_backend_free(b);
     return rc == LLM_OK;
 }
@@ -905,12 +920,13 @@ static void test_cont(void)
     run_case(llm_cont(ctx, in_rand(LLM_TYPE_Q8_0, 64, 3, 1, 1)));
 }
 
-/* tensor_set (whole and at an offset), tensor_get, tensor_copy and tensor_memset on one backend. */
+/* llm_tensor_set (whole and at an offset), llm_tensor_get, llm_tensor_memset and a copy within one
+ * backend, each through the tensor's buffer. */
 static void test_data_movement(const struct conf *cf)
 {
     struct llm_error err = { 0 };
-    const struct llm_backend_params p = { .device = cf->dev, .n_threads = cf->threads, .acl_graph = cf->graph,
-                                          .launch_us = 0 };
+    const struct llm_backend_option opts[] = { { LLM_DEVICE_NPU, "acl_graph", cf->graph }, { LLM_DEVICE_NPU, "launch_us", 0 } };
+    const struct llm_backend_params p = { .device = cf->dev, .n_threads = cf->threads, .options = opts, .n_options = 2 };
     struct llm_backend *b = llm_backend_new(&p, &err);
     CHECK(b != NULL, "data movement: cannot create %s: %s", cf->name, err.msg);
     if (!b)
@@ -919,22 +935,24 @@ static void test_data_movement(const struct conf *cf)
     struct llm_tensor *src = llm_new_tensor_1d(ctx, LLM_TYPE_F32, 37);
     struct llm_tensor *dst = llm_new_tensor_1d(ctx, LLM_TYPE_F32, 37);
     struct llm_tensor *small = llm_new_tensor_1d(ctx, LLM_TYPE_F32, 36);
-    src->data = b->iface->buffer_alloc(b, llm_nbytes(src));
-    dst->data = b->iface->buffer_alloc(b, llm_nbytes(dst));
-    small->data = b->iface->buffer_alloc(b, llm_nbytes(small));
-    CHECK(src->data && dst->data && small->data, "data movement on %s: out of backend memory", cf->name);
-    if (src->data && dst->data && small->data) {
+    const bool placed = place_new(b, src) & place_new(b, dst) & place_new(b, small);
+    CHECK(placed, "data movement on %s: out of backend memory", cf->name);
+    if (placed) {
+        CHECK(llm_tensor_backend(src) == b && llm_tensor_in_host_memory(src) == b->iface->host_memory,
+              "%s: a tensor does not know its buffer's backend", cf->name);
         float in[37], out[37], patch[3] = { 1.5f, -2.25f, 3.0f };
         for (int i = 0; i < 37; i++)
             in[i] = frand();
-        int rc = b->iface->tensor_set(b, src, in, 0, sizeof in, &err);
-        rc = rc ? rc : b->iface->tensor_copy(b, src, dst, &err);
-        rc = rc ? rc : b->iface->tensor_get(b, dst, out, 0, sizeof out, &err);
-        CHECK(rc == LLM_OK && memcmp(in, out, sizeof in) == 0, "%s: set + copy + get: %s", cf->name, err.msg);
+        struct llm_backend *pending = NULL;
+        int rc = llm_tensor_set(src, in, 0, sizeof in, &err);
+        rc = rc ? rc : llm_tensor_copy_async(src, dst, &pending, &err);
+        rc = rc ? rc : llm_tensor_get(dst, out, 0, sizeof out, &err);
+        CHECK(rc == LLM_OK && pending == NULL && memcmp(in, out, sizeof in) == 0, "%s: set + copy + get: %s",
+              cf->name, err.msg);
 
-        rc = b->iface->tensor_memset(b, dst, 0x5a, 8, 20, &err);
-        rc = rc ? rc : b->iface->tensor_set(b, dst, patch, 30 * sizeof(float), sizeof patch, &err);
-        rc = rc ? rc : b->iface->tensor_get(b, dst, out, 0, sizeof out, &err);
+        rc = llm_tensor_memset(dst, 0x5a, 8, 20, &err);
+        rc = rc ? rc : llm_tensor_set(dst, patch, 30 * sizeof(float), sizeof patch, &err);
+        rc = rc ? rc : llm_tensor_get(dst, out, 0, sizeof out, &err);
         uint8_t want[sizeof in];
         memcpy(want, in, sizeof in);
         memset(want + 8, 0x5a, 20);
@@ -942,27 +960,78 @@ static void test_data_movement(const struct conf *cf)
         CHECK(rc == LLM_OK && memcmp(want, out, sizeof out) == 0, "%s: memset + set at offset: %s", cf->name,
               err.msg);
         float mid[2];
-        rc = b->iface->tensor_get(b, dst, mid, 30 * sizeof(float), sizeof mid, &err);
+        rc = llm_tensor_get(dst, mid, 30 * sizeof(float), sizeof mid, &err);
         CHECK(rc == LLM_OK && memcmp(mid, patch, sizeof mid) == 0, "%s: get at offset: %s", cf->name, err.msg);
 
-        CHECK(b->iface->tensor_copy(b, src, small, &err) != LLM_OK, "%s: copy of 148 bytes into 144 accepted",
-              cf->name);
+        CHECK(llm_tensor_copy_async(src, small, &pending, &err) != LLM_OK,
+              "%s: copy of 148 bytes into 144 accepted", cf->name);
     }
-    if (src->data)
-        b->iface->buffer_free(b, src->data);
-    if (dst->data)
-        b->iface->buffer_free(b, dst->data);
-    if (small->data)
-        b->iface->buffer_free(b, small->data);
+    unplace(src);
+    unplace(dst);
+    unplace(small);
     llm_backend_free(b);
 }
 
+/* Copies between the npu, the cpu and plain host memory, each way: host to device and device to
+ * host are queued on the npu's stream (pending names it) behind a kernel still running there, and
+ * arrive once it is synchronized; the rest are done on return. */
+static void test_cross_backend_copies(void)
+{
+    struct llm_error err = { 0 };
+    const struct llm_backend_params pn = { .device = LLM_DEVICE_NPU, .n_threads = 1 };
+    const struct llm_backend_params pc = { .device = LLM_DEVICE_CPU, .n_threads = 1 };
+    struct llm_backend *npu = llm_backend_new(&pn, &err), *cpu = llm_backend_new(&pc, &err);
+    CHECK(npu && cpu, "cross copies: %s", err.msg);
+    struct llm_ctx *ctx = begin("copies between backends");
+    enum { N = 4096 };
+    struct llm_tensor *a = llm_new_tensor_1d(ctx, LLM_TYPE_F32, N), *x = llm_new_tensor_1d(ctx, LLM_TYPE_F32, N);
+    struct llm_tensor *sum = llm_add(ctx, a, x);
+    struct llm_tensor *on_cpu = llm_new_tensor_1d(ctx, LLM_TYPE_F32, N), *host = llm_new_tensor_1d(ctx, LLM_TYPE_F32, N);
+    struct llm_tensor *back = llm_new_tensor_1d(ctx, LLM_TYPE_F32, N);
+    struct llm_graph *g = llm_graph_build(&sum, 1);
+    const bool placed = npu && cpu && g && place_new(npu, a) & place_new(npu, x) & place_new(npu, sum) &
+                        place_new(cpu, on_cpu) & place_new(NULL, host) & place_new(npu, back);
+    CHECK(placed, "cross copies: out of memory");
+    if (placed) {
+        static float in[N], out[N];
+        for (int i = 0; i < N; i++)
+            in[i] = (float)i;
+        struct llm_backend *pending = NULL, *p2 = NULL, *p3 = NULL;
+        int rc = llm_tensor_set(a, in, 0, sizeof in, &err);
+        rc = rc ? rc : llm_tensor_set(x, in, 0, sizeof in, &err);
+        rc = rc ? rc : npu->iface->graph_reserve(npu, g, &err);
+        rc = rc ? rc : npu->iface->graph_compute(npu, g, &err); /* not waited for */
+        rc = rc ? rc : llm_tensor_copy_async(sum, on_cpu, &pending, &err); /* device to host */
+        CHECK(rc == LLM_OK && pending == npu, "cross copies: device to host is not queued on the npu: %s", err.msg);
+        npu->iface->synchronize(npu);
+        rc = rc ? rc : llm_tensor_copy_async(on_cpu, host, &p2, &err); /* host to host */
+        rc = rc ? rc : llm_tensor_copy_async(host, back, &p3, &err);   /* host to device */
+        CHECK(rc == LLM_OK && p2 == NULL && p3 == npu, "cross copies: host copies queued wrongly: %s", err.msg);
+        npu->iface->synchronize(npu);
+        rc = rc ? rc : llm_tensor_get(back, out, 0, sizeof out, &err);
+        bool same = rc == LLM_OK;
+        for (int i = 0; i < N && same; i++)
+            same = out[i] == 2.0f * in[i];
+        CHECK(same, "cross copies: the sum did not come back through cpu and host memory: %s", err.msg);
+    }
+    unplace(a);
+    unplace(x);
+    unplace(sum);
+    unplace(on_cpu);
+    unplace(host);
+    unplace(back);
+    llm_graph_free(g);
+    llm_backend_free(npu);
+    llm_backend_free(cpu);
+}
+
 /* The npu's contract: a kernel's tensors must be device memory. A leaf in host memory must make the
- * compute fail (eager launch or capture alike), which is why every case uses buffer_alloc. */
+ * compute fail (eager launch or capture alike), which is why every case places its tensors in buffers. */
 static void test_host_pointer_rejected(int graph)
 {
     struct llm_error err = { 0 };
-    const struct llm_backend_params p = { .device = LLM_DEVICE_NPU, .n_threads = 1, .acl_graph = graph };
+    const struct llm_backend_option opts[] = { { LLM_DEVICE_NPU, "acl_graph", graph } };
+    const struct llm_backend_params p = { .device = LLM_DEVICE_NPU, .n_threads = 1, .options = opts, .n_options = 1 };
     struct llm_backend *b = llm_backend_new(&p, &err);
     CHECK(b != NULL, "npu: %s", err.msg);
     if (!b)
@@ -971,21 +1040,18 @@ static void test_host_pointer_rejected(int graph)
     struct llm_tensor *a = llm_new_tensor_1d(ctx, LLM_TYPE_F32, 8), *x = llm_new_tensor_1d(ctx, LLM_TYPE_F32, 8);
     struct llm_tensor *out = llm_add(ctx, a, x);
     float host[8] = { 0 };
-    a->data = b->iface->buffer_alloc(b, sizeof host);
-    out->data = b->iface->buffer_alloc(b, sizeof host);
+    const bool placed = place_new(b, a) & place_new(b, out);
     x->data = host;
     struct llm_graph *g = llm_graph_build(&out, 1);
-    if (g && a->data && out->data) {
+    if (g && placed) {
         int rc = b->iface->graph_reserve(b, g, &err);
         rc = rc ? rc : llm_backend_compute(b, g, &err);
         CHECK(rc != LLM_OK && strstr(err.msg, "device memory"), "npu graph %d: host input accepted (%s)", graph,
               err.msg);
     }
     llm_graph_free(g);
-    if (a->data)
-        b->iface->buffer_free(b, a->data);
-    if (out->data)
-        b->iface->buffer_free(b, out->data);
+    unplace(a);
+    unplace(out);
     llm_backend_free(b);
 }
 
@@ -1008,6 +1074,7 @@ int main(void)
         test_data_movement(&confs[c]);
     test_host_pointer_rejected(0);
     test_host_pointer_rejected(1);
+    test_cross_backend_copies();
     test_get_rows();
     test_set_rows();
     test_binary(LLM_OP_ADD);

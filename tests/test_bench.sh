@@ -260,7 +260,7 @@ head -1 "$tmp/ab.md" | grep -qF '| dev          | launch_us |' && [ "$(grep -c '
 # -v: the execution mode once per mode, the launch cost and the statistics per test.
 bench -m stories260K.gguf -dev npu -g on,off --npu-launch-us 3 -p 0 -n 2 -r 1 -t 1 -v >/dev/null 2>"$tmp/v"
 [ "$(grep -c 'execution mode is GRAPH' "$tmp/v")" = 1 ] && [ "$(grep -c 'execution mode is EAGER' "$tmp/v")" = 1 ] \
-  && grep -q 'launch cost model: 3 us' "$tmp/v" && [ "$(grep -c 'npu launch cost 3 us: graph captures' "$tmp/v")" = 2 ] \
+  && grep -q 'launch cost model: 3 us' "$tmp/v" && [ "$(grep -c 'npu launch cost 3 us: captures' "$tmp/v")" = 2 ] \
   && ok || fail "-v npu lines: $(cat "$tmp/v")"
 # the machine warm-up: once, before the first test, at least 300 ms (it keeps the tests' counters
 # exact: the graph counts above are the tests' own); none with --no-warmup

@@ -60,19 +60,19 @@ if command -v taskset >/dev/null && taskset -c 0 true 2>/dev/null; then
     rc=$?
     [ $rc -eq 0 ] && cmp -s "$tmp/story" "$tmp/story.one" && ok \
       || fail "npu story on one cpu (graph $g, exit $rc) differs: $(head -c 300 "$tmp/err.one")"
-    waits=$(sed -n 's/.*host waits \([0-9]*\), \([0-9]*\) of them with the device on the host.s cpu$/\1 \2/p' "$tmp/err.one")
+    waits=$(sed -n 's/.*host_waits \([0-9]*\), host_waits_shared_cpu \([0-9]*\);.*/\1 \2/p' "$tmp/err.one")
     read -r w s <<<"$waits"
     [ -n "$w" ] && [ "$w" -gt 1 ] && [ "$s" -ge $((w - 1)) ] && [ "$s" -le "$w" ] && ok \
-      || fail "host waits on one cpu (graph $g): '$waits' from $(grep 'host waits' "$tmp/err.one")"
+      || fail "host waits on one cpu (graph $g): '$waits' from $(grep 'host_waits' "$tmp/err.one")"
   done
 else
   skip "taskset cannot confine this process to cpu 0"
 fi
-grep -q 'execution mode is EAGER' "$tmp/err.npu" && grep -q 'graph captures 0, replays 0' "$tmp/err.npu" && ok \
+grep -q 'execution mode is EAGER' "$tmp/err.npu" && grep -q '^llm-run: npu: captures 0, replays 0' "$tmp/err.npu" && ok \
   || fail "npu -v with graph off: $(cat "$tmp/err.npu")"
 "$LLM" run -m "$M/stories260K.gguf" -p "Once upon a time" -n 200 --temp 0 -dev npu -v >/dev/null 2>"$tmp/err.npu"
 rc=$?
-[ $rc -eq 0 ] && grep -q 'execution mode is GRAPH' "$tmp/err.npu" && grep -q 'graph captures 1, replays 199, hits 198, misses 1' "$tmp/err.npu" \
+[ $rc -eq 0 ] && grep -q 'execution mode is GRAPH' "$tmp/err.npu" && grep -q '^llm-run: npu: captures 1, replays 199, hits 198, misses 1' "$tmp/err.npu" \
   && ok || fail "npu -v with graph on: $(cat "$tmp/err.npu")"
 
 # Called as llm-run, --no-display-prompt leaves only the continuation on stdout.

@@ -88,7 +88,7 @@ static void test_graph_and_alloc(void)
         }
     CHECK(ordered, "sources must precede their users");
 
-    struct llm_allocator *a = llm_allocator_new(test_host_alloc, test_host_free, NULL);
+    struct llm_allocator *a = llm_allocator_new(NULL);
     struct llm_error err;
     CHECK_EQ_INT(llm_allocator_alloc_graph(a, g, &err), 0);
     /* A node never shares memory with a source that is still needed when it runs. */

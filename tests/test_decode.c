@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "npu_harness.h"
 #include "model/context.h"
 #include "model/gguf.h"
 #include "model/model.h"
@@ -54,8 +55,8 @@ static struct llm_context *context(struct llm_model *m, int n_ctx, int ubatch, i
     p.type_k = p.type_v = kv;
     p.flash_attn = true;
     p.device = dev;
-    p.acl_graph = 1;
-    p.npu_launch_us = 0;
+    struct llm_backend_option npu_opts[2];
+    test_npu_options(&p, npu_opts, 1, 0);
     struct llm_context *c = NULL;
     struct llm_error err;
     if (llm_context_new(m, &p, &c, &err))
@@ -372,8 +373,8 @@ static void test_long(struct llm_model *m, const char *want450)
               "%s: %zu of %d logits differ from cpu with 2 threads (%d tokens)", same[i].what, diff,
               N_LONG * nv, n2);
         if (c && same[i].dev == LLM_DEVICE_NPU) {
-            struct llm_graph_stats st;
-            llm_context_stats(c, &st);
+            struct llm_npu_stats st;
+            test_npu_stats(c, &st);
             CHECK(st.captures >= 3 && st.hits >= N_LONG - 4, "npu: %llu captures, %llu hits for 3 windows",
                   (unsigned long long)st.captures, (unsigned long long)st.hits);
         }

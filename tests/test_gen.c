@@ -9,6 +9,7 @@
 #include <math.h>
 
 #include "harness.h"
+#include "npu_harness.h"
 #include "model/context.h"
 #include "model/model.h"
 #include "model/sampler.h"
@@ -342,8 +343,8 @@ static float *device_logits(struct llm_model *m, const struct ref *r, enum llm_d
     struct llm_context_params p = llm_context_default_params();
     p.n_ctx = r->n_prompt + r->n_greedy + 8;
     p.device = dev;
-    p.acl_graph = graph;
-    p.npu_launch_us = 0;
+    struct llm_backend_option npu_opts[2];
+    test_npu_options(&p, npu_opts, graph, 0);
     struct llm_context *c = ctx_with(m, &p);
     const size_t nv = (size_t)r->n_vocab, rows = (size_t)r->n_prompt + (size_t)r->n_greedy;
     float *out = calloc(rows * nv, sizeof *out);

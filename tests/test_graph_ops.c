@@ -35,8 +35,9 @@ static void run(int threads)
     struct llm_tensor *c = llm_cpy(ctx, s, llm_reshape_2d(ctx, h, 2, 4));
     struct llm_tensor *outs[] = { s, a, c };
     struct llm_graph *g = llm_graph_build(outs, 3);
-    struct llm_allocator *al = llm_allocator_new(test_host_alloc, test_host_free, NULL);
-    struct llm_backend *be = llm_backend_cpu_new(threads, 0);
+    struct llm_allocator *al = llm_allocator_new(NULL);
+    const struct llm_backend_params bp = { .device = LLM_DEVICE_CPU, .n_threads = threads };
+    struct llm_backend *be = llm_backend_cpu_new(&bp, NULL);
     struct llm_error err;
     CHECK(g && al && be);
     CHECK(!llm_allocator_alloc_graph(al, g, &err), "%s", err.msg);

@@ -5,6 +5,7 @@
  * with GGML_CANN_PREFILL_USE_GRAPH; graph mode off never touches the cache. Replays and eager
  * launches count the same kernels, and each graph fills one RoPE table, on every architecture. */
 #include "harness.h"
+#include "npu_harness.h"
 #include "model/context.h"
 #include "model/model.h"
 #include "model/sampler.h"
@@ -15,7 +16,7 @@
 struct run {
     int32_t ids[N_GEN];
     int n;
-    struct llm_graph_stats st;
+    struct llm_npu_stats st;
     int64_t schedules; /* graph shapes scheduled */
 };
 
@@ -26,8 +27,8 @@ static bool generate(struct llm_model *m, enum llm_device dev, int graph, const 
     struct llm_context_params p = llm_context_default_params();
     p.n_ctx = N_CTX;
     p.device = dev;
-    p.acl_graph = graph;
-    p.npu_launch_us = 0;
+    struct llm_backend_option npu_opts[2];
+    test_npu_options(&p, npu_opts, graph, 0);
     struct llm_context *c = NULL;
     struct llm_error err;
     if (llm_context_new(m, &p, &c, &err)) {
@@ -44,7 +45,7 @@ static bool generate(struct llm_model *m, enum llm_device dev, int graph, const 
     }
     if (!ok)
         fprintf(stderr, "decode: %s\n", err.msg);
-    llm_context_stats(c, &out->st);
+    test_npu_stats(c, &out->st);
     double us;
     llm_context_schedule_time(c, &us, &out->schedules);
     llm_context_free(c);
@@ -113,7 +114,8 @@ static void test_capture_every_batch(void)
             p.n_ctx = 256;
             p.n_ubatch = 64;
             p.device = LLM_DEVICE_NPU;
-            p.acl_graph = 1;
+            struct llm_backend_option npu_opts[2];
+            test_npu_options(&p, npu_opts, 1, -1);
             p.flash_attn = fa;
             struct llm_context *c = NULL;
             CHECK(llm_context_new(m, &p, &c, &err) == 0, "%s", err.msg);
@@ -140,7 +142,7 @@ static void test_capture_every_batch(void)
 #define N_OFFLOAD 12
 static const char *offload_overrides; /* -ot of the next offload_run */
 
-static bool offload_run(struct llm_model *m, int ngl, int graph, bool nkvo, int32_t *ids, struct llm_graph_stats *st,
+static bool offload_run(struct llm_model *m, int ngl, int graph, bool nkvo, int32_t *ids, struct llm_npu_stats *st,
                         int *splits)
 {
     struct llm_context_params p = llm_context_default_params();
@@ -148,7 +150,8 @@ static bool offload_run(struct llm_model *m, int ngl, int graph, bool nkvo, int3
     p.n_ctx = 64;
     p.device = ngl < -1 ? LLM_DEVICE_CPU : LLM_DEVICE_NPU;
     p.n_gpu_layers = ngl;
-    p.acl_graph = graph;
+    struct llm_backend_option npu_opts[2];
+    test_npu_options(&p, npu_opts, graph, -1);
     p.no_kv_offload = nkvo;
     struct llm_context *c = NULL;
     struct llm_error err;
@@ -161,7 +164,7 @@ static bool offload_run(struct llm_model *m, int ngl, int graph, bool nkvo, int3
     }
     CHECK(ok, "ngl %d graph %d nkvo %d: %s", ngl, graph, nkvo, err.msg);
     if (c) {
-        llm_context_stats(c, st);
+        test_npu_stats(c, st);
         *splits = llm_context_n_splits(c);
     }
     llm_context_free(c);
@@ -192,7 +195,7 @@ static void test_offload(void)
             continue;
         const int nl = (int)m->hp.n_layer;
         int32_t want[N_OFFLOAD], got[N_OFFLOAD];
-        struct llm_graph_stats st;
+        struct llm_npu_stats st;
         int splits = 0;
         CHECK(offload_run(m, -2, 0, false, want, &st, &splits));
         const int ngls[] = { 0, 1, nl / 2, nl, nl + 1, 99 };
@@ -230,7 +233,7 @@ static void test_overrides(void)
     if (!m)
         return;
     int32_t want[N_OFFLOAD], got[N_OFFLOAD];
-    struct llm_graph_stats st;
+    struct llm_npu_stats st;
     int splits = 0, all_splits = 0;
     CHECK(offload_run(m, -2, 0, false, want, &st, &splits));
     CHECK(offload_run(m, 99, 1, false, got, &st, &all_splits));
@@ -270,7 +273,8 @@ static void test_rope_tables(void)
             struct llm_context_params p = llm_context_default_params();
             p.n_ctx = 64;
             p.device = LLM_DEVICE_NPU;
-            p.acl_graph = graph;
+            struct llm_backend_option npu_opts[2];
+            test_npu_options(&p, npu_opts, graph, -1);
             struct llm_context *c = NULL;
             CHECK(llm_context_new(m, &p, &c, &err) == 0, "%s", err.msg);
             if (!c)
@@ -280,8 +284,8 @@ static void test_rope_tables(void)
             for (int32_t t = 7; ok && t < 12; t++)
                 ok = llm_decode(c, &t, 1, false, &err) == 0;
             CHECK(ok, "%s: %s", files[i], err.msg);
-            struct llm_graph_stats st;
-            llm_context_stats(c, &st);
+            struct llm_npu_stats st;
+            test_npu_stats(c, &st);
             CHECK(st.rope_tables == st.eager_graphs + st.captures && st.eager_graphs == (graph ? 1u : 6u),
                   "%s graph %d: %llu tables for %llu eager graphs and %llu captures", files[i], graph,
                   (unsigned long long)st.rope_tables, (unsigned long long)st.eager_graphs,
@@ -304,7 +308,8 @@ static void test_prefill(struct llm_model *m)
         struct llm_context_params p = llm_context_default_params();
         p.n_ctx = 256;
         p.device = LLM_DEVICE_NPU;
-        p.acl_graph = 1;
+        struct llm_backend_option npu_opts[2];
+        test_npu_options(&p, npu_opts, 1, -1);
         struct llm_context *c = NULL;
         struct llm_error err;
         CHECK(llm_context_new(m, &p, &c, &err) == 0, "%s", err.msg);
@@ -319,8 +324,8 @@ static void test_prefill(struct llm_model *m)
             else
                 CHECK(memcmp(first, llm_get_logits(c, 0), sizeof first) == 0, "prefill %d differs", r);
         }
-        struct llm_graph_stats st;
-        llm_context_stats(c, &st);
+        struct llm_npu_stats st;
+        test_npu_stats(c, &st);
         CHECK_EQ_INT(st.captures, use ? 1 : 0);
         CHECK_EQ_INT(st.hits, use ? 2 : 0);
         CHECK_EQ_INT(st.eager_graphs, use ? 0 : 3);

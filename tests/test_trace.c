@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "npu_harness.h"
 #include "model/context.h"
 #include "model/model.h"
 #include "profile.h"
@@ -89,7 +90,7 @@ static uint64_t profile_nodes(const struct llm_profile *p, enum llm_phase ph)
 
 /* Prompt then N_STEPS decoded tokens on dev, profiled and traced into path. */
 static bool run(struct llm_model *m, enum llm_device dev, int graph, const char *path, struct llm_profile *prof,
-                struct llm_graph_stats *st)
+                struct llm_npu_stats *st)
 {
     struct llm_error err;
     struct llm_trace *trace = llm_trace_open(path, &err);
@@ -97,8 +98,8 @@ static bool run(struct llm_model *m, enum llm_device dev, int graph, const char 
     struct llm_context_params p = llm_context_default_params();
     p.n_ctx = 64;
     p.device = dev;
-    p.acl_graph = graph;
-    p.npu_launch_us = 0;
+    struct llm_backend_option npu_opts[2];
+    test_npu_options(&p, npu_opts, graph, 0);
     p.profile = prof;
     p.trace = trace;
     struct llm_context *c = NULL;
@@ -111,7 +112,7 @@ static bool run(struct llm_model *m, enum llm_device dev, int graph, const char 
     }
     CHECK(ok, "%s", err.msg);
     if (c)
-        llm_context_stats(c, st);
+        test_npu_stats(c, st);
     llm_context_free(c);
     CHECK(llm_trace_close(trace, &err) == 0, "%s", err.msg);
     return ok;
@@ -121,7 +122,7 @@ static void test_runs(struct llm_model *m, const char *dir)
 {
     char path[512];
     static struct llm_profile cpu_prof, prof;
-    struct llm_graph_stats st;
+    struct llm_npu_stats st;
     struct counts c;
     snprintf(path, sizeof path, "%s/cpu.json", dir);
     CHECK(run(m, LLM_DEVICE_CPU, 0, path, &cpu_prof, &st));

@@ -10,6 +10,7 @@
 
 #include "bench.h"
 #include "latency.h"
+#include "stats_print.h"
 #include "commands.h"
 #include "log.h"
 #include "profile.h"
@@ -245,7 +246,10 @@ static int measure(struct bench_state *s, struct llm_context *c, const struct be
 }
 
 /* The context test t runs in (observers not set). */
-static struct llm_context_params test_context_params(const struct bench_instance *t)
+/* The context of test t; npu_opts (2 slots, read when the context is made) holds the npu's graph
+ * mode and launch cost. */
+static struct llm_context_params test_context_params(const struct bench_instance *t,
+                                                     struct llm_backend_option npu_opts[2])
 {
     struct llm_context_params cp = llm_context_default_params();
     cp.n_ctx = t->n_prompt + t->n_gen + t->n_depth;
@@ -259,8 +263,10 @@ static struct llm_context_params test_context_params(const struct bench_instance
     cp.n_gpu_layers = t->n_gpu_layers;
     cp.no_kv_offload = t->no_kv_offload != 0;
     cp.tensor_overrides = t->overrides;
-    cp.acl_graph = t->acl_graph;
-    cp.npu_launch_us = t->launch_us;
+    npu_opts[0] = (struct llm_backend_option){ LLM_DEVICE_NPU, "acl_graph", t->acl_graph };
+    npu_opts[1] = (struct llm_backend_option){ LLM_DEVICE_NPU, "launch_us", t->launch_us };
+    cp.backend_options = npu_opts;
+    cp.n_backend_options = 2;
     return cp;
 }
 
@@ -277,7 +283,8 @@ static struct llm_context_params test_context_params(const struct bench_instance
 
 static int warm_up_machine(struct bench_state *s, const struct bench_instance *t)
 {
-    struct llm_context_params cp = test_context_params(t);
+    struct llm_backend_option npu_opts[2];
+    struct llm_context_params cp = test_context_params(t, npu_opts);
     cp.n_ctx = WARM_TOKENS;
     struct llm_context *c = NULL;
     struct llm_error err = { 0 };
@@ -320,7 +327,8 @@ static int run_test(struct bench_state *s, const struct bench_instance *t, struc
         if (rc != RUN_OK)
             return rc;
     }
-    struct llm_context_params cp = test_context_params(t);
+    struct llm_backend_option npu_opts[2];
+    struct llm_context_params cp = test_context_params(t, npu_opts);
     cp.trace = s->trace;
     if (s->prof) {
         memset(s->prof, 0, sizeof *s->prof);
@@ -348,7 +356,7 @@ static int run_test(struct bench_state *s, const struct bench_instance *t, struc
     int rc = s->p->delay > 0 ? sleep_s(s->p->delay) : RUN_OK;
     if (rc == RUN_OK)
         rc = measure(s, c, t, samples, tok);
-    llm_context_stats(c, &res->graph);
+    res->n_stats = llm_context_stats(c, res->stats, LLM_BACKEND_MAX_STATS);
     res->n_splits = llm_context_n_splits(c);
     res->copy_bytes_per_token = llm_context_copy_bytes_per_token(c);
     llm_context_free(c);
@@ -401,20 +409,9 @@ static void print_extras(const struct bench_state *s, const struct bench_result 
     bench_test_name(&r->inst, name, sizeof name);
     if (s->p->verbose) {
         const double n = r->n_tokens ? (double)r->n_tokens : 1.0;
-        fprintf(stderr,
-                "llm-bench: %s: device %s, acl_graph %s, npu launch cost %d us: graph captures %llu, replays %llu, "
-                "hits %llu, misses %llu, evictions %llu, eager launches %llu, ops replayed %llu, rope tables %llu; "
-                "per token: host "
-                "launch %.2f us, host match %.2f us, host serial %.2f us, device %.2f us; host waits %llu, %llu of "
-                "them with the device on the host's cpu\n",
-                name, bench_dev_name(r->inst.device), r->inst.acl_graph ? "on" : "off", r->inst.launch_us,
-                (unsigned long long)r->graph.captures, (unsigned long long)r->graph.replays,
-                (unsigned long long)r->graph.hits, (unsigned long long)r->graph.misses,
-                (unsigned long long)r->graph.evictions, (unsigned long long)r->graph.eager_launches,
-                (unsigned long long)r->graph.ops_replayed, (unsigned long long)r->graph.rope_tables,
-                r->graph.host_launch_us / n, r->graph.host_match_us / n,
-                r->graph.host_serial_us / n, r->graph.device_us / n, (unsigned long long)r->graph.host_waits,
-                (unsigned long long)r->graph.host_waits_shared_cpu);
+        fprintf(stderr, "llm-bench: %s: device %s, acl_graph %s, npu launch cost %d us", name,
+                bench_dev_name(r->inst.device), r->inst.acl_graph ? "on" : "off", r->inst.launch_us);
+        print_backend_stats(stderr, r->stats, r->n_stats, n);
     }
     if (s->p->verbose && r->token_ns)
         print_latency(name, r);

@@ -146,7 +146,8 @@ struct bench_result {
     char test_time[32];         /* RFC 3339 UTC when the test started         */
     const uint64_t *samples_ns; /* one per repetition                         */
     size_t n_samples;
-    struct llm_graph_stats graph; /* the test's context: warm-up included (0 on cpu)  */
+    struct llm_backend_stat stats[LLM_BACKEND_MAX_STATS]; /* the figures of the test's backends, */
+    int n_stats;                  /* warm-up included (none on the cpu alone)              */
     int n_splits;                 /* the schedule of the test's last graph: its splits and the */
     double copy_bytes_per_token;  /* bytes copied between backends per token it evaluated    */
     const char *profile;          /* --profile: the test's profile as JSON text, else NULL */
@@ -159,6 +160,9 @@ struct bench_result {
  * first decode step; the inter-token latency covers every decode step of tg and pg tests (none for
  * pp tests). Returns -1 on allocation failure. */
 int bench_latency(const struct bench_result *r, struct latency_summary *out);
+
+/* r's figure called name (backend.h llm_backend_stat), 0 when its backends keep none of that name. */
+double bench_stat(const struct bench_result *r, const char *name);
 
 /* Per-sample t/s: 1e9 * (n_prompt + n_gen) / ns. ts must hold n_samples values. */
 void bench_samples_ts(const struct bench_result *r, double *ts);

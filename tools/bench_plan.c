@@ -1,6 +1,7 @@
 /* llm-bench test plan and statistics, as llama-bench enumerates and summarises its tests. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "bench.h"
 
@@ -162,6 +163,14 @@ double bench_stdev_ts(const double *v, size_t n)
     for (size_t i = 0; i < n; i++)
         sq += v[i] * v[i];
     return sqrt(sq / (k - 1) - mean * mean * k / (k - 1));
+}
+
+double bench_stat(const struct bench_result *r, const char *name)
+{
+    for (int i = 0; i < r->n_stats; i++)
+        if (!strcmp(r->stats[i].name, name))
+            return r->stats[i].value;
+    return 0;
 }
 
 void bench_samples_ts(const struct bench_result *r, double *ts)

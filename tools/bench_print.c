@@ -23,9 +23,13 @@ enum field {
     N_LLAMA_FIELDS = F_ACL_GRAPH /* llama-bench's fields are [0, N_LLAMA_FIELDS) */
 };
 
+/* A field's name and type; the device's figures (backend.h llm_backend_stat) name the figure they
+ * show, per token where the field says so. */
 static const struct {
     const char *name;
     enum ftype type;
+    const char *stat;
+    bool per_token;
 } fields[N_FIELDS] = {
     [F_BUILD_COMMIT] = { "build_commit", T_STRING }, [F_BUILD_NUMBER] = { "build_number", T_INT },
     [F_CPU_INFO] = { "cpu_info", T_STRING }, [F_GPU_INFO] = { "gpu_info", T_STRING },
@@ -47,14 +51,14 @@ static const struct {
     [F_TEST_TIME] = { "test_time", T_STRING }, [F_AVG_NS] = { "avg_ns", T_INT },
     [F_STDDEV_NS] = { "stddev_ns", T_INT }, [F_AVG_TS] = { "avg_ts", T_FLOAT },
     [F_STDDEV_TS] = { "stddev_ts", T_FLOAT }, [F_ACL_GRAPH] = { "acl_graph", T_BOOL },
-    [F_GRAPH_CAPTURES] = { "graph_captures", T_INT }, [F_GRAPH_REPLAYS] = { "graph_replays", T_INT },
-    [F_GRAPH_HITS] = { "graph_hits", T_INT }, [F_GRAPH_MISSES] = { "graph_misses", T_INT },
-    [F_GRAPH_EVICTIONS] = { "graph_evictions", T_INT }, [F_EAGER_LAUNCHES] = { "eager_launches", T_INT },
-    [F_NPU_LAUNCH_US] = { "npu_launch_us", T_INT }, [F_OPS_REPLAYED] = { "ops_replayed", T_INT },
-    [F_HOST_LAUNCH_US] = { "host_launch_us_per_token", T_FLOAT },
-    [F_HOST_MATCH_US] = { "host_match_us_per_token", T_FLOAT },
-    [F_HOST_SERIAL_US] = { "host_serial_us_per_token", T_FLOAT }, [F_DEVICE_US] = { "device_us_per_token", T_FLOAT },
-    [F_HOST_WAITS] = { "host_waits", T_INT }, [F_HOST_WAITS_SHARED_CPU] = { "host_waits_shared_cpu", T_INT },
+    [F_GRAPH_CAPTURES] = { "graph_captures", T_INT, "captures" }, [F_GRAPH_REPLAYS] = { "graph_replays", T_INT, "replays" },
+    [F_GRAPH_HITS] = { "graph_hits", T_INT, "hits" }, [F_GRAPH_MISSES] = { "graph_misses", T_INT, "misses" },
+    [F_GRAPH_EVICTIONS] = { "graph_evictions", T_INT, "evictions" }, [F_EAGER_LAUNCHES] = { "eager_launches", T_INT, "eager_launches" },
+    [F_NPU_LAUNCH_US] = { "npu_launch_us", T_INT }, [F_OPS_REPLAYED] = { "ops_replayed", T_INT, "ops_replayed" },
+    [F_HOST_LAUNCH_US] = { "host_launch_us_per_token", T_FLOAT, "host_launch_us", true },
+    [F_HOST_MATCH_US] = { "host_match_us_per_token", T_FLOAT, "host_match_us", true },
+    [F_HOST_SERIAL_US] = { "host_serial_us_per_token", T_FLOAT, "host_serial_us", true }, [F_DEVICE_US] = { "device_us_per_token", T_FLOAT, "device_us", true },
+    [F_HOST_WAITS] = { "host_waits", T_INT, "host_waits" }, [F_HOST_WAITS_SHARED_CPU] = { "host_waits_shared_cpu", T_INT, "host_waits_shared_cpu" },
     [F_N_SPLITS] = { "n_splits", T_INT }, [F_COPY_BYTES] = { "copy_bytes_per_token", T_FLOAT },
 };
 
@@ -98,6 +102,17 @@ static double per_token(const struct bench_result *r, double total)
 static const char *row_backends(const struct record *rec)
 {
     return rec->r->inst.device == BENCH_DEV_NPU ? "CANN" : rec->env->backends;
+}
+
+/* A field showing one of the device's figures (0 on the cpu alone, which keeps none). */
+static const char *stat_value(const struct bench_result *r, enum field f, char *buf, size_t cap)
+{
+    const double v = bench_stat(r, fields[f].stat);
+    if (fields[f].type == T_INT)
+        snprintf(buf, cap, "%.0f", v);
+    else
+        snprintf(buf, cap, "%f", fields[f].per_token ? per_token(r, v) : v);
+    return buf;
 }
 
 /* The value of field f as llama-bench's get_values() renders it (bools "0"/"1", floats "%f").
@@ -144,20 +159,11 @@ static const char *value(const struct record *rec, enum field f, char *buf)
     case F_AVG_TS: snprintf(buf, cap, "%f", rec->avg_ts); return buf;
     case F_STDDEV_TS: snprintf(buf, cap, "%f", rec->stddev_ts); return buf;
     case F_ACL_GRAPH: return t->acl_graph ? "1" : "0";
-    case F_GRAPH_CAPTURES: snprintf(buf, cap, "%" PRIu64, r->graph.captures); return buf;
-    case F_GRAPH_REPLAYS: snprintf(buf, cap, "%" PRIu64, r->graph.replays); return buf;
-    case F_GRAPH_HITS: snprintf(buf, cap, "%" PRIu64, r->graph.hits); return buf;
-    case F_GRAPH_MISSES: snprintf(buf, cap, "%" PRIu64, r->graph.misses); return buf;
-    case F_GRAPH_EVICTIONS: snprintf(buf, cap, "%" PRIu64, r->graph.evictions); return buf;
-    case F_EAGER_LAUNCHES: snprintf(buf, cap, "%" PRIu64, r->graph.eager_launches); return buf;
     case F_NPU_LAUNCH_US: snprintf(buf, cap, "%d", t->launch_us); return buf;
-    case F_OPS_REPLAYED: snprintf(buf, cap, "%" PRIu64, r->graph.ops_replayed); return buf;
-    case F_HOST_LAUNCH_US: snprintf(buf, cap, "%f", per_token(r, r->graph.host_launch_us)); return buf;
-    case F_HOST_MATCH_US: snprintf(buf, cap, "%f", per_token(r, r->graph.host_match_us)); return buf;
-    case F_HOST_SERIAL_US: snprintf(buf, cap, "%f", per_token(r, r->graph.host_serial_us)); return buf;
-    case F_DEVICE_US: snprintf(buf, cap, "%f", per_token(r, r->graph.device_us)); return buf;
-    case F_HOST_WAITS: snprintf(buf, cap, "%" PRIu64, r->graph.host_waits); return buf;
-    case F_HOST_WAITS_SHARED_CPU: snprintf(buf, cap, "%" PRIu64, r->graph.host_waits_shared_cpu); return buf;
+    case F_GRAPH_CAPTURES: case F_GRAPH_REPLAYS: case F_GRAPH_HITS: case F_GRAPH_MISSES: case F_GRAPH_EVICTIONS:
+    case F_EAGER_LAUNCHES: case F_OPS_REPLAYED: case F_HOST_LAUNCH_US: case F_HOST_MATCH_US: case F_HOST_SERIAL_US:
+    case F_DEVICE_US: case F_HOST_WAITS: case F_HOST_WAITS_SHARED_CPU:
+        return stat_value(r, f, buf, cap);
     case F_N_SPLITS: snprintf(buf, cap, "%d", r->n_splits); return buf;
     case F_COPY_BYTES: snprintf(buf, cap, "%f", r->copy_bytes_per_token); return buf;
     case N_FIELDS: break;

@@ -14,6 +14,7 @@
 #include "args.h"
 #include "commands.h"
 #include "latency.h"
+#include "stats_print.h"
 #include "model/context.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
@@ -511,24 +512,15 @@ struct run_stats {
 };
 
 /* Graph cache and launch statistics of the run (npu), per token where that is what matters. */
-static void print_graph_stats(const struct llm_context *ctx, int n_tok)
+/* -v: the device's own figures (the npu's graph cache and launches); none on the cpu alone. */
+static void print_device_stats(const struct llm_context *ctx, int n_tok)
 {
-    struct llm_graph_stats st;
-    llm_context_stats(ctx, &st);
-    if (n_tok < 1)
-        n_tok = 1;
-    fprintf(stderr, "llm-run: graph captures %llu, replays %llu, hits %llu, misses %llu, evictions %llu, "
-            "eager graphs %llu, eager launches %llu, ops replayed %llu, rope tables %llu\n",
-            (unsigned long long)st.captures, (unsigned long long)st.replays, (unsigned long long)st.hits,
-            (unsigned long long)st.misses, (unsigned long long)st.evictions, (unsigned long long)st.eager_graphs,
-            (unsigned long long)st.eager_launches, (unsigned long long)st.ops_replayed,
-            (unsigned long long)st.rope_tables);
-    fprintf(stderr, "llm-run: host launch %.1f us, host match %.1f us, host serial %.1f us, device %.1f us "
-            "(per token of %d: %.2f / %.2f / %.2f / %.2f us); host waits %llu, %llu of them with the device "
-            "on the host's cpu\n",
-            st.host_launch_us, st.host_match_us, st.host_serial_us, st.device_us, n_tok, st.host_launch_us / n_tok,
-            st.host_match_us / n_tok, st.host_serial_us / n_tok, st.device_us / n_tok,
-            (unsigned long long)st.host_waits, (unsigned long long)st.host_waits_shared_cpu);
+    struct llm_backend_stat st[LLM_BACKEND_MAX_STATS];
+    const int n = llm_context_stats(ctx, st, LLM_BACKEND_MAX_STATS);
+    if (!n)
+        return;
+    fprintf(stderr, "llm-run: %s", llm_context_backend_name(ctx));
+    print_backend_stats(stderr, st, n, n_tok);
 }
 
 static double per_s(double n, double ms)
@@ -597,7 +589,7 @@ static void print_stats(const struct run_stats *rs, const struct llm_context *ct
             llm_type_name(cp->type_k), llm_type_name(cp->type_v), bytes / 1048576.0);
     print_splits(ctx);
     if (strcmp(llm_context_backend_name(ctx), "cpu") != 0) /* the cpu has no graph cache */
-        print_graph_stats(ctx, (int)(rs->n_prompt_done + rs->n_gen));
+        print_device_stats(ctx, (int)(rs->n_prompt_done + rs->n_gen));
 }
 
 static void print_summary(const struct run_stats *rs, const struct llm_context *ctx, int n_threads)

@@ -23,6 +23,7 @@ struct tensor_override {
     enum llm_device device;
 };
 #define MAX_OVERRIDES 16
+#define MAX_BACKEND_OPTIONS 16
 
 struct llm_context {
     struct llm_model *model;
@@ -35,7 +36,6 @@ struct llm_context {
     struct llm_split_exec exec;      /* arenas, the schedule and its copies              */
     struct llm_ctx *gctx;            /* tensor pool reused by every graph build          */
     struct llm_kv_cache kv;
-    int kv_backend[LLM_MAX_LAYERS];  /* index into backends of each layer's cache        */
     struct tensor_override overrides[MAX_OVERRIDES];
     int n_overrides;
     /* Fixed input buffers in host memory, sized for n_ubatch tokens and n_cells cells: the
@@ -59,7 +59,7 @@ struct llm_context_params llm_context_default_params(void)
     return (struct llm_context_params){
         .n_ctx = 4096, .n_batch = 2048, .n_ubatch = 512, .n_threads = 2,
         .type_k = LLM_TYPE_F16, .type_v = LLM_TYPE_F16, .flash_attn = true,
-        .device = LLM_DEVICE_CPU, .acl_graph = -1, .npu_launch_us = -1.0, .n_gpu_layers = -1,
+        .device = LLM_DEVICE_CPU, .n_gpu_layers = -1,
     };
 }
 
@@ -156,16 +156,14 @@ static int cpu_index(const struct llm_context *c)
     return c->n_backends - 1;
 }
 
+/* The backend whose buffer holds the leaf; plain host memory (the mapped file, inputs) is the cpu's. */
 static int leaf_backend(void *user, const struct llm_tensor *leaf)
 {
     const struct llm_context *c = user;
-    if (leaf->flags & LLM_TENSOR_INPUT)
-        return -1;
-    if (llm_weights_is_uploaded(&c->weights, leaf))
-        return 0;
-    for (int32_t il = 0; il < c->kv.n_layer; il++)
-        if (leaf == &c->kv.k[il] || leaf == &c->kv.v[il])
-            return c->kv_backend[il];
+    const struct llm_backend *owner = llm_tensor_backend(leaf);
+    for (int b = 0; b < c->n_backends; b++)
+        if (c->backends[b] == owner)
+            return b;
     return cpu_index(c);
 }
 
@@ -213,13 +211,22 @@ static int reserve(struct llm_context *c, struct llm_error *err)
 /* The backends: the npu first when asked for, then the cpu (with the same thread count). */
 static int make_backends(struct llm_context *c, struct llm_error *err)
 {
-    struct llm_backend_params bp = { .device = c->p.device, .n_threads = c->p.n_threads,
-                                     .acl_graph = c->p.acl_graph, .launch_us = c->p.npu_launch_us };
+    struct llm_backend_option opts[MAX_BACKEND_OPTIONS + 1];
+    const int n_opts = c->p.n_backend_options;
+    if (n_opts < 0 || n_opts > MAX_BACKEND_OPTIONS)
+        return llm_fail(err, LLM_ERR_ARG, "%d backend options (at most %d)", n_opts, MAX_BACKEND_OPTIONS);
+    if (n_opts)
+        memcpy(opts, c->p.backend_options, (size_t)n_opts * sizeof *opts);
+    struct llm_backend_params bp = { .device = c->p.device, .n_threads = c->p.n_threads, .options = opts,
+                                     .n_options = n_opts };
     if (c->p.device != LLM_DEVICE_CPU) {
         if (!(c->backends[c->n_backends] = llm_backend_new(&bp, err)))
             return err ? err->code : LLM_ERR_NOMEM;
         c->n_backends++;
-        bp.idle_spin_us = 1; /* the device's threads run while the cpu's wait: sleep at once */
+        /* the device's threads run while the cpu's wait: the cpu's sleep at once, unless told */
+        memmove(opts + 1, opts, (size_t)n_opts * sizeof *opts);
+        opts[0] = (struct llm_backend_option){ LLM_DEVICE_CPU, "idle_spin_us", 1 };
+        bp.n_options++;
     }
     bp.device = LLM_DEVICE_CPU;
     if (!(c->backends[c->n_backends] = llm_backend_new(&bp, err)))
@@ -303,8 +310,7 @@ static int context_init(struct llm_context *c, struct llm_error *err)
         rc = llm_weights_place(&c->weights, c->model, c->backends[0], offload_tensor, c, err);
     struct llm_backend *kv_home[LLM_MAX_LAYERS];
     for (uint32_t il = 0; il < c->model->hp.n_layer && il < LLM_MAX_LAYERS; il++) {
-        c->kv_backend[il] = layer_offloaded(c, il) && !c->p.no_kv_offload ? 0 : cpu_index(c);
-        kv_home[il] = c->backends[c->kv_backend[il]];
+        kv_home[il] = c->backends[layer_offloaded(c, il) && !c->p.no_kv_offload ? 0 : cpu_index(c)];
     }
     if (!rc)
         rc = llm_kv_cache_init(&c->kv, &c->model->hp, kv_home, c->p.n_ctx, c->p.type_k, c->p.type_v, err);
@@ -399,8 +405,7 @@ static int read_logits(struct llm_context *c, int32_t n_out, struct llm_error *e
     }
     const struct llm_tensor *logits = c->graph_logits;
     float *dst = c->logits + (size_t)c->n_logits_rows * (size_t)n_vocab;
-    struct llm_backend *b = c->backends[llm_sched_memory_backend(logits)];
-    int rc = b->iface->tensor_get(b, logits, dst, 0, (size_t)n_out * logits->nb[1], err);
+    int rc = llm_tensor_get(logits, dst, 0, (size_t)n_out * logits->nb[1], err);
     if (!rc)
         c->n_logits_rows = rows;
     return rc;
@@ -501,9 +506,19 @@ const struct llm_model *llm_context_model(const struct llm_context *c)
     return c->model;
 }
 
-void llm_context_stats(const struct llm_context *c, struct llm_graph_stats *out)
+struct llm_backend *llm_context_device(const struct llm_context *c)
 {
-    c->backends[0]->iface->get_stats(c->backends[0], out); /* the npu's, when there is one */
+    return c->n_backends > 1 ? c->backends[0] : NULL;
+}
+
+int llm_context_stats(const struct llm_context *c, struct llm_backend_stat *out, int cap)
+{
+    int n = 0;
+    for (int b = 0; b < c->n_backends; b++) {
+        const int k = c->backends[b]->iface->get_stats(c->backends[b], out + n, cap - n);
+        n += k < cap - n ? k : cap - n;
+    }
+    return n;
 }
 
 const char *llm_context_backend_name(const struct llm_context *c)

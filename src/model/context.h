@@ -26,8 +26,9 @@ struct llm_context_params {
                               (DEVICE cpu or npu; CPU, NPU, CANN, CANN0 too): the first
                               whose POSIX extended regex matches a weight's name decides
                               where it lives, before -ngl; NULL or "" for none          */
-    int acl_graph;         /* npu graph mode: 1 on, 0 off, -1 GGML_CANN_ACL_GRAPH   */
-    double npu_launch_us;  /* npu host µs per eager launch; < 0: LLM_NPU_LAUNCH_US  */
+    const struct llm_backend_option *backend_options; /* the backends' own settings (the npu's
+                              acl_graph and launch_us, say: src/npu/npu_backend.h); at most 16 */
+    int n_backend_options;
     struct llm_profile *profile; /* per-op times by phase, or NULL (src/profile.h)  */
     struct llm_trace *trace;     /* timeline of host and backend threads, or NULL  */
 };
@@ -57,8 +58,11 @@ int32_t llm_n_ctx(const struct llm_context *c);
 /* Forget every token in the cache. */
 void llm_kv_clear(struct llm_context *c);
 const struct llm_model *llm_context_model(const struct llm_context *c);
-/* The device's statistics so far (graph cache, launches, host and device time); zeros on cpu. */
-void llm_context_stats(const struct llm_context *c, struct llm_graph_stats *out);
+/* The backends' figures so far (the npu's graph cache, launches, host and device time), up to cap of
+ * them; returns how many were written. None on cpu. */
+int llm_context_stats(const struct llm_context *c, struct llm_backend_stat *out, int cap);
+/* The device beside the cpu (the npu), NULL when the context runs on the cpu alone. */
+struct llm_backend *llm_context_device(const struct llm_context *c);
 const char *llm_context_backend_name(const struct llm_context *c);
 
 /* Split i (0 .. llm_context_n_splits() - 1) of the last graph's schedule: its backend, its node

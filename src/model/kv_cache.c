@@ -17,10 +17,11 @@ static int cache_tensor(struct llm_backend *b, struct llm_tensor *t, enum llm_ty
     t->nb[1] = row;
     t->nb[2] = t->nb[3] = bytes;
     snprintf(t->name, sizeof t->name, "%s_l%u", name, il);
-    t->data = b->iface->buffer_alloc(b, bytes);
-    if (!t->data)
+    struct llm_buffer *buf = llm_buffer_new(b, bytes);
+    if (!buf)
         return llm_fail(err, LLM_ERR_NOMEM, "cannot allocate %s of %zu bytes", t->name, bytes);
-    return b->iface->tensor_memset(b, t, 0, 0, bytes, err);
+    llm_buffer_place(buf, t, 0);
+    return llm_tensor_memset(t, 0, 0, bytes, err);
 }
 
 int llm_kv_cache_init(struct llm_kv_cache *kv, const struct llm_hparams *hp, struct llm_backend *const *layer_backends,
@@ -30,7 +31,7 @@ int llm_kv_cache_init(struct llm_kv_cache *kv, const struct llm_hparams *hp, str
     const int64_t n_k = (int64_t)hp->n_embd_head_k * hp->n_head_kv;
     const int64_t n_v = (int64_t)hp->n_embd_head_v * hp->n_head_kv;
     for (uint32_t il = 0; il < hp->n_layer; il++) {
-        struct llm_backend *b = kv->backends[il] = layer_backends[il];
+        struct llm_backend *b = layer_backends[il];
         kv->n_layer = (int32_t)il + 1; /* what release must free from here on */
         int rc = cache_tensor(b, &kv->k[il], type_k, n_k, kv->n_cells, "cache_k", il, err);
         if (!rc)
@@ -44,11 +45,8 @@ int llm_kv_cache_init(struct llm_kv_cache *kv, const struct llm_hparams *hp, str
 void llm_kv_cache_release(struct llm_kv_cache *kv)
 {
     for (int32_t il = 0; il < kv->n_layer; il++) {
-        struct llm_backend *b = kv->backends[il];
-        if (kv->k[il].data)
-            b->iface->buffer_free(b, kv->k[il].data);
-        if (kv->v[il].data)
-            b->iface->buffer_free(b, kv->v[il].data);
+        llm_buffer_free(kv->k[il].buffer);
+        llm_buffer_free(kv->v[il].buffer);
     }
     kv->n_layer = 0;
 }

@@ -15,7 +15,6 @@ struct llm_kv_cache {
     int32_t n_layer;
     int32_t n_cells;                      /* allocated cells: n_ctx padded to 256 */
     int32_t n_used;                       /* cells holding tokens of the current sequence */
-    struct llm_backend *backends[LLM_MAX_LAYERS]; /* owner of k[i].data and v[i].data */
 };
 
 /* Allocate and zero the cache for n_ctx tokens, layer il's in the memory of layer_backends[il]

@@ -67,7 +67,7 @@ static int upload(struct llm_weights *w, const struct llm_model *m, llm_weights_
     const int64_t tied = m->n_tensors;
     w->uploaded[tied] = m->output && m->output == m->tok_embd && offload(user, m->output, m->hp.n_layer);
     total += w->uploaded[tied] ? align_up(llm_nbytes(m->output)) : 0;
-    w->buf = total ? b->iface->buffer_alloc(b, total) : NULL;
+    w->buf = total ? llm_buffer_new(b, total) : NULL;
     if (total && !w->buf)
         return llm_fail(err, LLM_ERR_NOMEM, "cannot place %zu bytes of weights in %s memory", total,
                         b->iface->name);
@@ -78,9 +78,9 @@ static int upload(struct llm_weights *w, const struct llm_model *m, llm_weights_
         struct llm_tensor *t = &w->tensors[i];
         *t = i == tied ? *m->output : m->tensors[i];
         const void *from = t->data;
-        t->data = (char *)w->buf + offs;
+        llm_buffer_place(w->buf, t, offs);
         const size_t n = llm_nbytes(t);
-        int rc = b->iface->tensor_set(b, t, from, 0, n, err);
+        int rc = llm_tensor_set(t, from, 0, n, err);
         if (rc)
             return rc;
         offs += align_up(n);
@@ -112,17 +112,10 @@ int llm_weights_place(struct llm_weights *w, const struct llm_model *m, struct l
 
 void llm_weights_release(struct llm_weights *w)
 {
-    if (w->buf)
-        w->backend->iface->buffer_free(w->backend, w->buf);
+    llm_buffer_free(w->buf);
     free(w->tensors);
     free(w->uploaded);
     free(w->layers);
     *w = (struct llm_weights){ 0 };
 }
 
-bool llm_weights_is_uploaded(const struct llm_weights *w, const struct llm_tensor *t)
-{
-    if (!w->tensors || t < w->tensors || t > w->tensors + w->model->n_tensors) /* the tied output's slot too */
-        return false;
-    return w->uploaded[t - w->tensors];
-}

@@ -14,7 +14,7 @@ struct llm_weights {
     struct llm_tensor *tensors;    /* one slot per model tensor; the uploaded ones have data   */
     bool *uploaded;                /* per model tensor                                          */
     struct llm_layer *layers;
-    void *buf;                     /* device memory holding every uploaded tensor's data        */
+    struct llm_buffer *buf;        /* device memory holding every uploaded tensor's data        */
     struct llm_backend *backend;
 };
 
@@ -27,9 +27,6 @@ typedef bool (*llm_weights_offload_fn)(void *user, const struct llm_tensor *t, i
 int llm_weights_place(struct llm_weights *w, const struct llm_model *m, struct llm_backend *b,
                       llm_weights_offload_fn offload, void *user, struct llm_error *err);
 void llm_weights_release(struct llm_weights *w);
-
-/* Is t an uploaded tensor of w (so in the device's memory)? */
-bool llm_weights_is_uploaded(const struct llm_weights *w, const struct llm_tensor *t);
 
 /* The layer of a model tensor by its GGUF name: blk.N.* -> N, output* -> n_layer, else -1. */
 int64_t llm_weights_layer_of(const char *name, uint32_t n_layer);

@@ -11,6 +11,7 @@
  * finds them where its capture left them. The table is filled by a device kernel at the first ROPE
  * node of each graph (and again only when a later ROPE node's parameters differ), so a replay
  * recomputes it from the positions of the token it runs: nothing host-computed is frozen. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,7 +51,7 @@ struct npu_backend {
     size_t rope_floats;
     bool rope_valid;             /* reset per graph: the first ROPE node refills the table       */
     struct rope_key rope_key;
-    struct llm_graph_stats stats;
+    struct llm_npu_stats stats;
     double last_sync_us;         /* when the previous graph was waited for; 0 before the first */
     double launch_acc_us;        /* host time inside launches (phase 2), for the profile's split */
     struct llm_profile *prof;    /* observers, NULL when off */
@@ -306,14 +307,14 @@ static void npu_synchronize(struct llm_backend *b)
     llm_trace_span(nb->trace, LLM_TRACE_HOST, "aclrtSynchronizeStream", "sync", t0, nb->last_sync_us - t0, NULL);
 }
 
-static void *npu_buffer_alloc(struct llm_backend *b, size_t size)
+static void *npu_mem_alloc(struct llm_backend *b, size_t size)
 {
     (void)b;
     void *p = NULL;
     return aclrtMalloc(&p, size ? size : 1, ACL_MEM_MALLOC_HUGE_FIRST) == ACL_SUCCESS ? p : NULL;
 }
 
-static void npu_buffer_free(struct llm_backend *b, void *ptr)
+static void npu_mem_free(struct llm_backend *b, void *ptr)
 {
     (void)b;
     aclrtFree(ptr);
@@ -335,6 +336,15 @@ static int npu_tensor_set_async(struct llm_backend *b, struct llm_tensor *t, con
 {
     struct npu_backend *nb = b->ctx;
     ACL_CHECK(aclrtMemcpyAsync(t->data, size, data, size, ACL_MEMCPY_HOST_TO_DEVICE, nb->stream));
+    return LLM_OK;
+}
+
+/* Device to host on the stream, after the kernels launched before it (the outputs of a split). */
+static int npu_tensor_get_async(struct llm_backend *b, const struct llm_tensor *t, void *data, size_t size,
+                                struct llm_error *err)
+{
+    struct npu_backend *nb = b->ctx;
+    ACL_CHECK(aclrtMemcpyAsync(data, size, t->data, size, ACL_MEMCPY_DEVICE_TO_HOST, nb->stream));
     return LLM_OK;
 }
 
@@ -368,7 +378,7 @@ static int npu_tensor_copy(struct llm_backend *b, const struct llm_tensor *src, 
     return LLM_OK;
 }
 
-static void npu_get_stats(struct llm_backend *b, struct llm_graph_stats *out)
+void llm_npu_get_stats(struct llm_backend *b, struct llm_npu_stats *out)
 {
     struct npu_backend *nb = b->ctx;
     *out = nb->stats;
@@ -380,6 +390,40 @@ static void npu_get_stats(struct llm_backend *b, struct llm_graph_stats *out)
     out->host_launch_us -= (double)st.host_blocked_ns / 1e3;
     out->host_waits = st.host_waits;
     out->host_waits_shared_cpu = st.host_waits_shared_cpu;
+}
+
+/* The figures by name, in the order -v prints them. */
+#define STAT(f) { #f, offsetof(struct llm_npu_stats, f), _Generic(((struct llm_npu_stats *)0)->f, double: true, default: false) }
+static const struct {
+    const char *name;
+    size_t offset;
+    bool is_double;
+} stat_fields[] = {
+    STAT(captures), STAT(replays), STAT(hits), STAT(misses), STAT(evictions), STAT(eager_graphs),
+    STAT(eager_launches), STAT(ops_replayed), STAT(rope_tables), STAT(host_launch_us), STAT(host_match_us),
+    STAT(host_serial_us), STAT(device_us), STAT(host_waits), STAT(host_waits_shared_cpu),
+};
+#undef STAT
+#define N_STATS ((int)(sizeof stat_fields / sizeof stat_fields[0]))
+_Static_assert(N_STATS <= LLM_BACKEND_MAX_STATS, "LLM_BACKEND_MAX_STATS is too small for the npu");
+
+static int npu_get_stats(struct llm_backend *b, struct llm_backend_stat *out, int cap)
+{
+    struct llm_npu_stats st;
+    llm_npu_get_stats(b, &st);
+    for (int i = 0; i < N_STATS && i < cap; i++) {
+        const char *f = (const char *)&st + stat_fields[i].offset;
+        double v;
+        if (stat_fields[i].is_double)
+            memcpy(&v, f, sizeof v);
+        else {
+            uint64_t u;
+            memcpy(&u, f, sizeof u);
+            v = (double)u;
+        }
+        out[i] = (struct llm_backend_stat){ stat_fields[i].name, v };
+    }
+    return N_STATS;
 }
 
 static void npu_observe(struct llm_backend *b, struct llm_profile *prof, struct llm_trace *trace)
@@ -427,14 +471,15 @@ static const struct llm_backend_iface npu_iface = {
     .graph_reserve = npu_graph_reserve,
     .graph_compute = npu_graph_compute,
     .synchronize = npu_synchronize,
-    .buffer_alloc = npu_buffer_alloc,
-    .buffer_free = npu_buffer_free,
+    .mem_alloc = npu_mem_alloc,
+    .mem_free = npu_mem_free,
     .host_memory = false,
     .tensor_set = npu_tensor_set,
     .tensor_get = npu_tensor_get,
     .tensor_memset = npu_tensor_memset,
     .tensor_copy = npu_tensor_copy,
     .tensor_set_async = npu_tensor_set_async,
+    .tensor_get_async = npu_tensor_get_async,
     .get_stats = npu_get_stats,
     .observe = npu_observe,
     .free = npu_free,
@@ -451,12 +496,20 @@ static void log_mode(bool graph)
     llm_log(LLM_LOG_INFO, "device 0 execution mode is %s", graph ? "GRAPH (acl graph enabled)" : "EAGER (acl graph disabled)");
 }
 
+static const struct llm_backend_option_info npu_options[] = {
+    { "acl_graph", 0, 1, "graph mode: 1 on, 0 off (default: GGML_CANN_ACL_GRAPH, else on)" },
+    { "launch_us", 0, 1e6, "host µs per eager launch (default: LLM_NPU_LAUNCH_US, else 0)" },
+};
+
 static int npu_init(struct npu_backend *nb, const struct llm_backend_params *p, struct llm_error *err)
 {
+    int rc = llm_backend_options_check(p, npu_options, (int)(sizeof npu_options / sizeof npu_options[0]), err);
+    if (rc)
+        return rc;
     nb->n_workers = p->n_threads;
-    nb->graph_mode = p->acl_graph < 0 ? llm_env_flag("GGML_CANN_ACL_GRAPH", true) : p->acl_graph != 0;
+    nb->graph_mode = llm_backend_option(p, "acl_graph", llm_env_flag("GGML_CANN_ACL_GRAPH", true)) != 0;
     nb->prefill_graph = llm_env_flag("GGML_CANN_PREFILL_USE_GRAPH", false);
-    npu_launch_cost_init(&nb->cost, p->launch_us);
+    npu_launch_cost_init(&nb->cost, llm_backend_option(p, "launch_us", -1));
     nb->lru = llm_graph_lru_new(llm_graph_cache_capacity(getenv("GGML_CANN_GRAPH_CACHE_CAPACITY")), destroy_ri, NULL);
     if (!nb->lru)
         return llm_fail(err, LLM_ERR_NOMEM, "npu: out of memory");

@@ -147,13 +147,13 @@ static void cpu_synchronize(struct llm_backend *b)
     (void)b; /* graph_compute is synchronous */
 }
 
-static void *cpu_buffer_alloc(struct llm_backend *b, size_t size)
+static void *cpu_mem_alloc(struct llm_backend *b, size_t size)
 {
     (void)b;
     return aligned_alloc(64, (size + 63) & ~(size_t)63);
 }
 
-static void cpu_buffer_free(struct llm_backend *b, void *ptr)
+static void cpu_mem_free(struct llm_backend *b, void *ptr)
 {
     (void)b;
     free(ptr);
@@ -183,6 +183,12 @@ static int cpu_tensor_get(struct llm_backend *b, const struct llm_tensor *t, voi
     return LLM_OK;
 }
 
+static int cpu_tensor_get_async(struct llm_backend *b, const struct llm_tensor *t, void *data, size_t size,
+                                struct llm_error *err)
+{
+    return cpu_tensor_get(b, t, data, 0, size, err);
+}
+
 static int cpu_tensor_memset(struct llm_backend *b, struct llm_tensor *t, int value, size_t offset,
                              size_t size, struct llm_error *err)
 {
@@ -202,10 +208,12 @@ static int cpu_tensor_copy(struct llm_backend *b, const struct llm_tensor *src, 
     return LLM_OK;
 }
 
-static void cpu_get_stats(struct llm_backend *b, struct llm_graph_stats *out)
+static int cpu_get_stats(struct llm_backend *b, struct llm_backend_stat *out, int cap)
 {
     (void)b;
-    *out = (struct llm_graph_stats){ 0 };
+    (void)out;
+    (void)cap;
+    return 0; /* no graph cache, no queue: nothing a profile does not show */
 }
 
 static void cpu_observe(struct llm_backend *b, struct llm_profile *prof, struct llm_trace *trace)
@@ -238,26 +246,35 @@ static const struct llm_backend_iface cpu_iface = {
     .graph_reserve = cpu_graph_reserve,
     .graph_compute = cpu_graph_compute,
     .synchronize = cpu_synchronize,
-    .buffer_alloc = cpu_buffer_alloc,
-    .buffer_free = cpu_buffer_free,
+    .mem_alloc = cpu_mem_alloc,
+    .mem_free = cpu_mem_free,
     .host_memory = true,
     .tensor_set = cpu_tensor_set,
     .tensor_get = cpu_tensor_get,
     .tensor_memset = cpu_tensor_memset,
     .tensor_copy = cpu_tensor_copy,
     .tensor_set_async = cpu_tensor_set_async,
+    .tensor_get_async = cpu_tensor_get_async,
     .get_stats = cpu_get_stats,
     .observe = cpu_observe,
     .free = cpu_free,
 };
 
-struct llm_backend *llm_backend_cpu_new(int n_threads, int idle_spin_us)
+static const struct llm_backend_option_info cpu_options[] = {
+    { "idle_spin_us", 0, 1e6, "µs an idle pool thread busy-waits before it sleeps (0: the pool's default)" },
+};
+
+struct llm_backend *llm_backend_cpu_new(const struct llm_backend_params *p, struct llm_error *err)
 {
+    if (llm_backend_options_check(p, cpu_options, (int)(sizeof cpu_options / sizeof cpu_options[0]), err))
+        return NULL;
+    const int n_threads = p->n_threads, idle_spin_us = (int)llm_backend_option(p, "idle_spin_us", 0);
     struct llm_backend *b = calloc(1, sizeof *b);
     struct cpu_backend *cb = calloc(1, sizeof *cb);
     if (!b || !cb) {
         free(b);
         free(cb);
+        llm_fail(err, LLM_ERR_NOMEM, "out of memory");
         return NULL;
     }
     cb->pool = llm_threadpool_new(n_threads);
@@ -267,6 +284,7 @@ struct llm_backend *llm_backend_cpu_new(int n_threads, int idle_spin_us)
         llm_rope_cache_free(cb->rope);
         free(cb);
         free(b);
+        llm_fail(err, LLM_ERR_NOMEM, "cannot start %d threads", n_threads);
         return NULL;
     }
     if (idle_spin_us > 0)
