@@ -14,6 +14,26 @@ const char *llm_phase_name(enum llm_phase ph)
     return (unsigned)ph < LLM_PHASE_COUNT ? phase_names[ph] : "?";
 }
 
+void llm_profile_host(struct llm_profile *p, const char *name, double us)
+{
+    int i = 0;
+    while (i < p->n_host && strcmp(p->host[i].name, name))
+        i++;
+    if (i == LLM_PROFILE_MAX_HOST)
+        return;
+    if (i == p->n_host)
+        p->host[p->n_host++] = (struct llm_profile_host){ .name = name };
+    p->host[i].us[p->phase] += us;
+}
+
+double llm_profile_host_us(const struct llm_profile *p, enum llm_phase ph, const char *name)
+{
+    for (int i = 0; i < p->n_host; i++)
+        if (!strcmp(p->host[i].name, name))
+            return p->host[i].us[ph];
+    return 0;
+}
+
 double llm_node_bytes_read(const struct llm_tensor *node)
 {
     const struct llm_tensor *a = node->src[0];

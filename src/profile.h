@@ -21,16 +21,29 @@ struct llm_profile_entry {
     double flops;  /* 2·K·M·N for MUL_MAT, the attention's products for FLASH_ATTN, else elements */
 };
 
+/* Host work a backend does beside its kernels, under a name of its own (the npu: executor builds,
+ * launches, cache matching, replays), per phase. */
+struct llm_profile_host {
+    const char *name; /* static */
+    double us[LLM_PHASE_COUNT];
+};
+#define LLM_PROFILE_MAX_HOST 8
+
 struct llm_profile {
     enum llm_phase phase;                 /* of the graph being computed (set by the context)  */
     struct llm_profile_entry op[LLM_PHASE_COUNT][LLM_OP_COUNT][LLM_TYPE_COUNT];
     uint64_t graphs[LLM_PHASE_COUNT];     /* graph computes                                    */
     uint64_t tokens[LLM_PHASE_COUNT];     /* tokens those graphs evaluated                     */
     double graph_us[LLM_PHASE_COUNT];     /* their wall time, submission to synchronize        */
-    /* npu host costs: executor builds, launches (cost model included), cache matching, replays */
-    double build_us[LLM_PHASE_COUNT], launch_us[LLM_PHASE_COUNT], match_us[LLM_PHASE_COUNT],
-        replay_us[LLM_PHASE_COUNT];
+    struct llm_profile_host host[LLM_PROFILE_MAX_HOST]; /* in the order first recorded */
+    int n_host;
 };
+
+/* Add us of host work called name to the current phase (a name past LLM_PROFILE_MAX_HOST is not
+ * kept: the backends' names are few and fixed). */
+void llm_profile_host(struct llm_profile *p, const char *name, double us);
+/* The host work called name in phase ph so far; 0 when none. */
+double llm_profile_host_us(const struct llm_profile *p, enum llm_phase ph, const char *name);
 
 /* Add one executed node to the current phase. */
 void llm_profile_node(struct llm_profile *p, const struct llm_tensor *node, double us);

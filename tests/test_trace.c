@@ -160,9 +160,11 @@ static void test_runs(struct llm_model *m, const char *dir)
         CHECK_EQ_INT(st.captures, graph ? 1 : 0);
         CHECK_EQ_INT(st.replays, graph ? N_STEPS : 0);
         CHECK(c.negative == 0);
-        CHECK(prof.build_us[LLM_PHASE_PREFILL] > 0 && prof.launch_us[LLM_PHASE_PREFILL] > 0);
-        CHECK(graph ? prof.match_us[LLM_PHASE_DECODE] > 0 && prof.replay_us[LLM_PHASE_DECODE] > 0
-                    : prof.match_us[LLM_PHASE_DECODE] == 0 && prof.replay_us[LLM_PHASE_DECODE] == 0);
+        CHECK(llm_profile_host_us(&prof, LLM_PHASE_PREFILL, "build") > 0 &&
+              llm_profile_host_us(&prof, LLM_PHASE_PREFILL, "launch") > 0);
+        const double match = llm_profile_host_us(&prof, LLM_PHASE_DECODE, "match"),
+                     replay = llm_profile_host_us(&prof, LLM_PHASE_DECODE, "replay");
+        CHECK(graph ? match > 0 && replay > 0 : match == 0 && replay == 0);
     }
 }
 

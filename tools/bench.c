@@ -417,7 +417,7 @@ static void print_extras(const struct bench_state *s, const struct bench_result 
         print_latency(name, r);
     if (s->prof)
         profile_print_table(stderr, "llm-bench: ", s->prof, bench_dev_name(r->inst.device),
-                            r->inst.device == BENCH_DEV_NPU, s->have_roofline ? &s->roof : NULL, r->inst.n_threads);
+                            s->have_roofline ? &s->roof : NULL, r->inst.n_threads);
     if (!s->have_roofline || r->n_samples == 0)
         return;
     double *ts = malloc(r->n_samples * sizeof *ts);

@@ -41,7 +41,7 @@ static void key_of(const struct row *r, char *buf, size_t cap)
 }
 
 void profile_print_table(FILE *out, const char *prefix, const struct llm_profile *p, const char *backend,
-                         bool npu, const struct roofline *roof, int n_threads)
+                         const struct roofline *roof, int n_threads)
 {
     static struct row rows[LLM_OP_COUNT * LLM_TYPE_COUNT];
     const double peak = roof ? roofline_peak_gflops(roof, n_threads) : 0;
@@ -75,10 +75,9 @@ void profile_print_table(FILE *out, const char *prefix, const struct llm_profile
                     (double)e->count / tokens, e->us, e->us / (double)e->count, ops_us > 0 ? 100 * e->us / ops_us : 0,
                     bw, fl);
         }
-        if (npu)
-            fprintf(out, "%shost per token: executor build %.2f us, launch %.2f us, match %.2f us, replay %.2f us\n",
-                    prefix, p->build_us[ph] / tokens, p->launch_us[ph] / tokens, p->match_us[ph] / tokens,
-                    p->replay_us[ph] / tokens);
+        for (int h = 0; h < p->n_host; h++)
+            fprintf(out, "%s%s%s %.2f us%s", h ? "" : prefix, h ? "" : "host per token: ", p->host[h].name,
+                    p->host[h].us[ph] / tokens, h + 1 < p->n_host ? ", " : "\n");
     }
     if (roof)
         fprintf(out, "%smachine: read bandwidth %.2f GB/s, FP32 FMA peak %.2f GFLOP/s (%d threads)\n", prefix,
@@ -94,10 +93,11 @@ static cJSON *phase_json(const struct llm_profile *p, enum llm_phase ph)
     cJSON_AddNumberToObject(o, "tokens", (double)p->tokens[ph]);
     cJSON_AddNumberToObject(o, "graphs", (double)p->graphs[ph]);
     cJSON_AddNumberToObject(o, "graph_us", p->graph_us[ph]);
-    cJSON_AddNumberToObject(host, "build_us", p->build_us[ph]);
-    cJSON_AddNumberToObject(host, "launch_us", p->launch_us[ph]);
-    cJSON_AddNumberToObject(host, "match_us", p->match_us[ph]);
-    cJSON_AddNumberToObject(host, "replay_us", p->replay_us[ph]);
+    for (int h = 0; h < p->n_host; h++) {
+        char key[40];
+        snprintf(key, sizeof key, "%s_us", p->host[h].name);
+        cJSON_AddNumberToObject(host, key, p->host[h].us[ph]);
+    }
     cJSON_AddItemToObject(o, "host", host);
     for (int i = 0; i < n; i++) {
         char key[48];

@@ -13,9 +13,10 @@
 #include "roofline.h"
 
 /* Tables on out, each line prefixed with prefix ("llm-run: "); roof may be NULL (no limits column);
- * n_threads: the threads the FMA peak applies to; npu: print the host cost line too. */
+ * n_threads: the threads the FMA peak applies to. The backend's host work, when it recorded any, on a
+ * line of its own. */
 void profile_print_table(FILE *out, const char *prefix, const struct llm_profile *p, const char *backend,
-                         bool npu, const struct roofline *roof, int n_threads);
+                         const struct roofline *roof, int n_threads);
 
 /* {"decode":{"tokens":N,"graph_us":..,"host":{"build_us":..,...},"ops":{"MUL_MAT Q8_0":{"count":..,"us":..,
  * "bytes":..,"flops":..},...}},"prefill":{...}} into a malloc'ed string; NULL when out of memory. */

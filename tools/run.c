@@ -708,8 +708,7 @@ static void print_profile(const struct llm_profile *prof, const struct llm_conte
     struct roofline roof;
     long n_cores = sysconf(_SC_NPROCESSORS_ONLN);
     bool have = roofline_measure(&roof, cp->n_threads, (size_t)256 << 20, n_cores > 0 ? (int)n_cores : 1) == 0;
-    profile_print_table(stderr, "llm-run: ", prof, llm_context_backend_name(ctx), cp->device == LLM_DEVICE_NPU,
-                        have ? &roof : NULL, cp->n_threads);
+    profile_print_table(stderr, "llm-run: ", prof, llm_context_backend_name(ctx), have ? &roof : NULL, cp->n_threads);
 }
 
 static int generate(struct run_opts *o)

@@ -219,8 +219,8 @@ static int launch_graph(struct npu_backend *nb, const struct llm_graph *g, struc
         nb->stats.host_launch_us += t1 - t0;
         if (nb->prof) { /* executor build, then launch and the driver's cost */
             const double launching = nb->launch_acc_us - in_launch;
-            nb->prof->build_us[nb->prof->phase] += (t1 - t0) - launching;
-            nb->prof->launch_us[nb->prof->phase] += launching;
+            llm_profile_host(nb->prof, "build", (t1 - t0) - launching);
+            llm_profile_host(nb->prof, "launch", launching);
         }
         llm_trace_span(nb->trace, LLM_TRACE_HOST, llm_op_name(node->op), "launch", t0, t1 - t0, NULL);
         if (rc)
@@ -276,7 +276,7 @@ static int npu_graph_compute(struct llm_backend *b, struct llm_graph *g, struct 
     double t1 = now_us();
     nb->stats.host_match_us += t1 - t0;
     if (nb->prof)
-        nb->prof->match_us[nb->prof->phase] += t1 - t0;
+        llm_profile_host(nb->prof, "match", t1 - t0);
     llm_trace_span(nb->trace, LLM_TRACE_HOST, "graph match", "graph", t0, t1 - t0, NULL);
     if (llm_graph_lru_evictions(nb->lru) != evictions)
         llm_trace_instant(nb->trace, LLM_TRACE_HOST, "cache eviction", "graph", t1, NULL);
@@ -291,7 +291,7 @@ static int npu_graph_compute(struct llm_backend *b, struct llm_graph *g, struct 
     t1 = now_us();
     nb->stats.host_launch_us += t1 - t0;
     if (nb->prof)
-        nb->prof->replay_us[nb->prof->phase] += t1 - t0;
+        llm_profile_host(nb->prof, "replay", t1 - t0);
     llm_trace_span(nb->trace, LLM_TRACE_HOST, "aclmdlRIExecuteAsync", "graph", t0, t1 - t0, NULL);
     nb->stats.replays++;
     nb->stats.ops_replayed += aclmdlRITaskCount(entry->graph);
