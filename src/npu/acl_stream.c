@@ -18,9 +18,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "../clock.h"
 #include "../threadpool.h"
 #include "acl_internal.h"
 
@@ -104,13 +104,6 @@ struct acl_stream {
     aclmdlRICaptureMode capture_mode;
     struct acl_model_ri *recording;
 };
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* Sleeps while *word still holds seen. The waits below are futexes rather than a mutex and
  * condition variables: on the one cpu the scheduler often gives host and device thread, a wake-up
@@ -218,8 +211,8 @@ static void wait_while_lent(struct acl_stream *s)
  * again), or stop; false when stopping with nothing left. */
 static bool wait_for_work(struct acl_stream *s)
 {
-    const uint64_t t0 = now_ns(), budget = spin_budget(s, DEVICE_SPIN_NS);
-    while (!has_work(s) && !atomic_load(&s->stop) && now_ns() - t0 < budget && !on_cpu_of(&s->host_cpu))
+    const uint64_t t0 = llm_now_ns(), budget = spin_budget(s, DEVICE_SPIN_NS);
+    while (!has_work(s) && !atomic_load(&s->stop) && llm_now_ns() - t0 < budget && !on_cpu_of(&s->host_cpu))
         cpu_relax();
     if (has_work(s))
         return true;
@@ -268,10 +261,10 @@ static void *device_thread(void *arg)
                 return NULL;
             head = atomic_load(&s->head); /* the host may have run tasks while it slept */
         }
-        uint64_t t0 = queued && prev_end ? prev_end : now_ns();
+        uint64_t t0 = queued && prev_end ? prev_end : llm_now_ns();
         atomic_store_explicit(&s->device_cpu, sched_getcpu(), memory_order_relaxed);
         run_task(s, &s->ring[head % RING_SLOTS]);
-        prev_end = now_ns();
+        prev_end = llm_now_ns();
         finish_task(s, head, t0, prev_end);
     }
 }
@@ -299,9 +292,9 @@ static bool host_runs_queue(struct acl_stream *s, uint64_t target)
     if (!atomic_compare_exchange_strong(&s->device_state, &sleeping, DEVICE_LENT))
         return false;
     for (uint64_t head = atomic_load(&s->head); head < target; head++) {
-        const uint64_t t0 = now_ns();
+        const uint64_t t0 = llm_now_ns();
         run_task(s, &s->ring[head % RING_SLOTS]);
-        finish_task(s, head, t0, now_ns());
+        finish_task(s, head, t0, llm_now_ns());
         s->host_ran++;
     }
     if (!has_work(s))
@@ -324,8 +317,8 @@ static void wait_done(struct acl_stream *s, uint64_t target)
     if (shared_cpu && host_runs_queue(s, target))
         return;
     pay_wake(s);
-    const uint64_t t0 = now_ns(), budget = spin_budget(s, HOST_SPIN_NS);
-    while (atomic_load(&s->head) < target && now_ns() - t0 < budget && !on_cpu_of(&s->device_cpu))
+    const uint64_t t0 = llm_now_ns(), budget = spin_budget(s, HOST_SPIN_NS);
+    while (atomic_load(&s->head) < target && llm_now_ns() - t0 < budget && !on_cpu_of(&s->device_cpu))
         cpu_relax();
     if (atomic_load(&s->head) >= target)
         return;
@@ -348,9 +341,9 @@ static struct task *slot_begin(struct acl_stream *s)
 {
     uint64_t tail = atomic_load_explicit(&s->tail, memory_order_relaxed);
     if (tail - atomic_load(&s->head) >= RING_SLOTS) {
-        uint64_t t0 = now_ns();
+        uint64_t t0 = llm_now_ns();
         wait_done(s, tail - RING_SLOTS / 2);
-        s->host_blocked_ns += now_ns() - t0;
+        s->host_blocked_ns += llm_now_ns() - t0;
     }
     return &s->ring[tail % RING_SLOTS];
 }
