@@ -26,9 +26,10 @@ ref, out = open(ref_path, encoding='utf-8').read(), open(out_path, encoding='utf
 EXTRA = ['acl_graph', 'graph_captures', 'graph_replays', 'graph_hits', 'graph_misses', 'graph_evictions',
          'eager_launches', 'npu_launch_us', 'ops_replayed', 'host_launch_us_per_token', 'host_match_us_per_token',
          'host_serial_us_per_token', 'device_us_per_token', 'host_waits', 'host_waits_shared_cpu', 'n_splits',
-         'copy_bytes_per_token']
-# their values on cpu (no graph cache, one split) and sql types
-EXTRA_CPU = ['1'] + ['0'] * 8 + ['0.000000'] * 4 + ['0'] * 2 + ['1', '0.000000']
+         'copy_bytes_per_token', 'use_mmap']
+# their values on cpu (no graph cache, one split; -lm auto maps the file) and sql types; use_mmap
+# goes to sql's llm_bench_load
+EXTRA_CPU = ['1'] + ['0'] * 8 + ['0.000000'] * 4 + ['0'] * 2 + ['1', '0.000000', '1']
 EXTRA_SQL = ['INTEGER'] * 9 + ['REAL'] * 4 + ['INTEGER'] * 3 + ['REAL']
 VOLATILE = {'build_commit', 'build_number', 'cpu_info', 'test_time', 'avg_ns', 'stddev_ns', 'avg_ts', 'stddev_ts'}
 FORMATS = {'build_number': r'\d+', 'test_time': r'\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ', 'avg_ns': r'\d+',
@@ -92,12 +93,21 @@ elif fmt == 'sql':
     create = ['CREATE TABLE IF NOT EXISTS llm_bench_extra (', '  llama_bench_rowid INTEGER,', '  test_time TEXT,',
               '  avg_ns INTEGER,'] + ['  %s %s,' % (n, t) for n, t in zip(EXTRA, EXTRA_SQL)] + [');', '']
     create[-3] = create[-3].rstrip(',')
+    create += ['CREATE TABLE IF NOT EXISTS llm_bench_load (', '  llama_bench_rowid INTEGER,', '  test_time TEXT,',
+               '  avg_ns INTEGER,', '  use_mmap INTEGER', ');', '']
     i = ol.index('CREATE TABLE IF NOT EXISTS llm_bench_extra (') if create[0] in ol else len(ol)
     if i != rl.index(');') + 2 or ol[i:i + len(create)] != create: err('sql llm_bench_extra table: %r' % ol[i:i + len(create)])
     del ol[i:i + len(create)]
     extra_re = (r"INSERT INTO llm_bench_extra \(llama_bench_rowid, test_time, avg_ns, %s\) SELECT rowid, test_time, "
                 r"avg_ns, %s FROM llama_bench WHERE rowid = last_insert_rowid\(\) AND test_time = '([^']*)' AND "
-                r"avg_ns = '(\d+)';" % (', '.join(EXTRA), ', '.join("'%s'" % v for v in EXTRA_CPU)))
+                r"avg_ns = '(\d+)';" % (', '.join(EXTRA[:-1]), ', '.join("'%s'" % v for v in EXTRA_CPU[:-1])))
+    load_re = (r"INSERT INTO llm_bench_load \(llama_bench_rowid, test_time, avg_ns, use_mmap\) SELECT "
+               r"e.llama_bench_rowid, e.test_time, e.avg_ns, '1' FROM \(SELECT llama_bench_rowid, test_time, avg_ns "
+               r"FROM llm_bench_extra WHERE test_time = '[^']*' AND avg_ns = '\d+' ORDER BY rowid DESC LIMIT 1\) AS e;")
+    loads = [l for l in ol if l.startswith('INSERT INTO llm_bench_load')]
+    if len(loads) != len([l for l in rl if l.startswith('INSERT')]) or not all(re.fullmatch(load_re, l) for l in loads):
+        err('sql llm_bench_load inserts: %r' % loads[:1])
+    ol = [l for l in ol if not l.startswith('INSERT INTO llm_bench_load')]
     mine = []
     for k in range(len(ol) - 1, -1, -1):
         if ol[k].startswith('INSERT INTO llm_bench_extra'):
@@ -361,6 +371,21 @@ bench --list-devices >"$tmp/devs" 2>&1 && [ "$(head -1 "$tmp/devs")" = "Availabl
 got=$(bench -m stories260K.gguf -dev none -p 0 -n 2 -r 1 -t 1 -o jsonl 2>/dev/null | python3 -c 'import json,sys
 r = json.loads(sys.stdin.readline()); print(r["devices"], r["backends"], r["n_splits"], r["graph_replays"])')
 [ "$got" = "none CPU 1 0" ] && ok || fail "-dev none: $got"
+
+# -lm (and the older -mmp, -dio) as llama-bench's: a list, one model load per mode (-v says how),
+# recorded as given in load_mode, with use_mmap beside it; md shows an lm column.
+bench -m stories260K.gguf -lm none,mmap+mlock -mmp 0,1 -dio 1 -p 0 -n 2 -r 1 -t 1 -o jsonl -v >"$tmp/lm.jsonl" 2>"$tmp/err"
+got=$(python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    r = json.loads(l); print(r["load_mode"], r["use_mmap"], end=",")' "$tmp/lm.jsonl")
+[ "$got" = "none False,mmap+mlock True,none False,mmap True,dio False," ] && ok || fail "-lm rows: $got $(cat "$tmp/err")"
+got=$(grep -o 'loaded stories260K.gguf (-lm [a-z+]*' "$tmp/err" | sed 's/.*-lm //' | tr '\n' ,)
+[ "$got" = "none,mmap+mlock,none,mmap,dio," ] && ok || fail "-lm loads: $got"
+bench -m stories260K.gguf -lm dio -p 0 -n 2 -r 1 -t 1 >"$tmp/lm.md" 2>/dev/null
+grep -q '^| model .* | threads |         lm |' "$tmp/lm.md" && grep -q '|        dio |' "$tmp/lm.md" \
+  && ok || fail "md lm column: $(cat "$tmp/lm.md")"
+bench -m stories260K.gguf -lm mmap+dio -p 0 -n 2 -r 1 -t 1 >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc = 1 ] && grep -qx 'error: invalid parameter for argument: -lm' "$tmp/err" && ok || fail "-lm mmap+dio: exit $rc"
 
 # Ctrl-C during the second test's --delay: the first test's row, the footer, exit non-zero.
 # The signal goes once the first row is out (the machine warm-up and start-up take a varying time,

@@ -115,9 +115,14 @@ expect_error "llm-roofline -x" "llm-roofline takes no arguments" "$BIN/llm-roofl
 [ "$(head -c 4 "$tmp/out")" = "$(printf 'a\nbA')" ] && ok || fail "-e: $(head -c 20 "$tmp/out" | od -c)"
 "$BIN/llm-run" -m "$S" -p 'a\nb' -n 1 --temp 0 >"$tmp/out" 2>/dev/null
 [ "$(head -c 4 "$tmp/out")" = 'a\nb' ] && ok || fail "no -e keeps backslashes: $(head -c 20 "$tmp/out")"
-for o in -cnv -i --mlock --grammar --chat-template -sys --color --no-mmap; do
+for o in -cnv -i --grammar --chat-template -sys --color --lora; do
   expect_error "llm-run $o" "'$o' is a llama.cpp option that llm-run does not support" "$BIN/llm-run" -m "$S" -p hi $o x
 done
+# llama-cli's load options (issue 28): they run (tests/option_matrix.py checks the text), and the
+# contradicting pairs are one error each.
+expect_error "--mmap --no-mmap" "give --mmap or --no-mmap, not both" "$BIN/llm-run" -m "$S" -p hi --mmap --no-mmap
+expect_error "--mlock -dio" "give --mlock or -dio, not both" "$BIN/llm-run" -m "$S" -p hi --mlock -dio
+expect_error "-e --no-escape" "give -e or --no-escape, not both" "$BIN/llm-run" -m "$S" -p hi -e --no-escape
 "$BIN/llm-run" -m "$S" -p -i -n 1 >/dev/null 2>"$tmp/err" && ok || fail "-p -i (a prompt that looks like an option): $(cat "$tmp/err")"
 
 # -v: time per phase, tokens, KV cache use (5 + 8 tokens, the last one sampled but not evaluated;

@@ -45,6 +45,7 @@ struct bench_state {
     const struct bench_params *p;
     struct llm_model *model;      /* kept while consecutive tests use the same file */
     const char *model_path;
+    int load_mode;                /* enum bench_lm the model was loaded with */
     int32_t n_vocab, bos;
     bool add_bos;
     int32_t *tokens;              /* n_batch token buffer of the current test */
@@ -176,19 +177,26 @@ static int sleep_s(int seconds)
     return interrupted ? RUN_INTERRUPTED : RUN_OK;
 }
 
-static int ensure_model(struct bench_state *s, const char *path)
+/* The model of test t, loaded again when its file or load mode differ from the last test's. */
+static int ensure_model(struct bench_state *s, const struct bench_instance *t)
 {
-    if (s->model && !strcmp(s->model_path, path))
+    const char *path = t->model;
+    if (s->model && !strcmp(s->model_path, path) && s->load_mode == t->load_mode)
         return RUN_OK;
     if (s->model)
         llm_model_free(s->model);
     s->model = NULL;
     struct llm_error err = { 0 };
-    if (llm_model_load(path, &s->model, &err) != 0) {
+    const uint64_t t0 = now_ns();
+    if (llm_model_load_mode(path, gguf_load_mode_parse(bench_lm_name(t->load_mode)), &s->model, &err) != 0) {
         tool_error("failed to load model '%s': %s", path, err.msg);
         return RUN_FAILED;
     }
+    if (s->p->verbose)
+        fprintf(stderr, "llm-bench: loaded %s (-lm %s%s) in %.2f ms\n", path, bench_lm_name(t->load_mode),
+                s->model->file->locked ? ", locked" : "", (double)(now_ns() - t0) / 1e6);
     s->model_path = path;
+    s->load_mode = t->load_mode;
     int32_t n = vocab_n_tokens(s->model->vocab);
     s->n_vocab = n > 0 && (uint32_t)n < s->model->hp.n_vocab ? n : (int32_t)s->model->hp.n_vocab;
     s->bos = vocab_bos(s->model->vocab);
@@ -313,7 +321,7 @@ static int run_test(struct bench_state *s, const struct bench_instance *t, struc
                     uint64_t *samples, struct token_log tok)
 {
     progress(s, "starting", 0);
-    if (ensure_model(s, t->model) != RUN_OK)
+    if (ensure_model(s, t) != RUN_OK)
         return RUN_FAILED;
     if (s->index == 0 && !s->p->no_warmup) {
         int rc = warm_up_machine(s, t);

@@ -34,6 +34,12 @@ const char *bench_kv_name(int kv);
 enum bench_dev { BENCH_DEV_AUTO, BENCH_DEV_CPU, BENCH_DEV_NPU, BENCH_DEV_NONE }; /* none: the cpu alone */
 const char *bench_dev_name(int dev);
 
+/* -lm values by llama-bench's names (-mmp 0|1 and -dio 0|1 add none|mmap and mmap|dio); "auto"
+ * loads as mmap and is recorded as "auto", as llama-bench records it. */
+enum bench_lm { BENCH_LM_AUTO, BENCH_LM_NONE, BENCH_LM_MMAP, BENCH_LM_MLOCK, BENCH_LM_MMAP_MLOCK, BENCH_LM_DIO,
+                BENCH_LM_COUNT };
+const char *bench_lm_name(int lm);
+
 struct bench_params {
     struct bench_strs model;        /* -m                                         */
     struct bench_strs overrides;    /* -ot alternatives, each "PAT=DEV;..."        */
@@ -52,6 +58,7 @@ struct bench_params {
     struct bench_ints acl_graph;    /* -g/--acl-graph: 0 off, 1 on                */
     struct bench_ints no_kv_offload; /* -nkvo: 1 keeps the KV cache in host memory */
     struct bench_ints launch_us;    /* --npu-launch-us: npu host µs per eager launch */
+    struct bench_ints load_mode;    /* -lm, -mmp, -dio (enum bench_lm)            */
     bool devices_given, acl_graph_given; /* md shows dev / acl_graph only then    */
     int reps;                       /* -r                                         */
     int delay;                      /* --delay seconds before each test           */
@@ -107,10 +114,11 @@ struct bench_instance {
     int n_prompt, n_gen, n_depth;
     int n_batch, n_ubatch, type_k, type_v, n_threads, n_gpu_layers, flash_attn, device, acl_graph, launch_us;
     int no_kv_offload;
+    int load_mode;         /* enum bench_lm */
     const char *overrides; /* -ot: one alternative of bench_params.overrides, NULL: none */
 };
 
-/* All tests in llama-bench's order (outermost first: model, n_gpu_layers, devices, overrides, acl_graph,
+/* All tests in llama-bench's order (outermost first: model, n_gpu_layers, load_mode, devices, overrides, acl_graph,
  * npu_launch_us, n_batch, n_ubatch, type_k, type_v, no_kv_offload, flash_attn, n_threads, n_depth; innermost pp, tg, pg tests,
  * skipping 0 and (0,0)). *out is malloc'ed (free()), *n may be 0. Returns -1 on allocation failure. */
 int bench_plan(const struct bench_params *p, struct bench_instance **out, size_t *n);

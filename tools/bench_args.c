@@ -21,10 +21,16 @@ static const char *const kv_names[BENCH_KV_COUNT] = {
     "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl",
 };
 static const char *const dev_names[] = { "auto", "cpu", "npu", "none" };
+static const char *const lm_names[BENCH_LM_COUNT] = { "auto", "none", "mmap", "mlock", "mmap+mlock", "dio" };
 
 const char *bench_kv_name(int kv)
 {
     return kv >= 0 && kv < BENCH_KV_COUNT ? kv_names[kv] : "?";
+}
+
+const char *bench_lm_name(int lm)
+{
+    return lm >= 0 && lm < BENCH_LM_COUNT ? lm_names[lm] : "?";
 }
 
 const char *bench_dev_name(int dev)
@@ -120,7 +126,8 @@ void bench_params_free(struct bench_params *p)
     free(p->trace);
     struct bench_ints *lists[] = { &p->n_prompt, &p->n_gen, &p->n_pg, &p->n_depth, &p->n_batch, &p->n_ubatch,
                                    &p->type_k, &p->type_v, &p->n_threads, &p->n_gpu_layers, &p->flash_attn,
-                                   &p->devices, &p->acl_graph, &p->launch_us, &p->no_kv_offload };
+                                   &p->devices, &p->acl_graph, &p->launch_us, &p->no_kv_offload,
+                                   &p->load_mode };
     for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
         free(lists[i]->v);
     memset(p, 0, sizeof *p);
@@ -282,15 +289,15 @@ static bool item_is(const char *it, size_t len, const char *word)
     return strlen(word) == len && strncasecmp(it, word, len) == 0;
 }
 
-static enum vstatus parse_kv(struct vctx *c, const char *s, struct bench_ints *out)
+/* A comma list of names out of names[0..n) (case-sensitive, as llama-bench's), as their indices. */
+static enum vstatus parse_names(const char *s, const char *const *names, int n, struct bench_ints *out)
 {
-    (void)c;
     for (const char *it = s; it && *it;) {
         size_t len;
         const char *next = next_item(it, &len);
         int t = -1;
-        for (int k = 0; k < BENCH_KV_COUNT && t < 0; k++)
-            if (strlen(kv_names[k]) == len && strncmp(it, kv_names[k], len) == 0)
+        for (int k = 0; k < n && t < 0; k++)
+            if (strlen(names[k]) == len && strncmp(it, names[k], len) == 0)
                 t = k;
         if (t < 0)
             return V_INVALID;
@@ -372,6 +379,19 @@ static enum vstatus parse_onoff(struct vctx *c, const char *s, struct bench_ints
     return V_OK;
 }
 
+/* The older -mmp 0|1 (none or mmap) and -dio 0|1 (mmap or dio) as -lm values. */
+static enum vstatus parse_load_flags(struct vctx *c, const char *s, bool mmp, struct bench_ints *out)
+{
+    struct bench_ints flags = { 0 };
+    enum vstatus st = parse_onoff(c, s, &flags);
+    for (int i = 0; st == V_OK && i < flags.n; i++) {
+        int m = mmp ? (flags.v[i] ? BENCH_LM_MMAP : BENCH_LM_NONE) : (flags.v[i] ? BENCH_LM_DIO : BENCH_LM_MMAP);
+        st = ints_push(out, m) != 0 ? V_NOMEM : V_OK;
+    }
+    free(flags.v);
+    return st;
+}
+
 static enum vstatus parse_pg(struct vctx *c, const char *s, struct bench_ints *out)
 {
     /* exactly two items; like getline, a trailing ',' adds no third */
@@ -434,7 +454,7 @@ static enum vstatus parse_output(const char *s, enum bench_output *out)
 }
 
 enum opt_kind { K_HELP, K_LIST_DEVICES, K_FLAG, K_INT, K_RANGE, K_RANGE_NEG, K_PG, K_KV, K_FA, K_DEV, K_ACL, K_BOOLS, K_MODEL,
-                K_OT, K_OUTPUT, K_PATH };
+                K_OT, K_OUTPUT, K_PATH, K_LM, K_MMP, K_DIO };
 
 struct opt {
     const char *s, *l;
@@ -463,6 +483,9 @@ static const struct opt opts[] = {
     { "-g", "--acl-graph", K_ACL, F(acl_graph) },
     { "-nkvo", "--no-kv-offload", K_BOOLS, F(no_kv_offload) },
     { NULL, "--npu-launch-us", K_RANGE, F(launch_us) },
+    { "-lm", "--load-mode", K_LM, F(load_mode) },
+    { "-mmp", "--mmap", K_MMP, F(load_mode) },
+    { "-dio", "--direct-io", K_DIO, F(load_mode) },
     { "-r", "--repetitions", K_INT, F(reps) },
     { NULL, "--delay", K_INT, F(delay) },
     { "-o", "--output", K_OUTPUT, F(output) },
@@ -491,6 +514,7 @@ static int list_len(const struct opt *o, const struct bench_params *p)
     const char *field = (const char *)p + o->off;
     switch (o->kind) {
     case K_RANGE: case K_RANGE_NEG: case K_PG: case K_KV: case K_FA: case K_DEV: case K_ACL: case K_BOOLS:
+    case K_LM: case K_MMP: case K_DIO:
         return ((const struct bench_ints *)field)->n;
     case K_MODEL: case K_OT:
         return ((const struct bench_strs *)field)->n;
@@ -526,7 +550,7 @@ static enum vstatus apply_value(struct vctx *c, const struct opt *o, const char 
     case K_PG:
         return parse_pg(c, val, list);
     case K_KV:
-        return parse_kv(c, val, list);
+        return parse_names(val, kv_names, BENCH_KV_COUNT, list);
     case K_FA:
         return parse_fa(c, val, list);
     case K_DEV:
@@ -537,6 +561,10 @@ static enum vstatus apply_value(struct vctx *c, const struct opt *o, const char 
         return parse_onoff(c, val, list);
     case K_BOOLS:
         return parse_onoff(c, val, list);
+    case K_LM:
+        return parse_names(val, lm_names, BENCH_LM_COUNT, list);
+    case K_MMP: case K_DIO:
+        return parse_load_flags(c, val, o->kind == K_MMP, list);
     case K_MODEL:
         return parse_models(val, (struct bench_strs *)field);
     case K_OT:
@@ -573,7 +601,8 @@ static int fill_defaults(struct bench_params *p, const struct bench_defaults *d)
            default_if_empty(&p->type_v, BENCH_KV_F16) | default_if_empty(&p->n_threads, d->n_threads) |
            default_if_empty(&p->n_gpu_layers, -1) | default_if_empty(&p->flash_attn, -1) |
            default_if_empty(&p->devices, BENCH_DEV_AUTO) | default_if_empty(&p->acl_graph, d->acl_graph) |
-           default_if_empty(&p->launch_us, d->launch_us) | default_if_empty(&p->no_kv_offload, 0);
+           default_if_empty(&p->launch_us, d->launch_us) | default_if_empty(&p->no_kv_offload, 0) |
+           default_if_empty(&p->load_mode, BENCH_LM_AUTO);
 }
 
 enum bench_parse_status bench_parse(int argc, char **argv, const struct bench_defaults *d,
@@ -689,6 +718,7 @@ bool bench_param_differs(const struct bench_params *p, const struct bench_defaul
         { "flash_attn", offsetof(struct bench_params, flash_attn), -1 },
         { "n_gpu_layers", offsetof(struct bench_params, n_gpu_layers), -1 },
         { "no_kv_offload", offsetof(struct bench_params, no_kv_offload), 0 },
+        { "load_mode", offsetof(struct bench_params, load_mode), BENCH_LM_AUTO },
     };
     if (!strcmp(name, "n_threads"))
         return p->n_threads.n != 1 || p->n_threads.v[0] != d->n_threads;
@@ -740,6 +770,9 @@ void bench_usage(FILE *out, const char *prog, const struct bench_defaults *d)
     fprintf(out, "  -t, --threads <n>                         (default: %d)\n", d->n_threads);
     fprintf(out, "  -ngl, --n-gpu-layers <n>                  (default: -1 = all; layers on -dev npu, from the last)\n");
     fprintf(out, "  -nkvo, --no-kv-offload <0|1>              (default: 0; 1: KV cache in host memory)\n");
+    fprintf(out, "  -lm, --load-mode <auto|none|mmap|mlock|mmap+mlock|dio> (default: auto = mmap)\n");
+    fprintf(out, "  -mmp, --mmap <0|1>                        (deprecated: -lm none|mmap)\n");
+    fprintf(out, "  -dio, --direct-io <0|1>                   (deprecated: -lm mmap|dio)\n");
     fprintf(out, "  -fa, --flash-attn <on|off|auto>           (default: auto)\n");
     fprintf(out, "  -dev, --device <cpu|npu|none>             (default: auto = cpu; none = cpu)\n");
     fprintf(out, "  -ot, --override-tensor <pat>=<dev>;...    (default: none; dev cpu or npu)\n");

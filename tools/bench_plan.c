@@ -54,7 +54,7 @@ static int push_tests(const struct bench_params *p, struct bench_instance t, str
 }
 
 /* One nesting level per list, outermost first; level k sets field k of the instance. */
-enum { L_MODEL, L_NGL, L_DEV, L_OT, L_ACL, L_LAUNCH, L_BATCH, L_UBATCH, L_TK, L_TV, L_NKVO, L_FA, L_THREADS, L_DEPTH,
+enum { L_MODEL, L_NGL, L_LM, L_DEV, L_OT, L_ACL, L_LAUNCH, L_BATCH, L_UBATCH, L_TK, L_TV, L_NKVO, L_FA, L_THREADS, L_DEPTH,
        N_LEVELS };
 
 static int nest(const struct bench_params *p, int level, struct bench_instance t, struct plan *pl)
@@ -71,13 +71,13 @@ static int nest(const struct bench_params *p, int level, struct bench_instance t
         return 0;
     }
     const struct bench_ints *lists[N_LEVELS] = {
-        [L_NGL] = &p->n_gpu_layers, [L_DEV] = &p->devices, [L_ACL] = &p->acl_graph, [L_LAUNCH] = &p->launch_us,
+        [L_NGL] = &p->n_gpu_layers, [L_LM] = &p->load_mode, [L_DEV] = &p->devices, [L_ACL] = &p->acl_graph, [L_LAUNCH] = &p->launch_us,
         [L_BATCH] = &p->n_batch, [L_UBATCH] = &p->n_ubatch, [L_TK] = &p->type_k, [L_TV] = &p->type_v,
         [L_NKVO] = &p->no_kv_offload,
         [L_FA] = &p->flash_attn, [L_THREADS] = &p->n_threads, [L_DEPTH] = &p->n_depth,
     };
     int *fields[N_LEVELS] = {
-        [L_NGL] = &t.n_gpu_layers, [L_DEV] = &t.device, [L_ACL] = &t.acl_graph, [L_LAUNCH] = &t.launch_us,
+        [L_NGL] = &t.n_gpu_layers, [L_LM] = &t.load_mode, [L_DEV] = &t.device, [L_ACL] = &t.acl_graph, [L_LAUNCH] = &t.launch_us,
         [L_BATCH] = &t.n_batch,
         [L_UBATCH] = &t.n_ubatch, [L_TK] = &t.type_k, [L_TV] = &t.type_v, [L_NKVO] = &t.no_kv_offload,
         [L_FA] = &t.flash_attn,

@@ -29,7 +29,7 @@ static const struct tool_alias run_aliases[] = {
     { "-ub", "--ubatch-size" }, { "-ctk", "--cache-type-k" }, { "-ctv", "--cache-type-v" },
     { "-dev", "--device" }, { "-ngl", "--n-gpu-layers" }, { "--gpu-layers", "--n-gpu-layers" },
     { "-fa", "--flash-attn" }, { "-nkvo", "--no-kv-offload" }, { "-ot", "--override-tensor" },
-    { "-no-cnv", "--no-conversation" }, { "-sp", "--special" }, { "--predict", "--n-predict" },
+    { "-dio", "--direct-io" }, { "-no-cnv", "--no-conversation" }, { "-sp", "--special" }, { "--predict", "--n-predict" },
 };
 
 /* llama.cpp options (llama-cli / llama-completion) that have no counterpart here: named in a
@@ -40,7 +40,7 @@ static const char *const unsupported[] = {
     "-co", "--color", "--in-prefix", "--in-suffix", "--in-prefix-bos", "--multiline-input", "--simple-io",
     "--verbose-prompt", "--keep", "--prompt-cache", "--prompt-cache-all", "--prompt-cache-ro",
     "-tb", "--threads-batch", "-C", "--cpu-mask", "-Cr", "--cpu-range", "--cpu-strict", "--prio",
-    "--poll", "--numa", "--mlock", "--no-mmap", "--mmap", "-dio", "--direct-io",
+    "--poll", "--numa",
     "-sm", "--split-mode", "-ts", "--tensor-split", "-mg", "--main-gpu",
     "-cmoe", "--cpu-moe", "-ncmoe", "--n-cpu-moe", "--lora", "--lora-scaled", "--control-vector",
     "--control-vector-scaled", "-md", "--model-draft", "-hf", "-hfr", "--hf-repo", "-hff", "--hf-file",
@@ -67,6 +67,7 @@ struct run_opts {
     enum llm_type type_k, type_v;
     int flash_attn;
     bool display_prompt, special, verbose, seed_given, parse_special, ignore_eos, no_kv_offload;
+    enum gguf_load_mode load_mode; /* --no-mmap, --mlock, -dio */
 };
 
 static volatile sig_atomic_t interrupted;
@@ -303,6 +304,10 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
     struct arg_str *dev = arg_str0(NULL, "device", "cpu|npu", "-dev: backend (default cpu)");
     struct arg_int *ngl = arg_int0(NULL, "n-gpu-layers", "N", "-ngl: layers on the device, from the last (output = one; default -1: all)");
     struct arg_lit *nkvo = arg_lit0(NULL, "no-kv-offload", "-nkvo: keep every layer's KV cache in host memory");
+    struct arg_lit *mmap_on = arg_lit0(NULL, "mmap", "map the model file (the default)");
+    struct arg_lit *mmap_off = arg_lit0(NULL, "no-mmap", "read the model into memory instead of mapping it");
+    struct arg_lit *mlock = arg_lit0(NULL, "mlock", "lock the model in RAM");
+    struct arg_lit *dio = arg_lit0(NULL, "direct-io", "-dio: read the model with O_DIRECT, past the page cache");
     struct arg_str *ot = arg_strn(NULL, "override-tensor", "PAT=DEV,...", 0, 16,
                                   "-ot: weights whose names match the regex PAT live on DEV (cpu or npu)");
     struct arg_lit *no_display = arg_lit0(NULL, "no-display-prompt", "print only the generated text");
@@ -320,7 +325,7 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
     struct arg_lit *help = arg_lit0("h", "help", "print this help");
     struct arg_end *end = arg_end(5);
     void *table[] = { help, model, prompt, file, n_predict, n_ctx, n_batch, n_ubatch, threads, temp, top_k,
-                      top_p, min_p, rep_pen, rep_n, seed, ctk, ctv, fa, dev, ngl, nkvo, ot, no_display, special,
+                      top_p, min_p, rep_pen, rep_n, seed, ctk, ctv, fa, dev, ngl, nkvo, mmap_on, mmap_off, mlock, dio, ot, no_display, special,
                       no_parse, escape, no_escape, ignore_eos, no_cnv, no_warmup, dump, verbose, profile, trace, end };
     const int n_table = sizeof table / sizeof table[0];
     int rc = -1;
@@ -403,11 +408,20 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
         rc = 1;
         goto out;
     }
-    if (escape->count && no_escape->count) {
-        tool_error("give -e or --no-escape, not both");
-        rc = 1;
-        goto out;
-    }
+    /* pairs of flags that contradict each other (llama-bench's -lm has no dio+mlock either) */
+    const struct { const struct arg_lit *a, *b; const char *names; } exclusive[] = {
+        { escape, no_escape, "-e or --no-escape" }, { mmap_on, mmap_off, "--mmap or --no-mmap" },
+        { mlock, dio, "--mlock or -dio" },
+    };
+    for (size_t i = 0; i < sizeof exclusive / sizeof exclusive[0]; i++)
+        if (exclusive[i].a->count && exclusive[i].b->count) {
+            tool_error("give %s, not both", exclusive[i].names);
+            rc = 1;
+            goto out;
+        }
+    o->load_mode = dio->count ? GGUF_LOAD_DIRECT
+                   : mmap_off->count ? (mlock->count ? GGUF_LOAD_MLOCK : GGUF_LOAD_READ)
+                                     : (mlock->count ? GGUF_LOAD_MMAP_MLOCK : GGUF_LOAD_MMAP);
     /* inputs and outputs last: every value is known good before a file is touched */
     if (file->count) {
         o->prompt = read_file(file->filename[0]);
@@ -732,7 +746,7 @@ static int generate(struct run_opts *o)
     int rc = 1;
 
     double t = now_ms();
-    if (llm_model_load(o->model, &model, &err)) {
+    if (llm_model_load_mode(o->model, o->load_mode, &model, &err)) {
         tool_error("%s", err.msg);
         return 1;
     }
@@ -799,9 +813,9 @@ static int generate(struct run_opts *o)
         goto out;
     }
     if (o->verbose)
-        fprintf(stderr, "llm-run: model %s (%s), n_ctx %d, n_batch %d, n_ubatch %d, threads %d, "
+        fprintf(stderr, "llm-run: model %s (%s), load mode %s%s, n_ctx %d, n_batch %d, n_ubatch %d, threads %d, "
                 "kv %s/%s, flash_attn %s, seed %u, temp %.2f top_k %d top_p %.2f min_p %.2f\n",
-                o->model, model->desc, cp.n_ctx, cp.n_batch, cp.n_ubatch, cp.n_threads,
+                o->model, model->desc, gguf_load_mode_name(o->load_mode), model->file->locked ? " (locked)" : "", cp.n_ctx, cp.n_batch, cp.n_ubatch, cp.n_threads,
                 llm_type_name(cp.type_k), llm_type_name(cp.type_v), cp.flash_attn ? "on" : "off",
                 o->sp.seed, o->sp.temp, o->sp.top_k, o->sp.top_p, o->sp.min_p);
 
