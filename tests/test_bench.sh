@@ -11,7 +11,7 @@ M=$SHARED/models
 REF=$SHARED/ref/llama-bench
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-passed=0; failed=0
+passed=0; failed=0; skipped=0
 ok()   { passed=$((passed + 1)); }
 fail() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
 
@@ -387,6 +387,28 @@ grep -q '^| model .* | threads |         lm |' "$tmp/lm.md" && grep -q '|       
 bench -m stories260K.gguf -lm mmap+dio -p 0 -n 2 -r 1 -t 1 >/dev/null 2>"$tmp/err"; rc=$?
 [ $rc = 1 ] && grep -qx 'error: invalid parameter for argument: -lm' "$tmp/err" && ok || fail "-lm mmap+dio: exit $rc"
 
+# -C, --cpu-strict, --poll (lists, as llama-bench's): each row records its own (md: the columns of
+# those given); --numa is accepted and -v says what it does with one node; a --prio the system
+# refuses (run as nobody) is one error line before any test.
+bench -m stories260K.gguf -C 0x1,0x3 --cpu-strict 1 --poll 0,100 -p 0 -n 2 -r 1 -t 2 -o jsonl >"$tmp/cpu.jsonl" 2>"$tmp/err"
+got=$(python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    r = json.loads(l); print(r["cpu_mask"], r["cpu_strict"], r["poll"], end=",")' "$tmp/cpu.jsonl")
+[ "$got" = "0x1 True 0,0x1 True 100,0x3 True 0,0x3 True 100," ] && ok || fail "-C/--cpu-strict/--poll rows: $got $(cat "$tmp/err")"
+bench -m stories260K.gguf -C 0x1 --poll 0 --numa distribute -v -p 0 -n 2 -r 1 -t 1 >"$tmp/cpu.md" 2>"$tmp/err"
+grep -q '^| model .* | threads | cpu_mask   |       poll |' "$tmp/cpu.md" && grep -q '| 0x1        |          0 |' "$tmp/cpu.md" \
+  && grep -qx 'llm-bench: --numa distribute: one NUMA node, nothing to place' "$tmp/err" && ok \
+  || fail "md cpu_mask/poll columns, --numa -v: $(cat "$tmp/cpu.md" "$tmp/err")"
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+  (cd "$M" && setpriv --reuid=65534 --regid=65534 --clear-groups "$LLM" bench -m stories260K.gguf --prio 2 -p 0 -n 2 \
+     -r 1 -t 1 >"$tmp/prio.out" 2>"$tmp/err"); rc=$?
+  [ $rc = 1 ] && [ ! -s "$tmp/prio.out" ] && [ "$(wc -l <"$tmp/err")" = 1 ] \
+    && grep -q "^llm: error: --prio 2: cannot set the process's nice value to -10: .*needs root or CAP_SYS_NICE" "$tmp/err" \
+    && ok || fail "--prio 2 as nobody: exit $rc: $(cat "$tmp/prio.out" "$tmp/err")"
+else
+  skipped=$((skipped + 1)); echo "SKIP: --prio refusal needs root and setpriv to run as nobody"
+fi
+
 # Ctrl-C during the second test's --delay: the first test's row, the footer, exit non-zero.
 # The signal goes once the first row is out (the machine warm-up and start-up take a varying time,
 # longer under ASan), well inside the second test's 3 s delay.
@@ -400,5 +422,5 @@ rc=$?
 [ $rc -ne 0 ] && [ "$(grep -c '^| .*pp4 |' "$tmp/int.md")" = 1 ] && ! grep -q 'pp8' "$tmp/int.md" \
   && tail -1 "$tmp/int.md" | grep -q '^build: ' && ok || fail "SIGINT: exit $rc: $(cat "$tmp/int.md" "$tmp/int.err")"
 
-echo "test_bench_cli: $passed passed, $failed failed"
+echo "test_bench_cli: $passed passed, $failed failed$([ $skipped = 0 ] || echo ", $skipped skipped")"
 [ $failed -eq 0 ]

@@ -123,6 +123,17 @@ done
 expect_error "--mmap --no-mmap" "give --mmap or --no-mmap, not both" "$BIN/llm-run" -m "$S" -p hi --mmap --no-mmap
 expect_error "--mlock -dio" "give --mlock or -dio, not both" "$BIN/llm-run" -m "$S" -p hi --mlock -dio
 expect_error "-e --no-escape" "give -e or --no-escape, not both" "$BIN/llm-run" -m "$S" -p hi -e --no-escape
+# llama-cli's cpu options (issue 28): out of range or unusable, one error line each.
+expect_error "-C zz" "invalid value 'zz' for -C" "$BIN/llm-run" -m "$S" -p hi -C zz
+expect_error "-C beyond the cpus" "invalid value '0x10000000000000000' for -C" "$BIN/llm-run" -m "$S" -p hi \
+  -C 0x10000000000000000
+expect_error "--poll 101" "invalid value 101 for --poll: must be between 0 and 100" "$BIN/llm-run" -m "$S" -p hi --poll 101
+expect_error "--cpu-strict 2" "invalid value 2 for --cpu-strict" "$BIN/llm-run" -m "$S" -p hi --cpu-strict 2
+expect_error "--prio 4" "invalid value 4 for --prio: must be between -1 and 3" "$BIN/llm-run" -m "$S" -p hi --prio 4
+expect_error "--numa foo" "invalid value 'foo' for --numa" "$BIN/llm-run" -m "$S" -p hi --numa foo
+expect_error "llm-bench -C zz" "invalid value 'zz' for -C" "$BIN/llm-bench" -m "$S" -C zz
+expect_error "llm-bench --poll 101" "invalid value 101 for --poll" "$BIN/llm-bench" -m "$S" --poll 101
+expect_error "llm-bench --prio 4" "invalid value 4 for --prio" "$BIN/llm-bench" -m "$S" --prio 4
 "$BIN/llm-run" -m "$S" -p -i -n 1 >/dev/null 2>"$tmp/err" && ok || fail "-p -i (a prompt that looks like an option): $(cat "$tmp/err")"
 
 # -v: time per phase, tokens, KV cache use (5 + 8 tokens, the last one sampled but not evaluated;

@@ -11,6 +11,8 @@
 #include "bench.h"
 #include "latency.h"
 #include "commands.h"
+#include "cpu_opts.h"
+#include "thread_policy.h"
 #include "log.h"
 #include "profile.h"
 #include "profile_print.h"
@@ -315,12 +317,25 @@ static int warm_up_machine(struct bench_state *s, const struct bench_instance *t
     return rc;
 }
 
+/* The cpu pool and the npu's threads of test t's contexts (the warm-up's too) follow -C, --cpu-strict,
+ * --poll and --prio (checked by bench_validate). */
+static void set_thread_policy(const struct bench_instance *t)
+{
+    struct llm_thread_policy tp = llm_thread_policy_default();
+    llm_cpu_mask_parse(t->cpu_mask, tp.mask);
+    tp.strict = t->cpu_strict != 0;
+    tp.poll = t->poll;
+    tp.prio = llm_thread_policy_get()->prio;
+    llm_thread_policy_set(&tp);
+}
+
 /* Run test t: model (reused when the file is the same), the machine warm-up before the first test,
  * a fresh context, measure. tok: the --token-times buffers (ns NULL without the flag). */
 static int run_test(struct bench_state *s, const struct bench_instance *t, struct bench_result *res,
                     uint64_t *samples, struct token_log tok)
 {
     progress(s, "starting", 0);
+    set_thread_policy(t);
     if (ensure_model(s, t) != RUN_OK)
         return RUN_FAILED;
     if (s->index == 0 && !s->p->no_warmup) {
@@ -532,6 +547,11 @@ int cmd_bench(int argc, char **argv)
         bench_params_free(&p);
         return 1;
     }
+    if (p.prio != LLM_PRIO_NORMAL && tool_set_priority(p.prio) != 0) {
+        bench_params_free(&p);
+        return 1;
+    }
+    tool_numa_note(p.numa, p.verbose, "llm-bench");
     if (bench_plan(&p, &plan, &s.count) != 0) {
         tool_error("out of memory");
         bench_params_free(&p);

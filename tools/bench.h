@@ -59,9 +59,14 @@ struct bench_params {
     struct bench_ints no_kv_offload; /* -nkvo: 1 keeps the KV cache in host memory */
     struct bench_ints launch_us;    /* --npu-launch-us: npu host µs per eager launch */
     struct bench_ints load_mode;    /* -lm, -mmp, -dio (enum bench_lm)            */
+    struct bench_strs cpu_mask;     /* -C: hex masks, as given                    */
+    struct bench_ints cpu_strict;   /* --cpu-strict 0|1                           */
+    struct bench_ints poll;         /* --poll 0..100                              */
     bool devices_given, acl_graph_given; /* md shows dev / acl_graph only then    */
     int reps;                       /* -r                                         */
     int delay;                      /* --delay seconds before each test           */
+    int prio;                       /* --prio -1..3 (enum llm_prio)               */
+    char numa[16];                  /* --numa distribute|isolate|numactl, "" off  */
     enum bench_output output, output_err; /* -o (stdout), -oe (stderr)            */
     bool verbose, progress, no_warmup, roofline;
     bool profile;                   /* --profile: per-op table per test, `profile` field in records */
@@ -115,11 +120,13 @@ struct bench_instance {
     int n_batch, n_ubatch, type_k, type_v, n_threads, n_gpu_layers, flash_attn, device, acl_graph, launch_us;
     int no_kv_offload;
     int load_mode;         /* enum bench_lm */
+    const char *cpu_mask;  /* -C as given ("0x0": no mask), points into bench_params.cpu_mask */
+    int cpu_strict, poll;
     const char *overrides; /* -ot: one alternative of bench_params.overrides, NULL: none */
 };
 
 /* All tests in llama-bench's order (outermost first: model, n_gpu_layers, load_mode, devices, overrides, acl_graph,
- * npu_launch_us, n_batch, n_ubatch, type_k, type_v, no_kv_offload, flash_attn, n_threads, n_depth; innermost pp, tg, pg tests,
+ * npu_launch_us, n_batch, n_ubatch, type_k, type_v, no_kv_offload, flash_attn, n_threads, cpu_mask, cpu_strict, n_depth, poll; innermost pp, tg, pg tests,
  * skipping 0 and (0,0)). *out is malloc'ed (free()), *n may be 0. Returns -1 on allocation failure. */
 int bench_plan(const struct bench_params *p, struct bench_instance **out, size_t *n);
 

@@ -14,6 +14,7 @@
 #include "bench.h"
 #include "commands.h"
 #include "graphcache/graphcache.h"
+#include "thread_policy.h"
 
 #define DEFAULT_MODEL "models/7B/ggml-model-q4_0.gguf"
 
@@ -120,14 +121,17 @@ void bench_params_free(struct bench_params *p)
     for (int i = 0; i < p->model.n; i++)
         free(p->model.v[i]);
     free(p->model.v);
-    for (int i = 0; i < p->overrides.n; i++)
-        free(p->overrides.v[i]);
-    free(p->overrides.v);
+    struct bench_strs *strs[] = { &p->overrides, &p->cpu_mask };
+    for (size_t k = 0; k < sizeof strs / sizeof strs[0]; k++) {
+        for (int i = 0; i < strs[k]->n; i++)
+            free(strs[k]->v[i]);
+        free(strs[k]->v);
+    }
     free(p->trace);
     struct bench_ints *lists[] = { &p->n_prompt, &p->n_gen, &p->n_pg, &p->n_depth, &p->n_batch, &p->n_ubatch,
                                    &p->type_k, &p->type_v, &p->n_threads, &p->n_gpu_layers, &p->flash_attn,
                                    &p->devices, &p->acl_graph, &p->launch_us, &p->no_kv_offload,
-                                   &p->load_mode };
+                                   &p->load_mode, &p->cpu_strict, &p->poll };
     for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
         free(lists[i]->v);
     memset(p, 0, sizeof *p);
@@ -454,7 +458,7 @@ static enum vstatus parse_output(const char *s, enum bench_output *out)
 }
 
 enum opt_kind { K_HELP, K_LIST_DEVICES, K_FLAG, K_INT, K_RANGE, K_RANGE_NEG, K_PG, K_KV, K_FA, K_DEV, K_ACL, K_BOOLS, K_MODEL,
-                K_OT, K_OUTPUT, K_PATH, K_LM, K_MMP, K_DIO };
+                K_OT, K_OUTPUT, K_PATH, K_LM, K_MMP, K_DIO, K_STRS, K_NUMA };
 
 struct opt {
     const char *s, *l;
@@ -486,6 +490,11 @@ static const struct opt opts[] = {
     { "-lm", "--load-mode", K_LM, F(load_mode) },
     { "-mmp", "--mmap", K_MMP, F(load_mode) },
     { "-dio", "--direct-io", K_DIO, F(load_mode) },
+    { "-C", "--cpu-mask", K_STRS, F(cpu_mask) },
+    { NULL, "--cpu-strict", K_BOOLS, F(cpu_strict) },
+    { NULL, "--poll", K_RANGE, F(poll) },
+    { NULL, "--prio", K_INT, F(prio) },
+    { NULL, "--numa", K_NUMA, F(numa) },
     { "-r", "--repetitions", K_INT, F(reps) },
     { NULL, "--delay", K_INT, F(delay) },
     { "-o", "--output", K_OUTPUT, F(output) },
@@ -516,7 +525,7 @@ static int list_len(const struct opt *o, const struct bench_params *p)
     case K_RANGE: case K_RANGE_NEG: case K_PG: case K_KV: case K_FA: case K_DEV: case K_ACL: case K_BOOLS:
     case K_LM: case K_MMP: case K_DIO:
         return ((const struct bench_ints *)field)->n;
-    case K_MODEL: case K_OT:
+    case K_MODEL: case K_OT: case K_STRS:
         return ((const struct bench_strs *)field)->n;
     default:
         return -1;
@@ -565,8 +574,18 @@ static enum vstatus apply_value(struct vctx *c, const struct opt *o, const char 
         return parse_names(val, lm_names, BENCH_LM_COUNT, list);
     case K_MMP: case K_DIO:
         return parse_load_flags(c, val, o->kind == K_MMP, list);
-    case K_MODEL:
+    case K_MODEL: case K_STRS:
         return parse_models(val, (struct bench_strs *)field);
+    case K_NUMA: {
+        static const char *const modes[] = { "distribute", "isolate", "numactl" };
+        const char *v = *val ? val : modes[0]; /* llama-bench: an empty value is distribute */
+        for (size_t k = 0; k < sizeof modes / sizeof modes[0]; k++)
+            if (!strcmp(v, modes[k])) {
+                snprintf((char *)field, sizeof p->numa, "%s", v);
+                return V_OK;
+            }
+        return V_INVALID;
+    }
     case K_OT:
         return parse_overrides(val, (struct bench_strs *)field);
     case K_OUTPUT:
@@ -602,7 +621,9 @@ static int fill_defaults(struct bench_params *p, const struct bench_defaults *d)
            default_if_empty(&p->n_gpu_layers, -1) | default_if_empty(&p->flash_attn, -1) |
            default_if_empty(&p->devices, BENCH_DEV_AUTO) | default_if_empty(&p->acl_graph, d->acl_graph) |
            default_if_empty(&p->launch_us, d->launch_us) | default_if_empty(&p->no_kv_offload, 0) |
-           default_if_empty(&p->load_mode, BENCH_LM_AUTO);
+           default_if_empty(&p->load_mode, BENCH_LM_AUTO) |
+           default_if_empty(&p->cpu_strict, 0) | default_if_empty(&p->poll, 50) |
+           (p->cpu_mask.n == 0 ? strs_push(&p->cpu_mask, "0x0", 3) : 0);
 }
 
 enum bench_parse_status bench_parse(int argc, char **argv, const struct bench_defaults *d,
@@ -685,8 +706,28 @@ int bench_validate(const struct bench_params *p, char *msg, size_t cap)
         check_list(&p->n_pg, "-pg", 0, INT_MAX, msg, cap) || check_list(&p->n_depth, "-d", 0, INT_MAX, msg, cap) ||
         check_list(&p->n_batch, "-b", 1, INT_MAX, msg, cap) || check_list(&p->n_ubatch, "-ub", 1, INT_MAX, msg, cap) ||
         check_list(&p->n_threads, "-t", 1, TOOL_MAX_THREADS, msg, cap) ||
-        check_list(&p->launch_us, "--npu-launch-us", 0, 1000000, msg, cap))
+        check_list(&p->launch_us, "--npu-launch-us", 0, 1000000, msg, cap) ||
+        check_list(&p->poll, "--poll", 0, 100, msg, cap))
         return -1;
+    if (p->prio < LLM_PRIO_LOW || p->prio > LLM_PRIO_REALTIME) {
+        snprintf(msg, cap, "invalid value %d for --prio: must be between -1 and 3", p->prio);
+        return -1;
+    }
+    for (int i = 0; i < p->cpu_mask.n; i++) {
+        uint64_t mask[LLM_MAX_CPUS / 64];
+        const char *m = p->cpu_mask.v[i];
+        bool none = true;
+        if (llm_cpu_mask_parse(m, mask) != 0) {
+            snprintf(msg, cap, "invalid value '%.64s' for -C: not a hex cpu mask of at most %d cpus", m, LLM_MAX_CPUS);
+            return -1;
+        }
+        for (int w = 0; w < LLM_MAX_CPUS / 64; w++)
+            none &= mask[w] == 0;
+        if (!none && llm_cpu_mask_usable(mask) == 0) {
+            snprintf(msg, cap, "-C %.64s: none of its cpus is one this process may run on", m);
+            return -1;
+        }
+    }
     /* a test's context holds its prompt, generation and depth */
     long long pg = 0;
     for (int i = 0; i + 1 < p->n_pg.n; i += 2)
@@ -719,6 +760,8 @@ bool bench_param_differs(const struct bench_params *p, const struct bench_defaul
         { "n_gpu_layers", offsetof(struct bench_params, n_gpu_layers), -1 },
         { "no_kv_offload", offsetof(struct bench_params, no_kv_offload), 0 },
         { "load_mode", offsetof(struct bench_params, load_mode), BENCH_LM_AUTO },
+        { "cpu_strict", offsetof(struct bench_params, cpu_strict), 0 },
+        { "poll", offsetof(struct bench_params, poll), 50 },
     };
     if (!strcmp(name, "n_threads"))
         return p->n_threads.n != 1 || p->n_threads.v[0] != d->n_threads;
@@ -726,6 +769,8 @@ bool bench_param_differs(const struct bench_params *p, const struct bench_defaul
         return p->devices_given;
     if (!strcmp(name, "tensor_buft_overrides"))
         return p->overrides.n > 0;
+    if (!strcmp(name, "cpu_mask"))
+        return p->cpu_mask.n != 1 || strcmp(p->cpu_mask.v[0], "0x0") != 0;
     if (!strcmp(name, "acl_graph"))
         return p->acl_graph_given;
     if (!strcmp(name, "npu_launch_us"))
@@ -748,6 +793,8 @@ void bench_usage(FILE *out, const char *prog, const struct bench_defaults *d)
     fprintf(out, "  -o, --output <csv|json|jsonl|md|sql>      output format printed to stdout (default: md)\n");
     fprintf(out, "  -oe, --output-err <csv|json|jsonl|md|sql> output format printed to stderr (default: none)\n");
     fprintf(out, "  -v, --verbose                             verbose output (graph statistics, roofline)\n");
+    fprintf(out, "  --numa <distribute|isolate|numactl>       (default: disabled; one NUMA node: no effect)\n");
+    fprintf(out, "  --prio <-1|0|1|2|3>                       process/thread priority (default: 0; 2 and 3 need root)\n");
     fprintf(out, "  --progress                                print test progress indicators\n");
     fprintf(out, "  --no-warmup                               skip warmup runs before benchmarking\n");
     fprintf(out, "  --roofline                                measure memory bandwidth and FMA peak, and print\n");
@@ -768,6 +815,9 @@ void bench_usage(FILE *out, const char *prog, const struct bench_defaults *d)
     fprintf(out, "  -ctk, --cache-type-k <t>                  (default: f16; f16 or f32)\n");
     fprintf(out, "  -ctv, --cache-type-v <t>                  (default: f16; f16 or f32)\n");
     fprintf(out, "  -t, --threads <n>                         (default: %d)\n", d->n_threads);
+    fprintf(out, "  -C, --cpu-mask <hex,hex>                  (default: 0x0 = no affinity)\n");
+    fprintf(out, "  --cpu-strict <0|1>                        (default: 0; 1: each thread on one cpu of the mask)\n");
+    fprintf(out, "  --poll <0...100>                          (default: 50; busy-wait before sleeping, 0: none)\n");
     fprintf(out, "  -ngl, --n-gpu-layers <n>                  (default: -1 = all; layers on -dev npu, from the last)\n");
     fprintf(out, "  -nkvo, --no-kv-offload <0|1>              (default: 0; 1: KV cache in host memory)\n");
     fprintf(out, "  -lm, --load-mode <auto|none|mmap|mlock|mmap+mlock|dio> (default: auto = mmap)\n");

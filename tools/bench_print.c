@@ -124,8 +124,9 @@ static const char *value(const struct record *rec, enum field f, char *buf)
     case F_N_BATCH: snprintf(buf, cap, "%d", t->n_batch); return buf;
     case F_N_UBATCH: snprintf(buf, cap, "%d", t->n_ubatch); return buf;
     case F_N_THREADS: snprintf(buf, cap, "%d", t->n_threads); return buf;
-    case F_CPU_MASK: return "0x0";
-    case F_POLL: return "50";
+    case F_CPU_MASK: return t->cpu_mask;
+    case F_CPU_STRICT: return t->cpu_strict ? "1" : "0";
+    case F_POLL: snprintf(buf, cap, "%d", t->poll); return buf;
     case F_TYPE_K: return bench_kv_name(t->type_k);
     case F_TYPE_V: return bench_kv_name(t->type_v);
     case F_N_GPU_LAYERS: snprintf(buf, cap, "%d", t->n_gpu_layers); return buf;
@@ -139,7 +140,7 @@ static const char *value(const struct record *rec, enum field f, char *buf)
         return t->load_mode == BENCH_LM_AUTO || t->load_mode == BENCH_LM_MMAP || t->load_mode == BENCH_LM_MMAP_MLOCK
                    ? "1" : "0";
     case F_NO_KV_OFFLOAD: return t->no_kv_offload ? "1" : "0";
-    case F_CPU_STRICT: case F_N_CPU_MOE: case F_MAIN_GPU: case F_EMBEDDINGS:
+    case F_N_CPU_MOE: case F_MAIN_GPU: case F_EMBEDDINGS:
     case F_NO_OP_OFFLOAD: case F_NO_HOST: case F_FIT_TARGET: case F_FIT_MIN_CTX:
         return "0"; /* llama-bench parameters we do not have, at their defaults */
     case F_N_PROMPT: snprintf(buf, cap, "%d", t->n_prompt); return buf;
@@ -185,7 +186,8 @@ struct col {
 
 /* llama-bench's conditional columns between backend and test, in its order (ours after dev). */
 static const struct { enum field f; const char *title; int width; } md_optional[] = {
-    { F_N_GPU_LAYERS, "ngl", 3 }, { F_N_THREADS, "threads", 7 }, { F_N_BATCH, "n_batch", 7 }, { F_N_UBATCH, "n_ubatch", 8 },
+    { F_N_GPU_LAYERS, "ngl", 3 }, { F_N_THREADS, "threads", 7 }, { F_CPU_MASK, "cpu_mask", -10 },
+    { F_CPU_STRICT, "cpu_strict", 10 }, { F_POLL, "poll", 10 }, { F_N_BATCH, "n_batch", 7 }, { F_N_UBATCH, "n_ubatch", 8 },
     { F_TYPE_K, "type_k", 6 }, { F_TYPE_V, "type_v", 6 }, { F_NO_KV_OFFLOAD, "nkvo", 4 }, { F_FLASH_ATTN, "fa", 3 },
     { F_DEVICES, "dev", -12 }, { F_TENSOR_BUFT_OVERRIDES, "ot", -24 },
     { F_LOAD_MODE, "lm", 10 }, { F_ACL_GRAPH, "acl_graph", 10 }, { F_NPU_LAUNCH_US, "launch_us", 9 },

@@ -19,10 +19,12 @@
 #include "model/model.h"
 #include "model/sampler.h"
 #include "model/vocab.h"
+#include "cpu_opts.h"
 #include "log.h"
 #include "profile.h"
 #include "profile_print.h"
 #include "roofline.h"
+#include "thread_policy.h"
 #include "trace.h"
 
 static const struct tool_alias run_aliases[] = {
@@ -39,8 +41,7 @@ static const char *const unsupported[] = {
     "-sys", "--system-prompt", "--chat-template", "--chat-template-file", "--jinja", "-st", "--single-turn",
     "-co", "--color", "--in-prefix", "--in-suffix", "--in-prefix-bos", "--multiline-input", "--simple-io",
     "--verbose-prompt", "--keep", "--prompt-cache", "--prompt-cache-all", "--prompt-cache-ro",
-    "-tb", "--threads-batch", "-C", "--cpu-mask", "-Cr", "--cpu-range", "--cpu-strict", "--prio",
-    "--poll", "--numa",
+    "-tb", "--threads-batch", "-Cr", "--cpu-range",
     "-sm", "--split-mode", "-ts", "--tensor-split", "-mg", "--main-gpu",
     "-cmoe", "--cpu-moe", "-ncmoe", "--n-cpu-moe", "--lora", "--lora-scaled", "--control-vector",
     "--control-vector-scaled", "-md", "--model-draft", "-hf", "-hfr", "--hf-repo", "-hff", "--hf-file",
@@ -68,6 +69,8 @@ struct run_opts {
     int flash_attn;
     bool display_prompt, special, verbose, seed_given, parse_special, ignore_eos, no_kv_offload;
     enum gguf_load_mode load_mode; /* --no-mmap, --mlock, -dio */
+    struct llm_thread_policy threads; /* -C, --cpu-strict, --poll, --prio */
+    const char *numa;     /* --numa, "" when not given */
 };
 
 static volatile sig_atomic_t interrupted;
@@ -280,6 +283,31 @@ static bool parse_seed(const char *s, struct run_opts *o)
     return true;
 }
 
+/* -C, --cpu-strict, --poll, --prio and --numa into o (llama-cli's ranges); an error line and -1 when
+ * one is out of range. */
+static int parse_threads(const struct arg_str *mask, const struct arg_int *strict, const struct arg_int *poll,
+                         const struct arg_int *prio, const struct arg_str *numa, struct run_opts *o)
+{
+    o->threads = llm_thread_policy_default();
+    if (mask->count && (llm_cpu_mask_parse(mask->sval[0], o->threads.mask) != 0 ||
+                        !llm_cpu_mask_usable(o->threads.mask))) {
+        tool_error("invalid value '%s' for -C: not a hex mask of cpus this process may run on", mask->sval[0]);
+        return -1;
+    }
+    o->threads.strict = strict->count && strict->ival[0];
+    o->threads.poll = poll->count ? poll->ival[0] : 50;
+    o->threads.prio = prio->count ? prio->ival[0] : LLM_PRIO_NORMAL;
+    o->numa = numa->count ? (*numa->sval[0] ? numa->sval[0] : "distribute") : "";
+    if ((strict->count && !in_range("--cpu-strict", strict->ival[0], 0, 1)) ||
+        !in_range("--poll", o->threads.poll, 0, 100) || !in_range("--prio", o->threads.prio, -1, 3))
+        return -1;
+    if (*o->numa && strcmp(o->numa, "distribute") && strcmp(o->numa, "isolate") && strcmp(o->numa, "numactl")) {
+        tool_error("invalid value '%s' for --numa (use distribute, isolate or numactl)", o->numa);
+        return -1;
+    }
+    return 0;
+}
+
 /* Parse the command line into o; returns -1 to continue, else the exit status. */
 static int parse_args(int argc, char **argv, struct run_opts *o)
 {
@@ -308,6 +336,11 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
     struct arg_lit *mmap_off = arg_lit0(NULL, "no-mmap", "read the model into memory instead of mapping it");
     struct arg_lit *mlock = arg_lit0(NULL, "mlock", "lock the model in RAM");
     struct arg_lit *dio = arg_lit0(NULL, "direct-io", "-dio: read the model with O_DIRECT, past the page cache");
+    struct arg_str *cpu_mask = arg_str0("C", "cpu-mask", "HEX", "cpus the threads run on (default: all)");
+    struct arg_int *cpu_strict = arg_int0(NULL, "cpu-strict", "0|1", "each thread on one cpu of the mask (default 0)");
+    struct arg_int *poll = arg_int0(NULL, "poll", "0..100", "busy-wait before sleeping (default 50; 0: none)");
+    struct arg_int *prio = arg_int0(NULL, "prio", "-1..3", "process/thread priority (default 0; 2, 3 need root)");
+    struct arg_str *numa = arg_str0(NULL, "numa", "MODE", "distribute|isolate|numactl (one NUMA node: no effect)");
     struct arg_str *ot = arg_strn(NULL, "override-tensor", "PAT=DEV,...", 0, 16,
                                   "-ot: weights whose names match the regex PAT live on DEV (cpu or npu)");
     struct arg_lit *no_display = arg_lit0(NULL, "no-display-prompt", "print only the generated text");
@@ -325,7 +358,7 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
     struct arg_lit *help = arg_lit0("h", "help", "print this help");
     struct arg_end *end = arg_end(5);
     void *table[] = { help, model, prompt, file, n_predict, n_ctx, n_batch, n_ubatch, threads, temp, top_k,
-                      top_p, min_p, rep_pen, rep_n, seed, ctk, ctv, fa, dev, ngl, nkvo, mmap_on, mmap_off, mlock, dio, ot, no_display, special,
+                      top_p, min_p, rep_pen, rep_n, seed, ctk, ctv, fa, dev, ngl, nkvo, mmap_on, mmap_off, mlock, dio, cpu_mask, cpu_strict, poll, prio, numa, ot, no_display, special,
                       no_parse, escape, no_escape, ignore_eos, no_cnv, no_warmup, dump, verbose, profile, trace, end };
     const int n_table = sizeof table / sizeof table[0];
     int rc = -1;
@@ -419,6 +452,10 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
             rc = 1;
             goto out;
         }
+    if (parse_threads(cpu_mask, cpu_strict, poll, prio, numa, o) != 0) {
+        rc = 1;
+        goto out;
+    }
     o->load_mode = dio->count ? GGUF_LOAD_DIRECT
                    : mmap_off->count ? (mlock->count ? GGUF_LOAD_MLOCK : GGUF_LOAD_READ)
                                      : (mlock->count ? GGUF_LOAD_MMAP_MLOCK : GGUF_LOAD_MMAP);
@@ -745,6 +782,10 @@ static int generate(struct run_opts *o)
     struct run_stats rs = { .stop = "" };
     int rc = 1;
 
+    llm_thread_policy_set(&o->threads);
+    if (o->threads.prio != LLM_PRIO_NORMAL && tool_set_priority(o->threads.prio) != 0)
+        return 1;
+    tool_numa_note(o->numa, o->verbose, "llm-run");
     double t = now_ms();
     if (llm_model_load_mode(o->model, o->load_mode, &model, &err)) {
         tool_error("%s", err.msg);

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../thread_policy.h"
 #include "../threadpool.h"
 #include "acl_internal.h"
 
@@ -75,6 +76,7 @@ struct acl_model_ri {
 
 struct acl_stream {
     struct task *ring;
+    uint64_t spin_scale_pct;      /* the thread policy's poll level (50: the budgets below as they are) */
     /* Written by the host, read by the device thread; on its own cache line so that the device's
      * writes below do not evict it from the host's cache at every task (and the reverse). */
     _Alignas(64) atomic_uint_fast64_t tail;  /* tasks enqueued */
@@ -197,7 +199,8 @@ static bool on_cpu_of(const atomic_int *cpu)
 static uint64_t spin_budget(struct acl_stream *s, uint64_t uncrowded_ns)
 {
     const int host = !atomic_load_explicit(&s->host_away, memory_order_relaxed);
-    return host + 1 + llm_threadpool_n_awake(s->pool) > s->cores ? CROWDED_SPIN_NS : uncrowded_ns;
+    const uint64_t ns = host + 1 + llm_threadpool_n_awake(s->pool) > s->cores ? CROWDED_SPIN_NS : uncrowded_ns;
+    return ns * s->spin_scale_pct / 50u;
 }
 
 static bool has_work(struct acl_stream *s)
@@ -422,6 +425,7 @@ aclError aclrtCreateStreamWithWorkers(aclrtStream *stream, int n_workers)
         return acl_set_error(ACL_ERROR_BAD_ALLOC, "aclrtCreateStream: out of memory");
     memset(s, 0, sizeof *s);
     s->n_workers = n_workers;
+    s->spin_scale_pct = (uint64_t)llm_thread_policy_get()->poll;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     atomic_store(&s->wake_at, UINT64_MAX);
     atomic_store(&s->host_cpu, -1);
@@ -437,6 +441,7 @@ aclError aclrtCreateStreamWithWorkers(aclrtStream *stream, int n_workers)
         free(s);
         return acl_set_error(ACL_ERROR_BAD_ALLOC, "aclrtCreateStream: cannot start %d device workers", n_workers);
     }
+    llm_threadpool_place_owner(s->pool, s->thread); /* the device thread runs the pool */
     *stream = s;
     return ACL_SUCCESS;
 }
