@@ -213,6 +213,7 @@ BENCH_FACTORS = {
     "lists": ["-p 8,16 -n 4", "-p 8 -p 16 -n 4"],
     "load": ["", "-lm none", "-lm mmap+mlock", "-mmp 0", "-dio 1", "-lm mlock"],
     "cpu": ["", "-C 0x1", "-C 0x3 --cpu-strict 1", "--poll 0", "--poll 100 --prio -1 --numa isolate"],
+    "devopts": ["", "-sm none -mg 0 -ts 1", "-ncmoe 1 --no-host 1 -nopo 1", "-sm layer -ts 0.5"],
 }
 COUNTERS = ("n_prompt", "n_gen", "n_depth", "acl_graph", "graph_captures", "graph_replays", "graph_hits",
             "graph_misses", "graph_evictions", "eager_launches", "ops_replayed")
@@ -236,7 +237,7 @@ def test_bench_matrix():
     rows = pairwise(BENCH_FACTORS, lambda r: True)
     for i, row in enumerate(rows):
         args = (row["output"] + " " + row["threads"] + " " + row["reps"] + " " + row["lists"] + " " + row["load"] + " " +
-                row["cpu"]).split()
+                row["cpu"] + " " + row["devopts"]).split()
         args += [a for a in (row["verbose"], row["profile"]) if a]
         if row["trace"]:
             args += ["--trace", os.path.join(TMP, "bench%d.json" % i)]

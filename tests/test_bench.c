@@ -90,8 +90,11 @@ static void test_parse(void)
     CHECK_ERROR("-nkvo 2", "error: invalid parameter for argument: -nkvo\n");
     CHECK_ERROR("-ot ffn=", "error: invalid parameter for argument: -ot\n");
     CHECK_ERROR("-ot a=cpu;=npu", "error: invalid parameter for argument: -ot\n");
-    CHECK_ERROR("-sm row", "error: invalid parameter for argument: -sm\n");
+    CHECK_ERROR("-sm diagonal", "error: invalid parameter for argument: -sm\n");
     CHECK_ERROR("-lm mmap+dio", "error: invalid parameter for argument: -lm\n");
+    CHECK_ERROR("--numa all", "error: invalid parameter for argument: --numa\n");
+    CHECK_ERROR("-ts 1/x", "error: invalid parameter for argument: -ts\n");
+    CHECK_ERROR("-dev npu/tpu", "error: invalid device: npu/tpu\nerror: invalid parameter for argument: -dev\n");
     CHECK_ERROR("-m x.gguf -p", "error: invalid parameter for argument: -p\n");
     CHECK_ERROR("-r abc", "error: stoi\nerror: invalid parameter for argument: -r\n");
     CHECK_ERROR("-pg 16", "error: invalid parameter for argument: -pg\n");

@@ -409,6 +409,34 @@ else
   skipped=$((skipped + 1)); echo "SKIP: --prio refusal needs root and setpriv to run as nobody"
 fi
 
+# Device options, as llama-bench's lists: -dev items by our names or --list-devices' (CANN0), devices
+# joined by '/' run on the npu when they name it, and are recorded as given; -sm none|layer, -mg 0,
+# -ts (one share), -ncmoe, -nopo, --no-host are recorded (md: sm, ts, n_cpu_moe, nopo, noh columns),
+# in llama-bench's loop order (n_cpu_moe outside devices).
+bench -m stories260K.gguf -dev CANN0,npu/cpu,auto,none -sm none -mg 0 -ts 1 -ncmoe 0,2 -nopo 1 --no-host 1 -p 0 -n 2 -r 1 \
+  -t 1 -o jsonl >"$tmp/dev.jsonl" 2>"$tmp/err"
+got=$(python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    r = json.loads(l); print(r["devices"], r["backends"], r["split_mode"], r["main_gpu"], r["tensor_split"], r["n_cpu_moe"],
+                            r["no_op_offload"], r["no_host"], end=",")' "$tmp/dev.jsonl")
+want="CANN0 CANN none 0 1.00 0 1 True,npu/cpu CANN none 0 1.00 0 1 True,auto CPU none 0 1.00 0 1 True,none CPU none 0 1.00 0 1 True,"
+want="${want}CANN0 CANN none 0 1.00 2 1 True,npu/cpu CANN none 0 1.00 2 1 True,auto CPU none 0 1.00 2 1 True,none CPU none 0 1.00 2 1 True,"
+[ "$got" = "$want" ] && ok || fail "device option rows: $got $(cat "$tmp/err")"
+bench -m stories260K.gguf -sm none -ts 1 -ncmoe 2 -nopo 1 --no-host 1 -p 0 -n 2 -r 1 -t 1 >"$tmp/dev.md" 2>"$tmp/err"
+grep -q '^| model .* |  n_cpu_moe | threads |     sm | ts           | nopo |  noh |' "$tmp/dev.md" \
+  && ok || fail "md device columns: $(cat "$tmp/dev.md" "$tmp/err")"
+for a in "-sm row:-sm row splits tensors over several devices" "-sm tensor:-sm tensor splits" "-mg 1:-mg 1: there is one device" \
+         "-ts 1/1:-ts 1.00/1.00: there is one device" "-ncmoe -1:error: invalid range format" "-dev npu/tpu:invalid device: npu/tpu"; do
+  bench -m stories260K.gguf ${a%%:*} -p 0 -n 2 -r 1 >"$tmp/out" 2>"$tmp/err"; rc=$?
+  [ $rc = 1 ] && grep -qF -- "${a#*:}" "$tmp/err" && ok || fail "${a%%:*}: exit $rc: $(head -c 300 "$tmp/err")"
+done
+# Downloads and RPC: one line each, nothing on stdout.
+for a in "-hf x/y" "-hfr x/y" "-hff f.gguf" "-hft tok" "--offline" "-rpc host:50052"; do
+  bench $a -p 0 -n 2 >"$tmp/out" 2>"$tmp/err"; rc=$?
+  [ $rc = 1 ] && [ ! -s "$tmp/out" ] && [ "$(wc -l <"$tmp/err")" = 1 ] && grep -q "pass -m FILE" "$tmp/err" \
+    && ok || fail "$a: exit $rc: $(cat "$tmp/out" "$tmp/err")"
+done
+
 # Ctrl-C during the second test's --delay: the first test's row, the footer, exit non-zero.
 # The signal goes once the first row is out (the machine warm-up and start-up take a varying time,
 # longer under ASan), well inside the second test's 3 s delay.

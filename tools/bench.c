@@ -531,8 +531,8 @@ int cmd_bench(int argc, char **argv)
             bench_list_devices(stdout);
             return 0;
         }
-        if (ps == BENCH_PARSE_NOMEM) {
-            tool_error("out of memory");
+        if (ps == BENCH_PARSE_NOMEM || ps == BENCH_PARSE_REFUSED) {
+            tool_error("%s", ps == BENCH_PARSE_NOMEM ? "out of memory" : msg);
             return 1;
         }
         fputs(msg, stderr);

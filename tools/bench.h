@@ -30,9 +30,15 @@ enum bench_kv { BENCH_KV_F32, BENCH_KV_F16, BENCH_KV_BF16, BENCH_KV_Q8_0, BENCH_
                 BENCH_KV_Q5_0, BENCH_KV_Q5_1, BENCH_KV_IQ4_NL, BENCH_KV_COUNT };
 const char *bench_kv_name(int kv);
 
-/* -dev values: "auto" (default, runs on cpu), cpu, npu (the emulated Ascend NPU). */
+/* -dev values: "auto" (default, runs on cpu), cpu, npu (the emulated Ascend NPU; also by its
+ * --list-devices name CANN0), none (the cpu alone); an item may join devices with '/', and runs on
+ * the npu when it names it. */
 enum bench_dev { BENCH_DEV_AUTO, BENCH_DEV_CPU, BENCH_DEV_NPU, BENCH_DEV_NONE }; /* none: the cpu alone */
 const char *bench_dev_name(int dev);
+
+/* -sm values by llama-bench's names; row and tensor need two devices, we have one. */
+enum bench_sm { BENCH_SM_NONE, BENCH_SM_LAYER, BENCH_SM_ROW, BENCH_SM_TENSOR, BENCH_SM_COUNT };
+const char *bench_sm_name(int sm);
 
 /* -lm values by llama-bench's names (-mmp 0|1 and -dio 0|1 add none|mmap and mmap|dio); "auto"
  * loads as mmap and is recorded as "auto", as llama-bench records it. */
@@ -55,6 +61,14 @@ struct bench_params {
     struct bench_ints n_gpu_layers; /* -ngl: layers on the npu, from the last      */
     struct bench_ints flash_attn;   /* -fa: -1 auto, 0 off, 1 on                  */
     struct bench_ints devices;      /* -dev (enum bench_dev)                      */
+    struct bench_strs devices_text; /* -dev items as given, recorded in devices   */
+    struct bench_ints n_cpu_moe;    /* -ncmoe: recorded (no MoE architecture here) */
+    struct bench_ints split_mode;   /* -sm (enum bench_sm)                        */
+    struct bench_ints main_gpu;     /* -mg: 0, the one device                     */
+    struct bench_strs tensor_split; /* -ts: llama-bench's "%.2f/..." of each item */
+    struct bench_ints embeddings;   /* -embd 0|1                                  */
+    struct bench_ints no_op_offload; /* -nopo 0|1                                 */
+    struct bench_ints no_host;      /* --no-host 0|1: recorded                    */
     struct bench_ints acl_graph;    /* -g/--acl-graph: 0 off, 1 on                */
     struct bench_ints no_kv_offload; /* -nkvo: 1 keeps the KV cache in host memory */
     struct bench_ints launch_us;    /* --npu-launch-us: npu host µs per eager launch */
@@ -87,12 +101,14 @@ struct bench_defaults {
 struct bench_defaults bench_system_defaults(void);
 
 enum bench_parse_status { BENCH_PARSE_OK, BENCH_PARSE_HELP, BENCH_PARSE_LIST_DEVICES, BENCH_PARSE_INVALID,
-                          BENCH_PARSE_NOMEM };
+                          BENCH_PARSE_NOMEM, BENCH_PARSE_REFUSED };
 
 /* --list-devices: llama-bench's list of the devices beside the cpu, on out. */
 void bench_list_devices(FILE *out);
 
-/* Parse argv (argv[0] = program name) as llama-bench does; empty lists get their defaults. On
+/* Parse argv (argv[0] = program name) as llama-bench does; empty lists get their defaults. An option
+ * this tool has no counterpart for (-hf..., --offline, -rpc) is BENCH_PARSE_REFUSED with one line in
+ * msg (no "error:" prefix) saying what to do instead. On
  * BENCH_PARSE_INVALID, msg receives the exact stderr text ("error: invalid range\n" lines then
  * "error: invalid parameter for argument: X\n"); the caller prints it and the usage, and exits 1.
  * "--a_b" is read as "--a-b". p must be freed with bench_params_free() whatever the result. */
@@ -121,11 +137,15 @@ struct bench_instance {
     int no_kv_offload;
     int load_mode;         /* enum bench_lm */
     const char *cpu_mask;  /* -C as given ("0x0": no mask), points into bench_params.cpu_mask */
+    const char *devices_text; /* -dev item as given ("auto" by default)                   */
+    const char *tensor_split; /* -ts item, formatted as llama-bench records it ("0.00")   */
+    int n_cpu_moe, split_mode, main_gpu, embeddings, no_op_offload, no_host;
     int cpu_strict, poll;
     const char *overrides; /* -ot: one alternative of bench_params.overrides, NULL: none */
 };
 
-/* All tests in llama-bench's order (outermost first: model, n_gpu_layers, load_mode, devices, overrides, acl_graph,
+/* All tests in llama-bench's order (outermost first: model, n_gpu_layers, n_cpu_moe, split_mode, load_mode, main_gpu, devices,
+ * tensor_split, overrides, no_host, embeddings, no_op_offload, acl_graph,
  * npu_launch_us, n_batch, n_ubatch, type_k, type_v, no_kv_offload, flash_attn, n_threads, cpu_mask, cpu_strict, n_depth, poll; innermost pp, tg, pg tests,
  * skipping 0 and (0,0)). *out is malloc'ed (free()), *n may be 0. Returns -1 on allocation failure. */
 int bench_plan(const struct bench_params *p, struct bench_instance **out, size_t *n);

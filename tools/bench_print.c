@@ -130,18 +130,22 @@ static const char *value(const struct record *rec, enum field f, char *buf)
     case F_TYPE_K: return bench_kv_name(t->type_k);
     case F_TYPE_V: return bench_kv_name(t->type_v);
     case F_N_GPU_LAYERS: snprintf(buf, cap, "%d", t->n_gpu_layers); return buf;
-    case F_SPLIT_MODE: return "layer";
+    case F_SPLIT_MODE: return bench_sm_name(t->split_mode);
     case F_FLASH_ATTN: snprintf(buf, cap, "%d", t->flash_attn); return buf;
-    case F_DEVICES: return bench_dev_name(t->device);
-    case F_TENSOR_SPLIT: return "0.00";
+    case F_DEVICES: return t->devices_text;
+    case F_TENSOR_SPLIT: return t->tensor_split;
     case F_TENSOR_BUFT_OVERRIDES: return t->overrides ? t->overrides : "none";
     case F_LOAD_MODE: return bench_lm_name(t->load_mode);
     case F_USE_MMAP:
         return t->load_mode == BENCH_LM_AUTO || t->load_mode == BENCH_LM_MMAP || t->load_mode == BENCH_LM_MMAP_MLOCK
                    ? "1" : "0";
     case F_NO_KV_OFFLOAD: return t->no_kv_offload ? "1" : "0";
-    case F_N_CPU_MOE: case F_MAIN_GPU: case F_EMBEDDINGS:
-    case F_NO_OP_OFFLOAD: case F_NO_HOST: case F_FIT_TARGET: case F_FIT_MIN_CTX:
+    case F_N_CPU_MOE: snprintf(buf, cap, "%d", t->n_cpu_moe); return buf;
+    case F_MAIN_GPU: snprintf(buf, cap, "%d", t->main_gpu); return buf;
+    case F_EMBEDDINGS: return t->embeddings ? "1" : "0";
+    case F_NO_OP_OFFLOAD: snprintf(buf, cap, "%d", t->no_op_offload); return buf;
+    case F_NO_HOST: return t->no_host ? "1" : "0";
+    case F_FIT_TARGET: case F_FIT_MIN_CTX:
         return "0"; /* llama-bench parameters we do not have, at their defaults */
     case F_N_PROMPT: snprintf(buf, cap, "%d", t->n_prompt); return buf;
     case F_N_GEN: snprintf(buf, cap, "%d", t->n_gen); return buf;
@@ -186,11 +190,14 @@ struct col {
 
 /* llama-bench's conditional columns between backend and test, in its order (ours after dev). */
 static const struct { enum field f; const char *title; int width; } md_optional[] = {
-    { F_N_GPU_LAYERS, "ngl", 3 }, { F_N_THREADS, "threads", 7 }, { F_CPU_MASK, "cpu_mask", -10 },
+    { F_N_GPU_LAYERS, "ngl", 3 }, { F_N_CPU_MOE, "n_cpu_moe", 10 }, { F_N_THREADS, "threads", 7 },
+    { F_CPU_MASK, "cpu_mask", -10 },
     { F_CPU_STRICT, "cpu_strict", 10 }, { F_POLL, "poll", 10 }, { F_N_BATCH, "n_batch", 7 }, { F_N_UBATCH, "n_ubatch", 8 },
-    { F_TYPE_K, "type_k", 6 }, { F_TYPE_V, "type_v", 6 }, { F_NO_KV_OFFLOAD, "nkvo", 4 }, { F_FLASH_ATTN, "fa", 3 },
-    { F_DEVICES, "dev", -12 }, { F_TENSOR_BUFT_OVERRIDES, "ot", -24 },
-    { F_LOAD_MODE, "lm", 10 }, { F_ACL_GRAPH, "acl_graph", 10 }, { F_NPU_LAUNCH_US, "launch_us", 9 },
+    { F_TYPE_K, "type_k", 6 }, { F_TYPE_V, "type_v", 6 }, { F_MAIN_GPU, "main_gpu", 10 }, { F_SPLIT_MODE, "sm", 6 },
+    { F_NO_KV_OFFLOAD, "nkvo", 4 }, { F_FLASH_ATTN, "fa", 3 }, { F_DEVICES, "dev", -12 },
+    { F_TENSOR_SPLIT, "ts", -12 }, { F_TENSOR_BUFT_OVERRIDES, "ot", -24 }, { F_LOAD_MODE, "lm", 10 },
+    { F_EMBEDDINGS, "embd", 10 }, { F_NO_OP_OFFLOAD, "nopo", 4 }, { F_NO_HOST, "noh", 4 },
+    { F_ACL_GRAPH, "acl_graph", 10 }, { F_NPU_LAUNCH_US, "launch_us", 9 },
 };
 
 static bool any_npu(const struct bench_params *p)
@@ -221,7 +228,7 @@ static int md_columns(const struct bench_printer *pr, struct col *cols)
     return n;
 }
 
-#define MD_MAX_COLS 24
+#define MD_MAX_COLS 32
 
 static void md_header(const struct bench_printer *pr)
 {
