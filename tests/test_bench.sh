@@ -430,6 +430,12 @@ for a in "-sm row:-sm row splits tensors over several devices" "-sm tensor:-sm t
   bench -m stories260K.gguf ${a%%:*} -p 0 -n 2 -r 1 >"$tmp/out" 2>"$tmp/err"; rc=$?
   [ $rc = 1 ] && grep -qF -- "${a#*:}" "$tmp/err" && ok || fail "${a%%:*}: exit $rc: $(head -c 300 "$tmp/err")"
 done
+# -embd 0,1: the embeddings context runs every test as usual (its decode stops at the output norm).
+bench -m stories260K.gguf -embd 0,1 -p 8 -n 2 -r 1 -t 1 -o jsonl >"$tmp/embd.jsonl" 2>"$tmp/err"
+got=$(python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    r = json.loads(l); print(r["embeddings"], r["n_prompt"], r["n_gen"], r["avg_ns"] > 0, end=",")' "$tmp/embd.jsonl")
+[ "$got" = "False 8 0 True,False 0 2 True,True 8 0 True,True 0 2 True," ] && ok || fail "-embd rows: $got $(cat "$tmp/err")"
 # Downloads and RPC: one line each, nothing on stdout.
 for a in "-hf x/y" "-hfr x/y" "-hff f.gguf" "-hft tok" "--offline" "-rpc host:50052"; do
   bench $a -p 0 -n 2 >"$tmp/out" 2>"$tmp/err"; rc=$?

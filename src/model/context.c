@@ -41,7 +41,7 @@ struct llm_context {
     /* Fixed input buffers in host memory, sized for n_ubatch tokens and n_cells cells: the
      * graph's input tensors point at them (backends that need them get copies). */
     void *host[IN_COUNT];
-    float *logits;                   /* [n_outputs][n_vocab] of the last decode      */
+    float *logits;                   /* [n_outputs][n_vocab] of the last decode (n_embd: -embd) */
     /* The last graph, kept for reuse: inputs live in fixed buffers and the arenas give the
      * same shape the same addresses, so an unchanged shape needs no rebuild. */
     struct llm_graph *graph;
@@ -114,6 +114,7 @@ static void make_inputs(struct llm_context *c, struct llm_build_inputs *in, int3
     in->n_tokens = n;
     in->n_kv = n_kv;
     in->n_outputs = n_out;
+    in->embeddings = c->p.embeddings;
     in->tokens = llm_new_tensor_1d(g, LLM_TYPE_I32, n);
     in->pos = llm_new_tensor_1d(g, LLM_TYPE_I32, n);
     in->kv_idx = llm_new_tensor_1d(g, LLM_TYPE_I32, n);
@@ -385,10 +386,16 @@ static int prepare_graph(struct llm_context *c, int32_t n, int32_t n_kv, int32_t
     return LLM_OK;
 }
 
+/* Floats per output row: logits, or hidden states with -embd. */
+static size_t row_width(const struct llm_context *c)
+{
+    return c->p.embeddings ? c->model->hp.n_embd : c->model->hp.n_vocab;
+}
+
 /* Append the n_out rows of the graph's logits to c->logits. */
 static int read_logits(struct llm_context *c, int32_t n_out, struct llm_error *err)
 {
-    const int32_t n_vocab = (int32_t)c->model->hp.n_vocab;
+    const int32_t n_vocab = (int32_t)row_width(c); /* or n_embd: the output rows' width */
     const int32_t rows = c->n_logits_rows + n_out;
     if (rows > c->logits_cap_rows) {
         float *nl = realloc(c->logits, (size_t)rows * (size_t)n_vocab * sizeof(float));
@@ -476,9 +483,16 @@ int llm_decode(struct llm_context *c, const int32_t *tokens, int32_t n, bool log
 
 const float *llm_get_logits(const struct llm_context *c, int32_t i)
 {
-    if (i < 0 || i >= c->n_logits_rows)
+    if (c->p.embeddings || i < 0 || i >= c->n_logits_rows)
         return NULL;
     return c->logits + (size_t)i * c->model->hp.n_vocab;
+}
+
+const float *llm_get_embeddings(const struct llm_context *c, int32_t i)
+{
+    if (!c->p.embeddings || i < 0 || i >= c->n_logits_rows)
+        return NULL;
+    return c->logits + (size_t)i * row_width(c);
 }
 
 int32_t llm_n_past(const struct llm_context *c)
