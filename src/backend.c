@@ -48,3 +48,14 @@ struct llm_backend *llm_backend_new(const struct llm_backend_params *p, struct l
     }
     return devices[p->device].create(p, err);
 }
+
+int llm_backend_alloc_failed(struct llm_backend *b, const char *what, size_t bytes, struct llm_error *err)
+{
+    size_t free_bytes = 0, total = 0;
+    if (!b->iface->memory)
+        return llm_fail(err, LLM_ERR_NOMEM, "cannot place %zu bytes of %s in %s memory: out of memory", bytes, what,
+                        b->iface->name);
+    b->iface->memory(b, &free_bytes, &total);
+    return llm_fail(err, LLM_ERR_NOMEM, "cannot place %zu bytes of %s in %s memory: %zu of %zu bytes available", bytes,
+                    what, b->iface->name, free_bytes, total);
+}

@@ -366,8 +366,18 @@ for l in open(sys.argv[1]):
 # --list-devices: llama-bench's list (the devices beside the cpu), exit 0; -dev none runs on the
 # cpu alone and says so in devices.
 bench --list-devices >"$tmp/devs" 2>&1 && [ "$(head -1 "$tmp/devs")" = "Available devices:" ] \
-  && grep -Eq '^  CANN0: emulated Ascend NPU \([0-9]+ MiB, [0-9]+ MiB free\)$' "$tmp/devs" && [ "$(wc -l <"$tmp/devs")" = 2 ] \
+  && grep -Eq '^  CANN0: emulated Ascend NPU \(65536 MiB, 65536 MiB free\)$' "$tmp/devs" && [ "$(wc -l <"$tmp/devs")" = 2 ] \
   && ok || fail "--list-devices: $(cat "$tmp/devs")"
+# The npu's memory size (LLM_NPU_MEMORY_MIB, an Ascend 910B's 65536 MiB by default) in the list; a
+# placement that does not fit is one error line naming the bytes needed and available.
+(cd "$M" && LLM_NPU_MEMORY_MIB=1024 "$LLM" bench --list-devices) | grep -qx '  CANN0: emulated Ascend NPU (1024 MiB, 1024 MiB free)' \
+  && ok || fail "--list-devices with LLM_NPU_MEMORY_MIB=1024"
+(cd "$M" && LLM_NPU_MEMORY_MIB=x "$LLM" bench --list-devices 2>&1 >/dev/null) | grep -q "LLM_NPU_MEMORY_MIB='x' is not a size" \
+  && ok || fail "LLM_NPU_MEMORY_MIB=x warns"
+(cd "$M" && LLM_NPU_MEMORY_MIB=10 "$LLM" run -m qwen2-tiny-f16.gguf -p hi -n 2 -dev npu >"$tmp/out" 2>"$tmp/err"); rc=$?
+[ $rc = 1 ] && [ ! -s "$tmp/out" ] && [ "$(wc -l <"$tmp/err")" = 1 ] \
+  && grep -qx 'llm: error: cannot place 19646720 bytes of weights in npu memory: 10485760 of 10485760 bytes available' "$tmp/err" \
+  && ok || fail "npu out of memory: exit $rc: $(cat "$tmp/out" "$tmp/err")"
 got=$(bench -m stories260K.gguf -dev none -p 0 -n 2 -r 1 -t 1 -o jsonl 2>/dev/null | python3 -c 'import json,sys
 r = json.loads(sys.stdin.readline()); print(r["devices"], r["backends"], r["n_splits"], r["graph_replays"])')
 [ "$got" = "none CPU 1 0" ] && ok || fail "-dev none: $got"

@@ -14,6 +14,7 @@
 #include "bench.h"
 #include "commands.h"
 #include "graphcache/graphcache.h"
+#include "npu/acl.h"
 #include "thread_policy.h"
 
 #define DEFAULT_MODEL "models/7B/ggml-model-q4_0.gguf"
@@ -957,18 +958,11 @@ void bench_usage(FILE *out, const char *prog, const struct bench_defaults *d)
                  "'first-last' or 'first-last+step' or 'first-last*mult'.\n");
 }
 
-/* The emulated npu allocates host memory: its size and what is free are the host's. */
+/* The emulated npu's memory: LLM_NPU_MEMORY_MIB (aclrtGetMemInfo), all of it free before a context. */
 void bench_list_devices(FILE *out)
 {
-    long long total = 0, avail = 0;
-    char line[256];
-    FILE *f = fopen("/proc/meminfo", "r");
-    while (f && fgets(line, sizeof line, f)) {
-        sscanf(line, "MemTotal: %lld kB", &total);
-        sscanf(line, "MemAvailable: %lld kB", &avail);
-    }
-    if (f)
-        fclose(f);
-    fprintf(out, "Available devices:\n  CANN0: emulated Ascend NPU (%lld MiB, %lld MiB free)\n", total / 1024,
-            avail / 1024);
+    size_t free_bytes = 0, total = 0;
+    aclrtGetMemInfo(ACL_HBM_MEM, &free_bytes, &total);
+    fprintf(out, "Available devices:\n  CANN0: emulated Ascend NPU (%zu MiB, %zu MiB free)\n", total >> 20,
+            free_bytes >> 20);
 }

@@ -19,7 +19,7 @@ static int cache_tensor(struct llm_backend *b, struct llm_tensor *t, enum llm_ty
     snprintf(t->name, sizeof t->name, "%s_l%u", name, il);
     t->data = b->iface->buffer_alloc(b, bytes);
     if (!t->data)
-        return llm_fail(err, LLM_ERR_NOMEM, "cannot allocate %s of %zu bytes", t->name, bytes);
+        return llm_backend_alloc_failed(b, t->name, bytes, err);
     return b->iface->tensor_memset(b, t, 0, 0, bytes, err);
 }
 
