@@ -446,6 +446,15 @@ got=$(python3 -c 'import json,sys
 for l in open(sys.argv[1]):
     r = json.loads(l); print(r["embeddings"], r["n_prompt"], r["n_gen"], r["avg_ns"] > 0, end=",")' "$tmp/embd.jsonl")
 [ "$got" = "False 8 0 True,False 0 2 True,True 8 0 True,True 0 2 True," ] && ok || fail "-embd rows: $got $(cat "$tmp/err")"
+# -fitt MiB (a list): on the npu the largest -ngl whose weights and caches leave that much of
+# LLM_NPU_MEMORY_MIB free (-v says which; -ngl 0 leaves one split, on the cpu); -fitc is recorded.
+(cd "$M" && LLM_NPU_MEMORY_MIB=400 "$LLM" bench -m qwen2-tiny-f16.gguf -dev npu -fitt 0,370,399 -fitc 256 -ub 8 -p 8 -n 0 -r 1 \
+   -t 1 -v -o jsonl >"$tmp/fit.jsonl" 2>"$tmp/err")
+got=$(python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    r = json.loads(l); print(r["fit_target"], r["fit_min_ctx"], r["n_splits"] > 1, end=",")' "$tmp/fit.jsonl")
+[ "$got" = "0 256 True,370 256 True,399 256 False," ] && grep -qx 'llm-bench: -fitt 370: -ngl 3' "$tmp/err" \
+  && grep -qx 'llm-bench: -fitt 399: -ngl 0' "$tmp/err" && ok || fail "-fitt rows: $got $(grep fitt "$tmp/err")"
 # Downloads and RPC: one line each, nothing on stdout.
 for a in "-hf x/y" "-hfr x/y" "-hff f.gguf" "-hft tok" "--offline" "-rpc host:50052"; do
   bench $a -p 0 -n 2 >"$tmp/out" 2>"$tmp/err"; rc=$?

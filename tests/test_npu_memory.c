@@ -1,4 +1,4 @@
-/* Issue 28: the emulated npu has a memory size, LLM_NPU_MEMORY_MIB (an Ascend 910B's 65536 MiB by
+/* Issue 28: the emulated npu has a memory size (and -fitt fits -ngl into it), LLM_NPU_MEMORY_MIB (an Ascend 910B's 65536 MiB by
  * default): aclrtGetMemInfo reports it, an aclrtMalloc beyond what is free fails with CANN's
  * ACL_ERROR_RT_MEMORY_ALLOCATION, and a context whose placement does not fit fails with one line
  * naming the bytes needed and available. This program sets the size before the runtime reads it. */
@@ -41,6 +41,21 @@ int main(void)
               "%s", err.msg);
         CHECK(aclrtGetMemInfo(ACL_HBM_MEM, &free_bytes, &total) == ACL_SUCCESS && free_bytes == total,
               "the failed context left %zu bytes allocated", total - free_bytes);
+        /* -fitt: the largest -ngl that leaves the margin free (0: off, -ngl as asked); all of the
+         * memory as margin: none */
+        cp.n_ctx = 256;
+        cp.n_ubatch = 8; /* small compute buffers: -fitt counts weights and caches only */
+        int32_t fitted[3] = { -2, -2, -2 };
+        for (int mib = 0; mib <= 2; mib++) {
+            cp.fit_target_mib = mib;
+            CHECK(llm_context_new(m, &cp, &c, &err) == 0, "-fitt %d: %s", mib, err.msg);
+            fitted[mib] = c ? llm_context_n_gpu_layers(c) : -2;
+            llm_context_free(c);
+            c = NULL;
+        }
+        CHECK(fitted[0] == -1 && fitted[1] > 0 && fitted[1] < (int32_t)m->hp.n_layer + 1 && fitted[2] == 0,
+              "-fitt 0, 1, 2 MiB of 2: -ngl %d, %d, %d", fitted[0], fitted[1], fitted[2]);
+        cp.fit_target_mib = 0;
         cp.device = LLM_DEVICE_CPU; /* host memory has no such size */
         CHECK(llm_context_new(m, &cp, &c, &err) == 0, "%s", err.msg);
         llm_context_free(c);

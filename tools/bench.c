@@ -269,6 +269,7 @@ static struct llm_context_params test_context_params(const struct bench_instance
     cp.n_gpu_layers = t->n_gpu_layers;
     cp.no_kv_offload = t->no_kv_offload != 0;
     cp.embeddings = t->embeddings != 0;
+    cp.fit_target_mib = t->fit_target;
     cp.tensor_overrides = t->overrides;
     cp.acl_graph = t->acl_graph;
     cp.npu_launch_us = t->launch_us;
@@ -356,6 +357,8 @@ static int run_test(struct bench_state *s, const struct bench_instance *t, struc
         tool_error("failed to create context with model '%s': %s", t->model, err.msg);
         return RUN_FAILED;
     }
+    if (s->p->verbose && t->fit_target > 0)
+        fprintf(stderr, "llm-bench: -fitt %d: -ngl %d\n", t->fit_target, llm_context_n_gpu_layers(c));
     int32_t *tokens = malloc((size_t)(t->n_batch > 0 ? t->n_batch : 1) * sizeof *tokens);
     if (!tokens) {
         llm_context_free(c);

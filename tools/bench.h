@@ -69,6 +69,8 @@ struct bench_params {
     struct bench_ints embeddings;   /* -embd 0|1                                  */
     struct bench_ints no_op_offload; /* -nopo 0|1                                 */
     struct bench_ints no_host;      /* --no-host 0|1: recorded                    */
+    struct bench_ints fit_target;   /* -fitt MiB: the npu keeps this much free (0: off) */
+    struct bench_ints fit_min_ctx;  /* -fitc: recorded                            */
     struct bench_ints acl_graph;    /* -g/--acl-graph: 0 off, 1 on                */
     struct bench_ints no_kv_offload; /* -nkvo: 1 keeps the KV cache in host memory */
     struct bench_ints launch_us;    /* --npu-launch-us: npu host µs per eager launch */
@@ -139,12 +141,12 @@ struct bench_instance {
     const char *cpu_mask;  /* -C as given ("0x0": no mask), points into bench_params.cpu_mask */
     const char *devices_text; /* -dev item as given ("auto" by default)                   */
     const char *tensor_split; /* -ts item, formatted as llama-bench records it ("0.00")   */
-    int n_cpu_moe, split_mode, main_gpu, embeddings, no_op_offload, no_host;
+    int n_cpu_moe, split_mode, main_gpu, embeddings, no_op_offload, no_host, fit_target, fit_min_ctx;
     int cpu_strict, poll;
     const char *overrides; /* -ot: one alternative of bench_params.overrides, NULL: none */
 };
 
-/* All tests in llama-bench's order (outermost first: model, n_gpu_layers, n_cpu_moe, split_mode, load_mode, main_gpu, devices,
+/* All tests in llama-bench's order (outermost first: model, fit_target, fit_min_ctx, n_gpu_layers, n_cpu_moe, split_mode, load_mode, main_gpu, devices,
  * tensor_split, overrides, no_host, embeddings, no_op_offload, acl_graph,
  * npu_launch_us, n_batch, n_ubatch, type_k, type_v, no_kv_offload, flash_attn, n_threads, cpu_mask, cpu_strict, n_depth, poll; innermost pp, tg, pg tests,
  * skipping 0 and (0,0)). *out is malloc'ed (free()), *n may be 0. Returns -1 on allocation failure. */

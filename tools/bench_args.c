@@ -139,7 +139,8 @@ void bench_params_free(struct bench_params *p)
                                    &p->type_k, &p->type_v, &p->n_threads, &p->n_gpu_layers, &p->flash_attn,
                                    &p->devices, &p->acl_graph, &p->launch_us, &p->no_kv_offload,
                                    &p->load_mode, &p->cpu_strict, &p->poll, &p->n_cpu_moe, &p->split_mode,
-                                   &p->main_gpu, &p->embeddings, &p->no_op_offload, &p->no_host };
+                                   &p->main_gpu, &p->embeddings, &p->no_op_offload, &p->no_host,
+                                   &p->fit_target, &p->fit_min_ctx };
     for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
         free(lists[i]->v);
     memset(p, 0, sizeof *p);
@@ -562,6 +563,8 @@ static const struct opt opts[] = {
     { "-embd", "--embeddings", K_BOOLS, F(embeddings) },
     { "-nopo", "--no-op-offload", K_BOOLS, F(no_op_offload) },
     { NULL, "--no-host", K_BOOLS, F(no_host) },
+    { "-fitt", "--fit-target", K_RANGE, F(fit_target) },
+    { "-fitc", "--fit-ctx", K_RANGE, F(fit_min_ctx) },
     { "-hf", "--hf-repo", K_REFUSED, 0 },
     { "-hfr", NULL, K_REFUSED, 0 },
     { "-hff", "--hf-file", K_REFUSED, 0 },
@@ -707,7 +710,8 @@ static int fill_defaults(struct bench_params *p, const struct bench_defaults *d)
            (p->tensor_split.n == 0 ? strs_push(&p->tensor_split, "0.00", 4) : 0) |
            default_if_empty(&p->n_cpu_moe, 0) | default_if_empty(&p->split_mode, BENCH_SM_LAYER) |
            default_if_empty(&p->main_gpu, 0) | default_if_empty(&p->embeddings, 0) |
-           default_if_empty(&p->no_op_offload, 0) | default_if_empty(&p->no_host, 0);
+           default_if_empty(&p->no_op_offload, 0) | default_if_empty(&p->no_host, 0) |
+           default_if_empty(&p->fit_target, 0) | default_if_empty(&p->fit_min_ctx, 0);
 }
 
 enum bench_parse_status bench_parse(int argc, char **argv, const struct bench_defaults *d,
@@ -874,6 +878,8 @@ bool bench_param_differs(const struct bench_params *p, const struct bench_defaul
         { "embeddings", offsetof(struct bench_params, embeddings), 0 },
         { "no_op_offload", offsetof(struct bench_params, no_op_offload), 0 },
         { "no_host", offsetof(struct bench_params, no_host), 0 },
+        { "fit_target", offsetof(struct bench_params, fit_target), 0 },
+        { "fit_min_ctx", offsetof(struct bench_params, fit_min_ctx), 0 },
     };
     if (!strcmp(name, "n_threads"))
         return p->n_threads.n != 1 || p->n_threads.v[0] != d->n_threads;
@@ -946,6 +952,9 @@ void bench_usage(FILE *out, const char *prog, const struct bench_defaults *d)
     fprintf(out, "  -embd, --embeddings <0|1>                 (default: 0; 1: compute embeddings, not logits)\n");
     fprintf(out, "  -nopo, --no-op-offload <0|1>              (default: 0)\n");
     fprintf(out, "  --no-host <0|1>                           (default: 0; recorded)\n");
+    fprintf(out, "  -fitt, --fit-target <MiB>                 (default: 0 = off; -dev npu: the largest -ngl that\n"
+                 "                                            leaves this much npu memory free)\n");
+    fprintf(out, "  -fitc, --fit-ctx <n>                      (default: 0; recorded)\n");
     fprintf(out, "  -ot, --override-tensor <pat>=<dev>;...    (default: none; dev cpu or npu)\n");
     fprintf(out, "  -g, --acl-graph <on|off>                  ACL graph mode of the npu (default: %s,\n"
                  "                                            from GGML_CANN_ACL_GRAPH, else on)\n",

@@ -54,7 +54,7 @@ static int push_tests(const struct bench_params *p, struct bench_instance t, str
 }
 
 /* One nesting level per list, outermost first; level k sets field k of the instance. */
-enum { L_MODEL, L_NGL, L_NCMOE, L_SM, L_LM, L_MG, L_DEV, L_TS, L_OT, L_NOH, L_EMBD, L_NOPO, L_ACL, L_LAUNCH, L_BATCH,
+enum { L_MODEL, L_FITT, L_FITC, L_NGL, L_NCMOE, L_SM, L_LM, L_MG, L_DEV, L_TS, L_OT, L_NOH, L_EMBD, L_NOPO, L_ACL, L_LAUNCH, L_BATCH,
        L_UBATCH, L_TK, L_TV, L_NKVO, L_FA, L_THREADS, L_MASK, L_STRICT, L_DEPTH, L_POLL, N_LEVELS };
 
 static int nest(const struct bench_params *p, int level, struct bench_instance t, struct plan *pl)
@@ -83,6 +83,7 @@ static int nest(const struct bench_params *p, int level, struct bench_instance t
         [L_FA] = &p->flash_attn, [L_THREADS] = &p->n_threads, [L_DEPTH] = &p->n_depth,
         [L_STRICT] = &p->cpu_strict, [L_POLL] = &p->poll, [L_NCMOE] = &p->n_cpu_moe, [L_SM] = &p->split_mode,
         [L_MG] = &p->main_gpu, [L_NOH] = &p->no_host, [L_EMBD] = &p->embeddings, [L_NOPO] = &p->no_op_offload,
+        [L_FITT] = &p->fit_target, [L_FITC] = &p->fit_min_ctx,
     };
     int *fields[N_LEVELS] = {
         [L_NGL] = &t.n_gpu_layers, [L_LM] = &t.load_mode, [L_DEV] = &t.device, [L_ACL] = &t.acl_graph, [L_LAUNCH] = &t.launch_us,
@@ -91,7 +92,7 @@ static int nest(const struct bench_params *p, int level, struct bench_instance t
         [L_FA] = &t.flash_attn,
         [L_THREADS] = &t.n_threads, [L_DEPTH] = &t.n_depth, [L_STRICT] = &t.cpu_strict, [L_POLL] = &t.poll,
         [L_NCMOE] = &t.n_cpu_moe, [L_SM] = &t.split_mode, [L_MG] = &t.main_gpu, [L_NOH] = &t.no_host,
-        [L_EMBD] = &t.embeddings, [L_NOPO] = &t.no_op_offload,
+        [L_EMBD] = &t.embeddings, [L_NOPO] = &t.no_op_offload, [L_FITT] = &t.fit_target, [L_FITC] = &t.fit_min_ctx,
     };
     for (int i = 0; i < lists[level]->n; i++) {
         *fields[level] = lists[level]->v[i];

@@ -145,8 +145,8 @@ static const char *value(const struct record *rec, enum field f, char *buf)
     case F_EMBEDDINGS: return t->embeddings ? "1" : "0";
     case F_NO_OP_OFFLOAD: snprintf(buf, cap, "%d", t->no_op_offload); return buf;
     case F_NO_HOST: return t->no_host ? "1" : "0";
-    case F_FIT_TARGET: case F_FIT_MIN_CTX:
-        return "0"; /* llama-bench parameters we do not have, at their defaults */
+    case F_FIT_TARGET: snprintf(buf, cap, "%d", t->fit_target); return buf;
+    case F_FIT_MIN_CTX: snprintf(buf, cap, "%d", t->fit_min_ctx); return buf;
     case F_N_PROMPT: snprintf(buf, cap, "%d", t->n_prompt); return buf;
     case F_N_GEN: snprintf(buf, cap, "%d", t->n_gen); return buf;
     case F_N_DEPTH: snprintf(buf, cap, "%d", t->n_depth); return buf;
@@ -197,6 +197,7 @@ static const struct { enum field f; const char *title; int width; } md_optional[
     { F_NO_KV_OFFLOAD, "nkvo", 4 }, { F_FLASH_ATTN, "fa", 3 }, { F_DEVICES, "dev", -12 },
     { F_TENSOR_SPLIT, "ts", -12 }, { F_TENSOR_BUFT_OVERRIDES, "ot", -24 }, { F_LOAD_MODE, "lm", 10 },
     { F_EMBEDDINGS, "embd", 10 }, { F_NO_OP_OFFLOAD, "nopo", 4 }, { F_NO_HOST, "noh", 4 },
+    { F_FIT_TARGET, "fitt", 10 }, { F_FIT_MIN_CTX, "fitc", 11 },
     { F_ACL_GRAPH, "acl_graph", 10 }, { F_NPU_LAUNCH_US, "launch_us", 9 },
 };
 
