@@ -115,7 +115,8 @@ RUN_FACTORS = {
     "seed": ["", "--seed 7", "--seed -1"],
     "sampling": ["--temp 0", "--temp 0.9 --top-k 1", "--temp 0.8 --top-k 40 --temp 0", "--top-k 5 --temp 0"],
     "load": ["", "--no-mmap", "--mlock", "--no-mmap --mlock", "-dio", "--mmap"],
-    "cpu": ["", "-C 0x1", "-C 0x3 --cpu-strict 1", "--poll 0", "--poll 100 --prio -1 --numa distribute"],
+    "cpu": ["", "-C 0x1", "-C 0x3 --cpu-strict 1", "--poll 0", "--poll 100 --prio -1 --numa distribute",
+            "-sm layer -mg 0 -ts 1"],
 }
 
 

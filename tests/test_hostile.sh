@@ -131,6 +131,12 @@ expect_error "--poll 101" "invalid value 101 for --poll: must be between 0 and 1
 expect_error "--cpu-strict 2" "invalid value 2 for --cpu-strict" "$BIN/llm-run" -m "$S" -p hi --cpu-strict 2
 expect_error "--prio 4" "invalid value 4 for --prio: must be between -1 and 3" "$BIN/llm-run" -m "$S" -p hi --prio 4
 expect_error "--numa foo" "invalid value 'foo' for --numa" "$BIN/llm-run" -m "$S" -p hi --numa foo
+expect_error "llm-run -sm row" "-sm row splits tensors over several devices" "$BIN/llm-run" -m "$S" -p hi -sm row
+expect_error "llm-run -sm x" "invalid value 'x' for -sm" "$BIN/llm-run" -m "$S" -p hi -sm x
+expect_error "llm-run -mg 1" "-mg 1: there is one device beside the cpu, 0" "$BIN/llm-run" -m "$S" -p hi -mg 1
+expect_error "llm-run -ts 1,1" "-ts 1,1: there is one device beside the cpu" "$BIN/llm-run" -m "$S" -p hi -ts 1,1
+expect_error "llm-run -ts x" "invalid value 'x' for -ts" "$BIN/llm-run" -m "$S" -p hi -ts x
+"$BIN/llm-run" -m "$S" -p hi -n 2 -sm none -mg 0 -ts 1,0 -dev npu >/dev/null 2>"$tmp/err" && ok || fail "-sm none -mg 0 -ts 1,0: $(cat "$tmp/err")"
 expect_error "llm-bench -C zz" "invalid value 'zz' for -C" "$BIN/llm-bench" -m "$S" -C zz
 expect_error "llm-bench --poll 101" "invalid value 101 for --poll" "$BIN/llm-bench" -m "$S" --poll 101
 expect_error "llm-bench --prio 4" "invalid value 4 for --prio" "$BIN/llm-bench" -m "$S" --prio 4

@@ -31,7 +31,7 @@ static const struct tool_alias run_aliases[] = {
     { "-ub", "--ubatch-size" }, { "-ctk", "--cache-type-k" }, { "-ctv", "--cache-type-v" },
     { "-dev", "--device" }, { "-ngl", "--n-gpu-layers" }, { "--gpu-layers", "--n-gpu-layers" },
     { "-fa", "--flash-attn" }, { "-nkvo", "--no-kv-offload" }, { "-ot", "--override-tensor" },
-    { "-dio", "--direct-io" }, { "-no-cnv", "--no-conversation" }, { "-sp", "--special" }, { "--predict", "--n-predict" },
+    { "-dio", "--direct-io" }, { "-sm", "--split-mode" }, { "-ts", "--tensor-split" }, { "-mg", "--main-gpu" }, { "-no-cnv", "--no-conversation" }, { "-sp", "--special" }, { "--predict", "--n-predict" },
 };
 
 /* llama.cpp options (llama-cli / llama-completion) that have no counterpart here: named in a
@@ -42,7 +42,6 @@ static const char *const unsupported[] = {
     "-co", "--color", "--in-prefix", "--in-suffix", "--in-prefix-bos", "--multiline-input", "--simple-io",
     "--verbose-prompt", "--keep", "--prompt-cache", "--prompt-cache-all", "--prompt-cache-ro",
     "-tb", "--threads-batch", "-Cr", "--cpu-range",
-    "-sm", "--split-mode", "-ts", "--tensor-split", "-mg", "--main-gpu",
     "-cmoe", "--cpu-moe", "-ncmoe", "--n-cpu-moe", "--lora", "--lora-scaled", "--control-vector",
     "--control-vector-scaled", "-md", "--model-draft", "-hf", "-hfr", "--hf-repo", "-hff", "--hf-file",
     "-mu", "--model-url", "--grammar", "--grammar-file", "-j", "--json-schema", "--samplers",
@@ -308,6 +307,39 @@ static int parse_threads(const struct arg_str *mask, const struct arg_int *stric
     return 0;
 }
 
+/* -sm, -ts, -mg as llama-cli takes them, with one device beside the cpu: none or layer (the same),
+ * one share, device 0. An error line and -1 otherwise. */
+static int check_split(const struct arg_str *sm, const struct arg_str *ts, const struct arg_int *mg)
+{
+    if (sm->count && strcmp(sm->sval[0], "none") && strcmp(sm->sval[0], "layer")) {
+        if (!strcmp(sm->sval[0], "row") || !strcmp(sm->sval[0], "tensor"))
+            tool_error("-sm %s splits tensors over several devices; there is one (use none or layer)", sm->sval[0]);
+        else
+            tool_error("invalid value '%s' for -sm (use none or layer)", sm->sval[0]);
+        return -1;
+    }
+    if (mg->count && mg->ival[0] != 0) {
+        tool_error("-mg %d: there is one device beside the cpu, 0", mg->ival[0]);
+        return -1;
+    }
+    int shares = 0;
+    for (const char *p = ts->count ? ts->sval[0] : ""; *p;) {
+        char *end;
+        const double v = strtod(p, &end);
+        if (end == p || !(v >= 0) || (*end && !strchr(",/;", *end))) {
+            tool_error("invalid value '%s' for -ts (shares separated by ',' or '/')", ts->sval[0]);
+            return -1;
+        }
+        shares += v > 0;
+        p = *end ? end + 1 : end;
+    }
+    if (shares > 1) {
+        tool_error("-ts %s: there is one device beside the cpu, it takes one share", ts->sval[0]);
+        return -1;
+    }
+    return 0;
+}
+
 /* Parse the command line into o; returns -1 to continue, else the exit status. */
 static int parse_args(int argc, char **argv, struct run_opts *o)
 {
@@ -341,6 +373,9 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
     struct arg_int *poll = arg_int0(NULL, "poll", "0..100", "busy-wait before sleeping (default 50; 0: none)");
     struct arg_int *prio = arg_int0(NULL, "prio", "-1..3", "process/thread priority (default 0; 2, 3 need root)");
     struct arg_str *numa = arg_str0(NULL, "numa", "MODE", "distribute|isolate|numactl (one NUMA node: no effect)");
+    struct arg_str *sm = arg_str0(NULL, "split-mode", "none|layer", "-sm: one device, the same either way");
+    struct arg_str *ts = arg_str0(NULL, "tensor-split", "N", "-ts: one device, one share");
+    struct arg_int *mg = arg_int0(NULL, "main-gpu", "0", "-mg: the one device, 0");
     struct arg_str *ot = arg_strn(NULL, "override-tensor", "PAT=DEV,...", 0, 16,
                                   "-ot: weights whose names match the regex PAT live on DEV (cpu or npu)");
     struct arg_lit *no_display = arg_lit0(NULL, "no-display-prompt", "print only the generated text");
@@ -358,7 +393,7 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
     struct arg_lit *help = arg_lit0("h", "help", "print this help");
     struct arg_end *end = arg_end(5);
     void *table[] = { help, model, prompt, file, n_predict, n_ctx, n_batch, n_ubatch, threads, temp, top_k,
-                      top_p, min_p, rep_pen, rep_n, seed, ctk, ctv, fa, dev, ngl, nkvo, mmap_on, mmap_off, mlock, dio, cpu_mask, cpu_strict, poll, prio, numa, ot, no_display, special,
+                      top_p, min_p, rep_pen, rep_n, seed, ctk, ctv, fa, dev, ngl, nkvo, mmap_on, mmap_off, mlock, dio, cpu_mask, cpu_strict, poll, prio, numa, sm, ts, mg, ot, no_display, special,
                       no_parse, escape, no_escape, ignore_eos, no_cnv, no_warmup, dump, verbose, profile, trace, end };
     const int n_table = sizeof table / sizeof table[0];
     int rc = -1;
@@ -452,7 +487,7 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
             rc = 1;
             goto out;
         }
-    if (parse_threads(cpu_mask, cpu_strict, poll, prio, numa, o) != 0) {
+    if (parse_threads(cpu_mask, cpu_strict, poll, prio, numa, o) != 0 || check_split(sm, ts, mg) != 0) {
         rc = 1;
         goto out;
     }
