@@ -1,6 +1,6 @@
 /* Issue 28: -embd makes the context keep each output row's hidden state after the output norm
  * (llama.cpp's embeddings with "last" pooling) instead of its logits: on the cpu and the npu, the
- * output matrix applied to that state gives the logits a context without -embd computes
+ * output matrix applied to each row's state gives the logits a context without -embd computes
  * (stories260K, all F32: the same sums in another order, within 1e-4 of the logit range). */
 #include "harness.h"
 #include "model/context.h"
@@ -16,7 +16,7 @@ static struct llm_context *decode(struct llm_model *m, enum llm_device dev, bool
     struct llm_error err = { 0 };
     CHECK(llm_context_new(m, &cp, &c, &err) == 0, "%s", err.msg);
     if (c)
-        CHECK(llm_decode(c, toks, n, false, &err) == 0, "%s", err.msg);
+        CHECK(llm_decode(c, toks, n, true, &err) == 0, "%s", err.msg);
     return c;
 }
 
@@ -33,10 +33,13 @@ int main(void)
     const enum llm_device devs[] = { LLM_DEVICE_CPU, LLM_DEVICE_NPU };
     for (int d = 0; d < 2; d++) {
         struct llm_context *lc = decode(m, devs[d], false, toks, 6), *ec = decode(m, devs[d], true, toks, 6);
-        const float *logits = lc ? llm_get_logits(lc, 0) : NULL, *e = ec ? llm_get_embeddings(ec, 0) : NULL;
-        CHECK(logits && e, "device %d: logits %p, embeddings %p", d, (const void *)logits, (const void *)e);
         CHECK(ec && !llm_get_logits(ec, 0) && lc && !llm_get_embeddings(lc, 0), "one kind of row per context");
-        if (logits && e) {
+        for (int row = 0; row < 6; row++) { /* every position's row, each at its own place */
+            const float *logits = lc ? llm_get_logits(lc, row) : NULL, *e = ec ? llm_get_embeddings(ec, row) : NULL;
+            CHECK(logits && e, "device %d row %d: logits %p, embeddings %p", d, row, (const void *)logits,
+                  (const void *)e);
+            if (!logits || !e)
+                continue;
             float lo = logits[0], hi = logits[0], worst = 0;
             for (int v = 0; v < n_vocab; v++) {
                 const float *w = (const float *)((const char *)m->output->data + (size_t)v * m->output->nb[1]);
@@ -47,8 +50,8 @@ int main(void)
                 lo = fminf(lo, logits[v]);
                 hi = fmaxf(hi, logits[v]);
             }
-            CHECK(worst <= 1e-4f * (hi - lo), "device %d: output x embeddings differs from logits by %g (range %g)", d,
-                  worst, hi - lo);
+            CHECK(worst <= 1e-4f * (hi - lo), "device %d row %d: output x embeddings differs from logits by %g (range %g)",
+                  d, row, worst, hi - lo);
         }
         llm_context_free(lc);
         llm_context_free(ec);
