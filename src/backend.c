@@ -188,3 +188,14 @@ int llm_tensor_copy_async(const struct llm_tensor *src, struct llm_tensor *dst, 
         return sb->iface->tensor_copy(sb, src, dst, err);
     return copy_through_host(src, dst, n, err);
 }
+
+int llm_backend_alloc_failed(struct llm_backend *b, const char *what, size_t bytes, struct llm_error *err)
+{
+    size_t free_bytes = 0, total = 0;
+    if (!b->iface->memory)
+        return llm_fail(err, LLM_ERR_NOMEM, "cannot place %zu bytes of %s in %s memory: out of memory", bytes, what,
+                        b->iface->name);
+    b->iface->memory(b, &free_bytes, &total);
+    return llm_fail(err, LLM_ERR_NOMEM, "cannot place %zu bytes of %s in %s memory: %zu of %zu bytes available", bytes,
+                    what, b->iface->name, free_bytes, total);
+}

@@ -77,6 +77,8 @@ struct llm_backend_iface {
      * (either may be NULL; both must outlive the backend or the next observe call). */
     void (*observe)(struct llm_backend *b, struct llm_profile *prof, struct llm_trace *trace);
     void (*free)(struct llm_backend *b);
+    /* Free and total bytes of the backend's own memory; NULL for host memory (no size of its own). */
+    void (*memory)(struct llm_backend *b, size_t *free_bytes, size_t *total_bytes);
 };
 
 struct llm_backend {
@@ -93,6 +95,10 @@ struct llm_backend_option {
     const char *name;
     double value;
 };
+/* The error of an allocation of bytes for what that failed on b: one line naming the bytes needed
+ * and, for a backend with a memory size, those available ("cannot place 19646720 bytes of weights
+ * in npu memory: 10485760 of 10485760 bytes available"). Returns LLM_ERR_NOMEM. */
+int llm_backend_alloc_failed(struct llm_backend *b, const char *what, size_t bytes, struct llm_error *err);
 
 /* How to create a backend. */
 struct llm_backend_params {

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "thread_policy.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -30,6 +31,10 @@ struct llm_threadpool {
     void (*fn)(int, int, void *);
     void *arg;
     _Atomic uint64_t idle_spin_ns; /* atomic: set after the workers started (they read it idle) */
+    uint64_t sync_spin_ns;   /* SYNC_SPIN_NS scaled by the policy's poll level */
+    struct llm_thread_policy policy; /* the thread policy when the pool was made */
+    int first_slot;          /* thread i's placement slot is first_slot + i */
+    atomic_flag caller_placed; /* thread 0 (the first thread that runs the pool) is placed */
     /* the futex words, each bumped by the thread that ends a wait on it */
     atomic_uint run_gen;     /* a run starts (or the pool stops)  */
     atomic_uint n_done;      /* workers finished the current run  */
@@ -93,7 +98,7 @@ void llm_threadpool_barrier(void *pool)
         bump(p, &p->bar_gen);
         return;
     }
-    wait_change(p, &p->bar_gen, gen, SYNC_SPIN_NS, NULL);
+    wait_change(p, &p->bar_gen, gen, p->sync_spin_ns, NULL);
 }
 
 static void *worker(void *arg)
@@ -122,7 +127,11 @@ struct llm_threadpool *llm_threadpool_new(int n_threads)
         return NULL;
     }
     p->n = n_threads;
-    atomic_init(&p->idle_spin_ns, (uint64_t)IDLE_SPIN_US * 1000u);
+    p->policy = *llm_thread_policy_get();
+    p->first_slot = llm_thread_policy_reserve(n_threads);
+    p->sync_spin_ns = llm_thread_poll_ns(&p->policy, SYNC_SPIN_NS);
+    atomic_flag_clear(&p->caller_placed);
+    atomic_init(&p->idle_spin_ns, llm_thread_poll_ns(&p->policy, (uint64_t)IDLE_SPIN_US * 1000u));
     p->threads = calloc((size_t)n_threads, sizeof *p->threads);
     if (!p->threads) {
         llm_threadpool_free(p);
@@ -140,6 +149,7 @@ struct llm_threadpool *llm_threadpool_new(int n_threads)
             llm_threadpool_free(p);
             return NULL;
         }
+        llm_thread_place(&p->policy, p->first_slot + i, p->threads[i]);
     }
     return p;
 }
@@ -158,7 +168,7 @@ void llm_threadpool_free(struct llm_threadpool *p)
 
 void llm_threadpool_set_idle_spin(struct llm_threadpool *p, int spin_us)
 {
-    const uint64_t ns = spin_us > 0 ? (uint64_t)spin_us * 1000u : 0;
+    const uint64_t ns = spin_us > 0 ? llm_thread_poll_ns(&p->policy, (uint64_t)spin_us * 1000u) : 0;
     atomic_store_explicit(&p->idle_spin_ns, ns, memory_order_relaxed);
 }
 
@@ -172,13 +182,20 @@ int llm_threadpool_n_awake(struct llm_threadpool *p)
     return p->n - 1 - atomic_load_explicit(&p->idle_sleepers, memory_order_relaxed);
 }
 
+void llm_threadpool_place_owner(struct llm_threadpool *p, pthread_t thread)
+{
+    if (!atomic_flag_test_and_set(&p->caller_placed))
+        llm_thread_place(&p->policy, p->first_slot, thread);
+}
+
 void llm_threadpool_run(struct llm_threadpool *p, void (*fn)(int ith, int nth, void *arg), void *arg)
 {
+    llm_threadpool_place_owner(p, pthread_self());
     p->fn = fn;
     p->arg = arg;
     atomic_store_explicit(&p->n_done, 0, memory_order_relaxed);
     bump(p, &p->run_gen);
     fn(0, p->n, arg);
     for (unsigned done; (done = atomic_load_explicit(&p->n_done, memory_order_acquire)) < (unsigned)p->n - 1;)
-        wait_change(p, &p->n_done, done, SYNC_SPIN_NS, NULL);
+        wait_change(p, &p->n_done, done, p->sync_spin_ns, NULL);
 }

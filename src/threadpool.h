@@ -10,21 +10,29 @@
 #ifndef LLM_THREADPOOL_H
 #define LLM_THREADPOOL_H
 
+#include <pthread.h>
+
 struct llm_threadpool;
 
-/* n_threads >= 1. NULL when threads cannot be created. */
+/* n_threads >= 1. NULL when threads cannot be created. The pool takes the thread policy in force
+ * (thread_policy.h): its workers are placed as they are created, thread 0 (the first thread to run
+ * the pool, or llm_threadpool_place_owner's) once, and every busy-wait budget follows its poll level. */
 struct llm_threadpool *llm_threadpool_new(int n_threads);
 void llm_threadpool_free(struct llm_threadpool *p);
 int llm_threadpool_n_threads(const struct llm_threadpool *p);
 /* Workers (other than the caller's thread 0) not asleep between runs: running or busy-waiting. A
  * snapshot for choosing how long to busy-wait; it may change at once. */
 int llm_threadpool_n_awake(struct llm_threadpool *p);
-/* How long workers busy-wait between runs before they sleep (default 1000 us): shorter for a pool
+/* How long workers busy-wait between runs before they sleep (default 1000 us, both scaled by the
+ * policy's poll level): shorter for a pool
  * that shares the cores with another busy thread (an emulated device and its host). Call before
  * the first run. */
 void llm_threadpool_set_idle_spin(struct llm_threadpool *p, int spin_us);
 
 void llm_threadpool_run(struct llm_threadpool *p, void (*fn)(int ith, int nth, void *arg), void *arg);
+/* Place thread as the pool's thread 0, unless a thread was placed so already: for the thread that
+ * owns the pool (the host for the cpu's; the npu's device thread, which its creator places). */
+void llm_threadpool_place_owner(struct llm_threadpool *p, pthread_t thread);
 
 /* All threads of the current run must call it the same number of times. Takes void * so kernels
  * can receive it as a plain callback. */

@@ -114,6 +114,9 @@ RUN_FACTORS = {
     "verbose": ["", "-v"],
     "seed": ["", "--seed 7", "--seed -1"],
     "sampling": ["--temp 0", "--temp 0.9 --top-k 1", "--temp 0.8 --top-k 40 --temp 0", "--top-k 5 --temp 0"],
+    "load": ["", "--no-mmap", "--mlock", "--no-mmap --mlock", "-dio", "--mmap"],
+    "cpu": ["", "-C 0x1", "-C 0x3 --cpu-strict 1", "--poll 0", "--poll 100 --prio -1 --numa distribute",
+            "-sm layer -mg 0 -ts 1"],
 }
 
 
@@ -128,7 +131,8 @@ def run_row(i, row):
     n_gen = len(ref["greedy_ids"])
     args = ["run", "-m", model, "-p", ref["prompt"], "-n", str(n_gen), "--no-display-prompt",
             "-dev", row["dev"], "-t", row["threads"], "-fa", row["fa"], "-ctk", row["kv"], "-ctv", row["kv"]]
-    args += row["batch"].split() + row["sampling"].split() + row["seed"].split()
+    args += (row["batch"].split() + row["sampling"].split() + row["seed"].split() + row["load"].split() +
+             row["cpu"].split())
     if row["ctx"] == "tight":  # room for the prompt and every generated token but the last one
         args += ["-c", str(ref["n_prompt"] + n_gen - 1)]
     dump = os.path.join(TMP, "dump%d.f32" % i)
@@ -208,6 +212,9 @@ BENCH_FACTORS = {
     "threads": ["-t 1", "-t 2"],
     "reps": ["-r 2", "-r 1 -r 2"],
     "lists": ["-p 8,16 -n 4", "-p 8 -p 16 -n 4"],
+    "load": ["", "-lm none", "-lm mmap+mlock", "-mmp 0", "-dio 1", "-lm mlock"],
+    "cpu": ["", "-C 0x1", "-C 0x3 --cpu-strict 1", "--poll 0", "--poll 100 --prio -1 --numa isolate"],
+    "devopts": ["", "-sm none -mg 0 -ts 1", "-ncmoe 1 --no-host 1 -nopo 1", "-sm layer -ts 0.5"],
 }
 COUNTERS = ("n_prompt", "n_gen", "n_depth", "acl_graph", "graph_captures", "graph_replays", "graph_hits",
             "graph_misses", "graph_evictions", "eager_launches", "ops_replayed")
@@ -230,7 +237,8 @@ def test_bench_matrix():
     check(rc == 0 and len(want) == 3, "llm-bench baseline: exit %d, %d rows: %s" % (rc, len(want), err[-300:]))
     rows = pairwise(BENCH_FACTORS, lambda r: True)
     for i, row in enumerate(rows):
-        args = (row["output"] + " " + row["threads"] + " " + row["reps"] + " " + row["lists"]).split()
+        args = (row["output"] + " " + row["threads"] + " " + row["reps"] + " " + row["lists"] + " " + row["load"] + " " +
+                row["cpu"] + " " + row["devopts"]).split()
         args += [a for a in (row["verbose"], row["profile"]) if a]
         if row["trace"]:
             args += ["--trace", os.path.join(TMP, "bench%d.json" % i)]

@@ -11,7 +11,7 @@ M=$SHARED/models
 REF=$SHARED/ref/llama-bench
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-passed=0; failed=0
+passed=0; failed=0; skipped=0
 ok()   { passed=$((passed + 1)); }
 fail() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
 
@@ -26,9 +26,10 @@ ref, out = open(ref_path, encoding='utf-8').read(), open(out_path, encoding='utf
 EXTRA = ['acl_graph', 'graph_captures', 'graph_replays', 'graph_hits', 'graph_misses', 'graph_evictions',
          'eager_launches', 'npu_launch_us', 'ops_replayed', 'host_launch_us_per_token', 'host_match_us_per_token',
          'host_serial_us_per_token', 'device_us_per_token', 'host_waits', 'host_waits_shared_cpu', 'n_splits',
-         'copy_bytes_per_token']
-# their values on cpu (no graph cache, one split) and sql types
-EXTRA_CPU = ['1'] + ['0'] * 8 + ['0.000000'] * 4 + ['0'] * 2 + ['1', '0.000000']
+         'copy_bytes_per_token', 'use_mmap']
+# their values on cpu (no graph cache, one split; -lm auto maps the file) and sql types; use_mmap
+# goes to sql's llm_bench_load
+EXTRA_CPU = ['1'] + ['0'] * 8 + ['0.000000'] * 4 + ['0'] * 2 + ['1', '0.000000', '1']
 EXTRA_SQL = ['INTEGER'] * 9 + ['REAL'] * 4 + ['INTEGER'] * 3 + ['REAL']
 VOLATILE = {'build_commit', 'build_number', 'cpu_info', 'test_time', 'avg_ns', 'stddev_ns', 'avg_ts', 'stddev_ts'}
 FORMATS = {'build_number': r'\d+', 'test_time': r'\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ', 'avg_ns': r'\d+',
@@ -92,12 +93,21 @@ elif fmt == 'sql':
     create = ['CREATE TABLE IF NOT EXISTS llm_bench_extra (', '  llama_bench_rowid INTEGER,', '  test_time TEXT,',
               '  avg_ns INTEGER,'] + ['  %s %s,' % (n, t) for n, t in zip(EXTRA, EXTRA_SQL)] + [');', '']
     create[-3] = create[-3].rstrip(',')
+    create += ['CREATE TABLE IF NOT EXISTS llm_bench_load (', '  llama_bench_rowid INTEGER,', '  test_time TEXT,',
+               '  avg_ns INTEGER,', '  use_mmap INTEGER', ');', '']
     i = ol.index('CREATE TABLE IF NOT EXISTS llm_bench_extra (') if create[0] in ol else len(ol)
     if i != rl.index(');') + 2 or ol[i:i + len(create)] != create: err('sql llm_bench_extra table: %r' % ol[i:i + len(create)])
     del ol[i:i + len(create)]
     extra_re = (r"INSERT INTO llm_bench_extra \(llama_bench_rowid, test_time, avg_ns, %s\) SELECT rowid, test_time, "
                 r"avg_ns, %s FROM llama_bench WHERE rowid = last_insert_rowid\(\) AND test_time = '([^']*)' AND "
-                r"avg_ns = '(\d+)';" % (', '.join(EXTRA), ', '.join("'%s'" % v for v in EXTRA_CPU)))
+                r"avg_ns = '(\d+)';" % (', '.join(EXTRA[:-1]), ', '.join("'%s'" % v for v in EXTRA_CPU[:-1])))
+    load_re = (r"INSERT INTO llm_bench_load \(llama_bench_rowid, test_time, avg_ns, use_mmap\) SELECT "
+               r"e.llama_bench_rowid, e.test_time, e.avg_ns, '1' FROM \(SELECT llama_bench_rowid, test_time, avg_ns "
+               r"FROM llm_bench_extra WHERE test_time = '[^']*' AND avg_ns = '\d+' ORDER BY rowid DESC LIMIT 1\) AS e;")
+    loads = [l for l in ol if l.startswith('INSERT INTO llm_bench_load')]
+    if len(loads) != len([l for l in rl if l.startswith('INSERT')]) or not all(re.fullmatch(load_re, l) for l in loads):
+        err('sql llm_bench_load inserts: %r' % loads[:1])
+    ol = [l for l in ol if not l.startswith('INSERT INTO llm_bench_load')]
     mine = []
     for k in range(len(ol) - 1, -1, -1):
         if ol[k].startswith('INSERT INTO llm_bench_extra'):
@@ -356,11 +366,101 @@ for l in open(sys.argv[1]):
 # --list-devices: llama-bench's list (the devices beside the cpu), exit 0; -dev none runs on the
 # cpu alone and says so in devices.
 bench --list-devices >"$tmp/devs" 2>&1 && [ "$(head -1 "$tmp/devs")" = "Available devices:" ] \
-  && grep -Eq '^  CANN0: emulated Ascend NPU \([0-9]+ MiB, [0-9]+ MiB free\)$' "$tmp/devs" && [ "$(wc -l <"$tmp/devs")" = 2 ] \
+  && grep -Eq '^  CANN0: emulated Ascend NPU \(65536 MiB, 65536 MiB free\)$' "$tmp/devs" && [ "$(wc -l <"$tmp/devs")" = 2 ] \
   && ok || fail "--list-devices: $(cat "$tmp/devs")"
+# The npu's memory size (LLM_NPU_MEMORY_MIB, an Ascend 910B's 65536 MiB by default) in the list; a
+# placement that does not fit is one error line naming the bytes needed and available.
+(cd "$M" && LLM_NPU_MEMORY_MIB=1024 "$LLM" bench --list-devices) | grep -qx '  CANN0: emulated Ascend NPU (1024 MiB, 1024 MiB free)' \
+  && ok || fail "--list-devices with LLM_NPU_MEMORY_MIB=1024"
+(cd "$M" && LLM_NPU_MEMORY_MIB=x "$LLM" bench --list-devices 2>&1 >/dev/null) | grep -q "LLM_NPU_MEMORY_MIB='x' is not a size" \
+  && ok || fail "LLM_NPU_MEMORY_MIB=x warns"
+(cd "$M" && LLM_NPU_MEMORY_MIB=10 "$LLM" run -m qwen2-tiny-f16.gguf -p hi -n 2 -dev npu >"$tmp/out" 2>"$tmp/err"); rc=$?
+[ $rc = 1 ] && [ ! -s "$tmp/out" ] && [ "$(wc -l <"$tmp/err")" = 1 ] \
+  && grep -qx 'llm: error: cannot place 19646720 bytes of weights in npu memory: 10485760 of 10485760 bytes available' "$tmp/err" \
+  && ok || fail "npu out of memory: exit $rc: $(cat "$tmp/out" "$tmp/err")"
 got=$(bench -m stories260K.gguf -dev none -p 0 -n 2 -r 1 -t 1 -o jsonl 2>/dev/null | python3 -c 'import json,sys
 r = json.loads(sys.stdin.readline()); print(r["devices"], r["backends"], r["n_splits"], r["graph_replays"])')
 [ "$got" = "none CPU 1 0" ] && ok || fail "-dev none: $got"
+
+# -lm (and the older -mmp, -dio) as llama-bench's: a list, one model load per mode (-v says how),
+# recorded as given in load_mode, with use_mmap beside it; md shows an lm column.
+bench -m stories260K.gguf -lm none,mmap+mlock -mmp 0,1 -dio 1 -p 0 -n 2 -r 1 -t 1 -o jsonl -v >"$tmp/lm.jsonl" 2>"$tmp/err"
+got=$(python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    r = json.loads(l); print(r["load_mode"], r["use_mmap"], end=",")' "$tmp/lm.jsonl")
+[ "$got" = "none False,mmap+mlock True,none False,mmap True,dio False," ] && ok || fail "-lm rows: $got $(cat "$tmp/err")"
+got=$(grep -o 'loaded stories260K.gguf (-lm [a-z+]*' "$tmp/err" | sed 's/.*-lm //' | tr '\n' ,)
+[ "$got" = "none,mmap+mlock,none,mmap,dio," ] && ok || fail "-lm loads: $got"
+bench -m stories260K.gguf -lm dio -p 0 -n 2 -r 1 -t 1 >"$tmp/lm.md" 2>/dev/null
+grep -q '^| model .* | threads |         lm |' "$tmp/lm.md" && grep -q '|        dio |' "$tmp/lm.md" \
+  && ok || fail "md lm column: $(cat "$tmp/lm.md")"
+bench -m stories260K.gguf -lm mmap+dio -p 0 -n 2 -r 1 -t 1 >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc = 1 ] && grep -qx 'error: invalid parameter for argument: -lm' "$tmp/err" && ok || fail "-lm mmap+dio: exit $rc"
+
+# -C, --cpu-strict, --poll (lists, as llama-bench's): each row records its own (md: the columns of
+# those given); --numa is accepted and -v says what it does with one node; a --prio the system
+# refuses (run as nobody) is one error line before any test.
+bench -m stories260K.gguf -C 0x1,0x3 --cpu-strict 1 --poll 0,100 -p 0 -n 2 -r 1 -t 2 -o jsonl >"$tmp/cpu.jsonl" 2>"$tmp/err"
+got=$(python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    r = json.loads(l); print(r["cpu_mask"], r["cpu_strict"], r["poll"], end=",")' "$tmp/cpu.jsonl")
+[ "$got" = "0x1 True 0,0x1 True 100,0x3 True 0,0x3 True 100," ] && ok || fail "-C/--cpu-strict/--poll rows: $got $(cat "$tmp/err")"
+bench -m stories260K.gguf -C 0x1 --poll 0 --numa distribute -v -p 0 -n 2 -r 1 -t 1 >"$tmp/cpu.md" 2>"$tmp/err"
+grep -q '^| model .* | threads | cpu_mask   |       poll |' "$tmp/cpu.md" && grep -q '| 0x1        |          0 |' "$tmp/cpu.md" \
+  && grep -qx 'llm-bench: --numa distribute: one NUMA node, nothing to place' "$tmp/err" && ok \
+  || fail "md cpu_mask/poll columns, --numa -v: $(cat "$tmp/cpu.md" "$tmp/err")"
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+  (cd "$M" && setpriv --reuid=65534 --regid=65534 --clear-groups "$LLM" bench -m stories260K.gguf --prio 2 -p 0 -n 2 \
+     -r 1 -t 1 >"$tmp/prio.out" 2>"$tmp/err"); rc=$?
+  [ $rc = 1 ] && [ ! -s "$tmp/prio.out" ] && [ "$(wc -l <"$tmp/err")" = 1 ] \
+    && grep -q "^llm: error: --prio 2: cannot set the process's nice value to -10: .*needs root or CAP_SYS_NICE" "$tmp/err" \
+    && ok || fail "--prio 2 as nobody: exit $rc: $(cat "$tmp/prio.out" "$tmp/err")"
+else
+  skipped=$((skipped + 1)); echo "SKIP: --prio refusal needs root and setpriv to run as nobody"
+fi
+
+# Device options, as llama-bench's lists: -dev items by our names or --list-devices' (CANN0), devices
+# joined by '/' run on the npu when they name it, and are recorded as given; -sm none|layer, -mg 0,
+# -ts (one share), -ncmoe, -nopo, --no-host are recorded (md: sm, ts, n_cpu_moe, nopo, noh columns),
+# in llama-bench's loop order (n_cpu_moe outside devices).
+bench -m stories260K.gguf -dev CANN0,npu/cpu,auto,none -sm none -mg 0 -ts 1 -ncmoe 0,2 -nopo 1 --no-host 1 -p 0 -n 2 -r 1 \
+  -t 1 -o jsonl >"$tmp/dev.jsonl" 2>"$tmp/err"
+got=$(python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    r = json.loads(l); print(r["devices"], r["backends"], r["split_mode"], r["main_gpu"], r["tensor_split"], r["n_cpu_moe"],
+                            r["no_op_offload"], r["no_host"], end=",")' "$tmp/dev.jsonl")
+want="CANN0 CANN none 0 1.00 0 1 True,npu/cpu CANN none 0 1.00 0 1 True,auto CPU none 0 1.00 0 1 True,none CPU none 0 1.00 0 1 True,"
+want="${want}CANN0 CANN none 0 1.00 2 1 True,npu/cpu CANN none 0 1.00 2 1 True,auto CPU none 0 1.00 2 1 True,none CPU none 0 1.00 2 1 True,"
+[ "$got" = "$want" ] && ok || fail "device option rows: $got $(cat "$tmp/err")"
+bench -m stories260K.gguf -sm none -ts 1 -ncmoe 2 -nopo 1 --no-host 1 -p 0 -n 2 -r 1 -t 1 >"$tmp/dev.md" 2>"$tmp/err"
+grep -q '^| model .* |  n_cpu_moe | threads |     sm | ts           | nopo |  noh |' "$tmp/dev.md" \
+  && ok || fail "md device columns: $(cat "$tmp/dev.md" "$tmp/err")"
+for a in "-sm row:-sm row splits tensors over several devices" "-sm tensor:-sm tensor splits" "-mg 1:-mg 1: there is one device" \
+         "-ts 1/1:-ts 1.00/1.00: there is one device" "-ncmoe -1:error: invalid range format" "-dev npu/tpu:invalid device: npu/tpu"; do
+  bench -m stories260K.gguf ${a%%:*} -p 0 -n 2 -r 1 >"$tmp/out" 2>"$tmp/err"; rc=$?
+  [ $rc = 1 ] && grep -qF -- "${a#*:}" "$tmp/err" && ok || fail "${a%%:*}: exit $rc: $(head -c 300 "$tmp/err")"
+done
+# -embd 0,1: the embeddings context runs every test as usual (its decode stops at the output norm).
+bench -m stories260K.gguf -embd 0,1 -p 8 -n 2 -r 1 -t 1 -o jsonl >"$tmp/embd.jsonl" 2>"$tmp/err"
+got=$(python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    r = json.loads(l); print(r["embeddings"], r["n_prompt"], r["n_gen"], r["avg_ns"] > 0, end=",")' "$tmp/embd.jsonl")
+[ "$got" = "False 8 0 True,False 0 2 True,True 8 0 True,True 0 2 True," ] && ok || fail "-embd rows: $got $(cat "$tmp/err")"
+# -fitt MiB (a list): on the npu the largest -ngl whose weights and caches leave that much of
+# LLM_NPU_MEMORY_MIB free (-v says which; -ngl 0 leaves one split, on the cpu); -fitc is recorded.
+(cd "$M" && LLM_NPU_MEMORY_MIB=400 "$LLM" bench -m qwen2-tiny-f16.gguf -dev npu -fitt 0,370,399 -fitc 256 -ub 8 -p 8 -n 0 -r 1 \
+   -t 1 -v -o jsonl >"$tmp/fit.jsonl" 2>"$tmp/err")
+got=$(python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    r = json.loads(l); print(r["fit_target"], r["fit_min_ctx"], r["n_splits"] > 1, end=",")' "$tmp/fit.jsonl")
+[ "$got" = "0 256 True,370 256 True,399 256 False," ] && grep -qx 'llm-bench: -fitt 370: -ngl 3' "$tmp/err" \
+  && grep -qx 'llm-bench: -fitt 399: -ngl 0' "$tmp/err" && ok || fail "-fitt rows: $got $(grep fitt "$tmp/err")"
+# Downloads and RPC: one line each, nothing on stdout.
+for a in "-hf x/y" "-hfr x/y" "-hff f.gguf" "-hft tok" "--offline" "-rpc host:50052"; do
+  bench $a -p 0 -n 2 >"$tmp/out" 2>"$tmp/err"; rc=$?
+  [ $rc = 1 ] && [ ! -s "$tmp/out" ] && [ "$(wc -l <"$tmp/err")" = 1 ] && grep -q "pass -m FILE" "$tmp/err" \
+    && ok || fail "$a: exit $rc: $(cat "$tmp/out" "$tmp/err")"
+done
 
 # Ctrl-C during the second test's --delay: the first test's row, the footer, exit non-zero.
 # The signal goes once the first row is out (the machine warm-up and start-up take a varying time,
@@ -375,5 +475,5 @@ rc=$?
 [ $rc -ne 0 ] && [ "$(grep -c '^| .*pp4 |' "$tmp/int.md")" = 1 ] && ! grep -q 'pp8' "$tmp/int.md" \
   && tail -1 "$tmp/int.md" | grep -q '^build: ' && ok || fail "SIGINT: exit $rc: $(cat "$tmp/int.md" "$tmp/int.err")"
 
-echo "test_bench_cli: $passed passed, $failed failed"
+echo "test_bench_cli: $passed passed, $failed failed$([ $skipped = 0 ] || echo ", $skipped skipped")"
 [ $failed -eq 0 ]

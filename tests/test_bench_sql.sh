@@ -16,7 +16,8 @@ bench() { (cd "$SHARED/models" && "$LLM" bench "$@"); }
 # decode graph, the 8 timed tokens hit it), and a cpu pp8 (-g on whatever GGML_CANN_ACL_GRAPH says).
 if ! bench -m stories260K.gguf -dev npu -g on,off -p 0 -n 4 -r 2 -t 1 -o sql >"$tmp/npu.sql" 2>"$tmp/err" ||
    ! bench -m stories260K.gguf -g on -p 8 -n 0 -r 1 -t 1 -o sql >"$tmp/cpu.sql" 2>>"$tmp/err" ||
-   ! bench -m stories260K.gguf -p 4 -n 3 -pg 4,3 -d 0,2 -r 2 -t 1 -o sql --token-times --profile >"$tmp/tok.sql" 2>>"$tmp/err"; then
+   ! bench -m stories260K.gguf -p 4 -n 3 -pg 4,3 -d 0,2 -r 2 -t 1 -o sql --token-times --profile >"$tmp/tok.sql" 2>>"$tmp/err" ||
+   ! bench -m stories260K.gguf -lm auto,none -p 16 -n 8 -r 1 -t 1 -o sql >"$tmp/lm.sql" 2>>"$tmp/err"; then
   echo "FAIL: llm bench -o sql: $(head -c 300 "$tmp/err")" >&2
   echo "test_bench_sql: 0 passed, 1 failed"
   exit 1
@@ -182,6 +183,22 @@ if cli:
     check(p.returncode == 0 and p.stderr == '', 'sqlite3 CLI, tokens: %s' % p.stderr[:300])
     n = sqlite3.connect(path).execute('SELECT count(*) %s' % TJOIN).fetchone()[0]
     check(n == 32, 'sqlite3 CLI, tokens: %d rows join' % n)
+
+# compare-llama-bench.py pairs a row of each build on equal settings: every llama_bench column but
+# the build, cpu, time and result ones. Our -lm auto rows pair with llama-bench's (the reference ran
+# with its default, auto); -lm none, recorded as such, pairs with none of them.
+SETTINGS = [c for c, _ in LB_COLUMNS if c not in ('build_commit', 'build_number', 'cpu_info', 'gpu_info', 'test_time',
+                                                 'avg_ns', 'stddev_ns', 'avg_ts', 'stddev_ts')]
+db, errors = load(REF, read(os.path.join(tmp, 'lm.sql')))
+check(errors == [], 'pairing: errors %r' % errors[:3])
+pairs = db.execute('SELECT a.load_mode, a.n_prompt, a.n_gen FROM llama_bench AS a JOIN llama_bench AS b ON %s '
+                   'AND a.build_commit != b.build_commit JOIN llm_bench_extra AS e ON e.llama_bench_rowid = a.rowid '
+                   'ORDER BY a.rowid' % ' AND '.join('a.%s = b.%s' % (c, c) for c in SETTINGS)).fetchall()
+check(sorted(pairs) == sorted([('auto', 16, 0), ('auto', 0, 8)] * (N_REF // 2)), 'pairing on load_mode: %r' % pairs)
+loads = db.execute('SELECT b.load_mode, l.use_mmap FROM llama_bench AS b JOIN llm_bench_load AS l ON '
+                   'l.llama_bench_rowid = b.rowid AND l.test_time = b.test_time AND l.avg_ns = b.avg_ns '
+                   'ORDER BY b.rowid').fetchall()
+check(loads == [('auto', 1), ('auto', 1), ('none', 0), ('none', 0)], 'llm_bench_load: %r' % loads)
 
 print('test_bench_sql: %d passed, %d failed' % (passed, failed))
 sys.exit(1 if failed else 0)

@@ -115,9 +115,31 @@ expect_error "llm-roofline -x" "llm-roofline takes no arguments" "$BIN/llm-roofl
 [ "$(head -c 4 "$tmp/out")" = "$(printf 'a\nbA')" ] && ok || fail "-e: $(head -c 20 "$tmp/out" | od -c)"
 "$BIN/llm-run" -m "$S" -p 'a\nb' -n 1 --temp 0 >"$tmp/out" 2>/dev/null
 [ "$(head -c 4 "$tmp/out")" = 'a\nb' ] && ok || fail "no -e keeps backslashes: $(head -c 20 "$tmp/out")"
-for o in -cnv -i --mlock --grammar --chat-template -sys --color --no-mmap; do
+for o in -cnv -i --grammar --chat-template -sys --color --lora; do
   expect_error "llm-run $o" "'$o' is a llama.cpp option that llm-run does not support" "$BIN/llm-run" -m "$S" -p hi $o x
 done
+# llama-cli's load options (issue 28): they run (tests/option_matrix.py checks the text), and the
+# contradicting pairs are one error each.
+expect_error "--mmap --no-mmap" "give --mmap or --no-mmap, not both" "$BIN/llm-run" -m "$S" -p hi --mmap --no-mmap
+expect_error "--mlock -dio" "give --mlock or -dio, not both" "$BIN/llm-run" -m "$S" -p hi --mlock -dio
+expect_error "-e --no-escape" "give -e or --no-escape, not both" "$BIN/llm-run" -m "$S" -p hi -e --no-escape
+# llama-cli's cpu options (issue 28): out of range or unusable, one error line each.
+expect_error "-C zz" "invalid value 'zz' for -C" "$BIN/llm-run" -m "$S" -p hi -C zz
+expect_error "-C beyond the cpus" "invalid value '0x10000000000000000' for -C" "$BIN/llm-run" -m "$S" -p hi \
+  -C 0x10000000000000000
+expect_error "--poll 101" "invalid value 101 for --poll: must be between 0 and 100" "$BIN/llm-run" -m "$S" -p hi --poll 101
+expect_error "--cpu-strict 2" "invalid value 2 for --cpu-strict" "$BIN/llm-run" -m "$S" -p hi --cpu-strict 2
+expect_error "--prio 4" "invalid value 4 for --prio: must be between -1 and 3" "$BIN/llm-run" -m "$S" -p hi --prio 4
+expect_error "--numa foo" "invalid value 'foo' for --numa" "$BIN/llm-run" -m "$S" -p hi --numa foo
+expect_error "llm-run -sm row" "-sm row splits tensors over several devices" "$BIN/llm-run" -m "$S" -p hi -sm row
+expect_error "llm-run -sm x" "invalid value 'x' for -sm" "$BIN/llm-run" -m "$S" -p hi -sm x
+expect_error "llm-run -mg 1" "-mg 1: there is one device beside the cpu, 0" "$BIN/llm-run" -m "$S" -p hi -mg 1
+expect_error "llm-run -ts 1,1" "-ts 1,1: there is one device beside the cpu" "$BIN/llm-run" -m "$S" -p hi -ts 1,1
+expect_error "llm-run -ts x" "invalid value 'x' for -ts" "$BIN/llm-run" -m "$S" -p hi -ts x
+"$BIN/llm-run" -m "$S" -p hi -n 2 -sm none -mg 0 -ts 1,0 -dev npu >/dev/null 2>"$tmp/err" && ok || fail "-sm none -mg 0 -ts 1,0: $(cat "$tmp/err")"
+expect_error "llm-bench -C zz" "invalid value 'zz' for -C" "$BIN/llm-bench" -m "$S" -C zz
+expect_error "llm-bench --poll 101" "invalid value 101 for --poll" "$BIN/llm-bench" -m "$S" --poll 101
+expect_error "llm-bench --prio 4" "invalid value 4 for --prio" "$BIN/llm-bench" -m "$S" --prio 4
 "$BIN/llm-run" -m "$S" -p -i -n 1 >/dev/null 2>"$tmp/err" && ok || fail "-p -i (a prompt that looks like an option): $(cat "$tmp/err")"
 
 # -v: time per phase, tokens, KV cache use (5 + 8 tokens, the last one sampled but not evaluated;

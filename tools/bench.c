@@ -12,6 +12,8 @@
 #include "latency.h"
 #include "stats_print.h"
 #include "commands.h"
+#include "cpu_opts.h"
+#include "thread_policy.h"
 #include "log.h"
 #include "profile.h"
 #include "profile_print.h"
@@ -46,6 +48,7 @@ struct bench_state {
     const struct bench_params *p;
     struct llm_model *model;      /* kept while consecutive tests use the same file */
     const char *model_path;
+    int load_mode;                /* enum bench_lm the model was loaded with */
     int32_t n_vocab, bos;
     bool add_bos;
     int32_t *tokens;              /* n_batch token buffer of the current test */
@@ -170,19 +173,26 @@ static int sleep_s(int seconds)
     return interrupted ? RUN_INTERRUPTED : RUN_OK;
 }
 
-static int ensure_model(struct bench_state *s, const char *path)
+/* The model of test t, loaded again when its file or load mode differ from the last test's. */
+static int ensure_model(struct bench_state *s, const struct bench_instance *t)
 {
-    if (s->model && !strcmp(s->model_path, path))
+    const char *path = t->model;
+    if (s->model && !strcmp(s->model_path, path) && s->load_mode == t->load_mode)
         return RUN_OK;
     if (s->model)
         llm_model_free(s->model);
     s->model = NULL;
     struct llm_error err = { 0 };
-    if (llm_model_load(path, &s->model, &err) != 0) {
+    const uint64_t t0 = llm_now_ns();
+    if (llm_model_load_mode(path, gguf_load_mode_parse(bench_lm_name(t->load_mode)), &s->model, &err) != 0) {
         tool_error("failed to load model '%s': %s", path, err.msg);
         return RUN_FAILED;
     }
+    if (s->p->verbose)
+        fprintf(stderr, "llm-bench: loaded %s (-lm %s%s) in %.2f ms\n", path, bench_lm_name(t->load_mode),
+                s->model->file->locked ? ", locked" : "", (double)(llm_now_ns() - t0) / 1e6);
     s->model_path = path;
+    s->load_mode = t->load_mode;
     int32_t n = vocab_n_tokens(s->model->vocab);
     s->n_vocab = n > 0 && (uint32_t)n < s->model->hp.n_vocab ? n : (int32_t)s->model->hp.n_vocab;
     s->bos = vocab_bos(s->model->vocab);
@@ -255,6 +265,8 @@ static struct llm_context_params test_context_params(const struct bench_instance
     cp.device = t->device == BENCH_DEV_NPU ? LLM_DEVICE_NPU : LLM_DEVICE_CPU;
     cp.n_gpu_layers = t->n_gpu_layers;
     cp.no_kv_offload = t->no_kv_offload != 0;
+    cp.embeddings = t->embeddings != 0;
+    cp.fit_target_mib = t->fit_target;
     cp.tensor_overrides = t->overrides;
     npu_opts[0] = (struct llm_backend_option){ LLM_DEVICE_NPU, "acl_graph", t->acl_graph };
     npu_opts[1] = (struct llm_backend_option){ LLM_DEVICE_NPU, "launch_us", t->launch_us };
@@ -307,13 +319,26 @@ static int warm_up_machine(struct bench_state *s, const struct bench_instance *t
     return rc;
 }
 
+/* The cpu pool and the npu's threads of test t's contexts (the warm-up's too) follow -C, --cpu-strict,
+ * --poll and --prio (checked by bench_validate). */
+static void set_thread_policy(const struct bench_instance *t)
+{
+    struct llm_thread_policy tp = llm_thread_policy_default();
+    llm_cpu_mask_parse(t->cpu_mask, tp.mask);
+    tp.strict = t->cpu_strict != 0;
+    tp.poll = t->poll;
+    tp.prio = llm_thread_policy_get()->prio;
+    llm_thread_policy_set(&tp);
+}
+
 /* Run test t: model (reused when the file is the same), the machine warm-up before the first test,
  * a fresh context, measure. tok: the --token-times buffers (ns NULL without the flag). */
 static int run_test(struct bench_state *s, const struct bench_instance *t, struct bench_result *res,
                     uint64_t *samples, struct token_log tok)
 {
     progress(s, "starting", 0);
-    if (ensure_model(s, t->model) != RUN_OK)
+    set_thread_policy(t);
+    if (ensure_model(s, t) != RUN_OK)
         return RUN_FAILED;
     if (s->index == 0 && !s->p->no_warmup) {
         int rc = warm_up_machine(s, t);
@@ -333,6 +358,8 @@ static int run_test(struct bench_state *s, const struct bench_instance *t, struc
         tool_error("failed to create context with model '%s': %s", t->model, err.msg);
         return RUN_FAILED;
     }
+    if (s->p->verbose && t->fit_target > 0)
+        fprintf(stderr, "llm-bench: -fitt %d: -ngl %d\n", t->fit_target, llm_context_n_gpu_layers(c));
     int32_t *tokens = malloc((size_t)(t->n_batch > 0 ? t->n_batch : 1) * sizeof *tokens);
     if (!tokens) {
         llm_context_free(c);
@@ -498,8 +525,8 @@ int cmd_bench(int argc, char **argv)
             bench_list_devices(stdout);
             return 0;
         }
-        if (ps == BENCH_PARSE_NOMEM) {
-            tool_error("out of memory");
+        if (ps == BENCH_PARSE_NOMEM || ps == BENCH_PARSE_REFUSED) {
+            tool_error("%s", ps == BENCH_PARSE_NOMEM ? "out of memory" : msg);
             return 1;
         }
         fputs(msg, stderr);
@@ -514,6 +541,11 @@ int cmd_bench(int argc, char **argv)
         bench_params_free(&p);
         return 1;
     }
+    if (p.prio != LLM_PRIO_NORMAL && tool_set_priority(p.prio) != 0) {
+        bench_params_free(&p);
+        return 1;
+    }
+    tool_numa_note(p.numa, p.verbose, "llm-bench");
     if (bench_plan(&p, &plan, &s.count) != 0) {
         tool_error("out of memory");
         bench_params_free(&p);

@@ -30,9 +30,21 @@ enum bench_kv { BENCH_KV_F32, BENCH_KV_F16, BENCH_KV_BF16, BENCH_KV_Q8_0, BENCH_
                 BENCH_KV_Q5_0, BENCH_KV_Q5_1, BENCH_KV_IQ4_NL, BENCH_KV_COUNT };
 const char *bench_kv_name(int kv);
 
-/* -dev values: "auto" (default, runs on cpu), cpu, npu (the emulated Ascend NPU). */
+/* -dev values: "auto" (default, runs on cpu), cpu, npu (the emulated Ascend NPU; also by its
+ * --list-devices name CANN0), none (the cpu alone); an item may join devices with '/', and runs on
+ * the npu when it names it. */
 enum bench_dev { BENCH_DEV_AUTO, BENCH_DEV_CPU, BENCH_DEV_NPU, BENCH_DEV_NONE }; /* none: the cpu alone */
 const char *bench_dev_name(int dev);
+
+/* -sm values by llama-bench's names; row and tensor need two devices, we have one. */
+enum bench_sm { BENCH_SM_NONE, BENCH_SM_LAYER, BENCH_SM_ROW, BENCH_SM_TENSOR, BENCH_SM_COUNT };
+const char *bench_sm_name(int sm);
+
+/* -lm values by llama-bench's names (-mmp 0|1 and -dio 0|1 add none|mmap and mmap|dio); "auto"
+ * loads as mmap and is recorded as "auto", as llama-bench records it. */
+enum bench_lm { BENCH_LM_AUTO, BENCH_LM_NONE, BENCH_LM_MMAP, BENCH_LM_MLOCK, BENCH_LM_MMAP_MLOCK, BENCH_LM_DIO,
+                BENCH_LM_COUNT };
+const char *bench_lm_name(int lm);
 
 struct bench_params {
     struct bench_strs model;        /* -m                                         */
@@ -49,12 +61,28 @@ struct bench_params {
     struct bench_ints n_gpu_layers; /* -ngl: layers on the npu, from the last      */
     struct bench_ints flash_attn;   /* -fa: -1 auto, 0 off, 1 on                  */
     struct bench_ints devices;      /* -dev (enum bench_dev)                      */
+    struct bench_strs devices_text; /* -dev items as given, recorded in devices   */
+    struct bench_ints n_cpu_moe;    /* -ncmoe: recorded (no MoE architecture here) */
+    struct bench_ints split_mode;   /* -sm (enum bench_sm)                        */
+    struct bench_ints main_gpu;     /* -mg: 0, the one device                     */
+    struct bench_strs tensor_split; /* -ts: llama-bench's "%.2f/..." of each item */
+    struct bench_ints embeddings;   /* -embd 0|1                                  */
+    struct bench_ints no_op_offload; /* -nopo 0|1                                 */
+    struct bench_ints no_host;      /* --no-host 0|1: recorded                    */
+    struct bench_ints fit_target;   /* -fitt MiB: the npu keeps this much free (0: off) */
+    struct bench_ints fit_min_ctx;  /* -fitc: recorded                            */
     struct bench_ints acl_graph;    /* -g/--acl-graph: 0 off, 1 on                */
     struct bench_ints no_kv_offload; /* -nkvo: 1 keeps the KV cache in host memory */
     struct bench_ints launch_us;    /* --npu-launch-us: npu host µs per eager launch */
+    struct bench_ints load_mode;    /* -lm, -mmp, -dio (enum bench_lm)            */
+    struct bench_strs cpu_mask;     /* -C: hex masks, as given                    */
+    struct bench_ints cpu_strict;   /* --cpu-strict 0|1                           */
+    struct bench_ints poll;         /* --poll 0..100                              */
     bool devices_given, acl_graph_given; /* md shows dev / acl_graph only then    */
     int reps;                       /* -r                                         */
     int delay;                      /* --delay seconds before each test           */
+    int prio;                       /* --prio -1..3 (enum llm_prio)               */
+    char numa[16];                  /* --numa distribute|isolate|numactl, "" off  */
     enum bench_output output, output_err; /* -o (stdout), -oe (stderr)            */
     bool verbose, progress, no_warmup, roofline;
     bool profile;                   /* --profile: per-op table per test, `profile` field in records */
@@ -75,12 +103,14 @@ struct bench_defaults {
 struct bench_defaults bench_system_defaults(void);
 
 enum bench_parse_status { BENCH_PARSE_OK, BENCH_PARSE_HELP, BENCH_PARSE_LIST_DEVICES, BENCH_PARSE_INVALID,
-                          BENCH_PARSE_NOMEM };
+                          BENCH_PARSE_NOMEM, BENCH_PARSE_REFUSED };
 
 /* --list-devices: llama-bench's list of the devices beside the cpu, on out. */
 void bench_list_devices(FILE *out);
 
-/* Parse argv (argv[0] = program name) as llama-bench does; empty lists get their defaults. On
+/* Parse argv (argv[0] = program name) as llama-bench does; empty lists get their defaults. An option
+ * this tool has no counterpart for (-hf..., --offline, -rpc) is BENCH_PARSE_REFUSED with one line in
+ * msg (no "error:" prefix) saying what to do instead. On
  * BENCH_PARSE_INVALID, msg receives the exact stderr text ("error: invalid range\n" lines then
  * "error: invalid parameter for argument: X\n"); the caller prints it and the usage, and exits 1.
  * "--a_b" is read as "--a-b". p must be freed with bench_params_free() whatever the result. */
@@ -107,11 +137,18 @@ struct bench_instance {
     int n_prompt, n_gen, n_depth;
     int n_batch, n_ubatch, type_k, type_v, n_threads, n_gpu_layers, flash_attn, device, acl_graph, launch_us;
     int no_kv_offload;
+    int load_mode;         /* enum bench_lm */
+    const char *cpu_mask;  /* -C as given ("0x0": no mask), points into bench_params.cpu_mask */
+    const char *devices_text; /* -dev item as given ("auto" by default)                   */
+    const char *tensor_split; /* -ts item, formatted as llama-bench records it ("0.00")   */
+    int n_cpu_moe, split_mode, main_gpu, embeddings, no_op_offload, no_host, fit_target, fit_min_ctx;
+    int cpu_strict, poll;
     const char *overrides; /* -ot: one alternative of bench_params.overrides, NULL: none */
 };
 
-/* All tests in llama-bench's order (outermost first: model, n_gpu_layers, devices, overrides, acl_graph,
- * npu_launch_us, n_batch, n_ubatch, type_k, type_v, no_kv_offload, flash_attn, n_threads, n_depth; innermost pp, tg, pg tests,
+/* All tests in llama-bench's order (outermost first: model, fit_target, fit_min_ctx, n_gpu_layers, n_cpu_moe, split_mode, load_mode, main_gpu, devices,
+ * tensor_split, overrides, no_host, embeddings, no_op_offload, acl_graph,
+ * npu_launch_us, n_batch, n_ubatch, type_k, type_v, no_kv_offload, flash_attn, n_threads, cpu_mask, cpu_strict, n_depth, poll; innermost pp, tg, pg tests,
  * skipping 0 and (0,0)). *out is malloc'ed (free()), *n may be 0. Returns -1 on allocation failure. */
 int bench_plan(const struct bench_params *p, struct bench_instance **out, size_t *n);
 

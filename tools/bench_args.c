@@ -14,6 +14,8 @@
 #include "bench.h"
 #include "commands.h"
 #include "graphcache/graphcache.h"
+#include "npu/acl.h"
+#include "thread_policy.h"
 
 #define DEFAULT_MODEL "models/7B/ggml-model-q4_0.gguf"
 
@@ -21,10 +23,22 @@ static const char *const kv_names[BENCH_KV_COUNT] = {
     "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl",
 };
 static const char *const dev_names[] = { "auto", "cpu", "npu", "none" };
+static const char *const sm_names[BENCH_SM_COUNT] = { "none", "layer", "row", "tensor" };
+static const char *const lm_names[BENCH_LM_COUNT] = { "auto", "none", "mmap", "mlock", "mmap+mlock", "dio" };
 
 const char *bench_kv_name(int kv)
 {
     return kv >= 0 && kv < BENCH_KV_COUNT ? kv_names[kv] : "?";
+}
+
+const char *bench_sm_name(int sm)
+{
+    return sm >= 0 && sm < BENCH_SM_COUNT ? sm_names[sm] : "?";
+}
+
+const char *bench_lm_name(int lm)
+{
+    return lm >= 0 && lm < BENCH_LM_COUNT ? lm_names[lm] : "?";
 }
 
 const char *bench_dev_name(int dev)
@@ -114,13 +128,19 @@ void bench_params_free(struct bench_params *p)
     for (int i = 0; i < p->model.n; i++)
         free(p->model.v[i]);
     free(p->model.v);
-    for (int i = 0; i < p->overrides.n; i++)
-        free(p->overrides.v[i]);
-    free(p->overrides.v);
+    struct bench_strs *strs[] = { &p->overrides, &p->cpu_mask, &p->devices_text, &p->tensor_split };
+    for (size_t k = 0; k < sizeof strs / sizeof strs[0]; k++) {
+        for (int i = 0; i < strs[k]->n; i++)
+            free(strs[k]->v[i]);
+        free(strs[k]->v);
+    }
     free(p->trace);
     struct bench_ints *lists[] = { &p->n_prompt, &p->n_gen, &p->n_pg, &p->n_depth, &p->n_batch, &p->n_ubatch,
                                    &p->type_k, &p->type_v, &p->n_threads, &p->n_gpu_layers, &p->flash_attn,
-                                   &p->devices, &p->acl_graph, &p->launch_us, &p->no_kv_offload };
+                                   &p->devices, &p->acl_graph, &p->launch_us, &p->no_kv_offload,
+                                   &p->load_mode, &p->cpu_strict, &p->poll, &p->n_cpu_moe, &p->split_mode,
+                                   &p->main_gpu, &p->embeddings, &p->no_op_offload, &p->no_host,
+                                   &p->fit_target, &p->fit_min_ctx };
     for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
         free(lists[i]->v);
     memset(p, 0, sizeof *p);
@@ -282,15 +302,15 @@ static bool item_is(const char *it, size_t len, const char *word)
     return strlen(word) == len && strncasecmp(it, word, len) == 0;
 }
 
-static enum vstatus parse_kv(struct vctx *c, const char *s, struct bench_ints *out)
+/* A comma list of names out of names[0..n) (case-sensitive, as llama-bench's), as their indices. */
+static enum vstatus parse_names(const char *s, const char *const *names, int n, struct bench_ints *out)
 {
-    (void)c;
     for (const char *it = s; it && *it;) {
         size_t len;
         const char *next = next_item(it, &len);
         int t = -1;
-        for (int k = 0; k < BENCH_KV_COUNT && t < 0; k++)
-            if (strlen(kv_names[k]) == len && strncmp(it, kv_names[k], len) == 0)
+        for (int k = 0; k < n && t < 0; k++)
+            if (strlen(names[k]) == len && strncmp(it, names[k], len) == 0)
                 t = k;
         if (t < 0)
             return V_INVALID;
@@ -328,20 +348,72 @@ static enum vstatus parse_fa(struct vctx *c, const char *s, struct bench_ints *o
     return V_OK;
 }
 
-static enum vstatus parse_dev(struct vctx *c, const char *s, struct bench_ints *out)
+/* One -dev item: devices joined by '/' (auto, cpu, npu or CANN0; none alone). */
+static int dev_item(const char *it, size_t len)
+{
+    if (item_is(it, len, "none"))
+        return BENCH_DEV_NONE;
+    int d = -1;
+    for (size_t k = 0; k < len;) {
+        size_t part = strcspn(it + k, "/");
+        part = part < len - k ? part : len - k;
+        const char *w = it + k;
+        int one = item_is(w, part, "npu") || item_is(w, part, "CANN0") ? BENCH_DEV_NPU
+                  : item_is(w, part, "cpu")                            ? BENCH_DEV_CPU
+                  : item_is(w, part, "auto")                           ? BENCH_DEV_AUTO
+                                                                       : -1;
+        if (one < 0)
+            return -1;
+        d = d == BENCH_DEV_NPU || one == BENCH_DEV_NPU ? BENCH_DEV_NPU : d == BENCH_DEV_CPU ? d : one;
+        k += part + 1;
+    }
+    return d;
+}
+
+static enum vstatus parse_dev(struct vctx *c, const char *s, struct bench_params *p)
 {
     for (const char *it = s; it && *it;) {
         size_t len;
         const char *next = next_item(it, &len);
-        int d = -1;
-        for (int k = BENCH_DEV_CPU; k <= BENCH_DEV_NONE; k++)
-            d = item_is(it, len, dev_names[k]) ? k : d;
+        const int d = dev_item(it, len);
         if (d < 0) {
             char what[128];
             snprintf(what, sizeof what, "invalid device: %.*s", (int)(len > 100 ? 100 : len), it);
             return fail_with(c, what);
         }
-        if (ints_push(out, d) != 0)
+        if (ints_push(&p->devices, d) != 0 || strs_push(&p->devices_text, it, len) != 0)
+            return V_NOMEM;
+        it = next;
+    }
+    return V_OK;
+}
+
+/* -ts items: shares joined by '/' or ';', each recorded as llama-bench does ("%.2f" up to the last
+ * non-zero share, "0.00" for none). */
+static enum vstatus parse_ts(const char *s, struct bench_strs *out)
+{
+    for (const char *it = s; it && *it;) {
+        size_t len;
+        const char *next = next_item(it, &len);
+        char text[256] = "", *end;
+        size_t used = 0, keep = 0;
+        for (size_t k = 0; k <= len;) {
+            size_t part = strcspn(it + k, "/;,");
+            part = part < len - k ? part : len - k;
+            char num[64];
+            if (part == 0 || part >= sizeof num)
+                return V_INVALID;
+            memcpy(num, it + k, part);
+            num[part] = '\0';
+            const double v = strtod(num, &end);
+            if (*end || !(v >= 0) || used + 16 > sizeof text)
+                return V_INVALID;
+            used += (size_t)snprintf(text + used, sizeof text - used, "%s%.2f", used ? "/" : "", v);
+            keep = v != 0 ? used : keep;
+            k += part + 1;
+        }
+        text[keep ? keep : 4] = '\0';
+        if (strs_push(out, text, strlen(text)) != 0)
             return V_NOMEM;
         it = next;
     }
@@ -370,6 +442,19 @@ static enum vstatus parse_onoff(struct vctx *c, const char *s, struct bench_ints
         it = next;
     }
     return V_OK;
+}
+
+/* The older -mmp 0|1 (none or mmap) and -dio 0|1 (mmap or dio) as -lm values. */
+static enum vstatus parse_load_flags(struct vctx *c, const char *s, bool mmp, struct bench_ints *out)
+{
+    struct bench_ints flags = { 0 };
+    enum vstatus st = parse_onoff(c, s, &flags);
+    for (int i = 0; st == V_OK && i < flags.n; i++) {
+        int m = mmp ? (flags.v[i] ? BENCH_LM_MMAP : BENCH_LM_NONE) : (flags.v[i] ? BENCH_LM_DIO : BENCH_LM_MMAP);
+        st = ints_push(out, m) != 0 ? V_NOMEM : V_OK;
+    }
+    free(flags.v);
+    return st;
 }
 
 static enum vstatus parse_pg(struct vctx *c, const char *s, struct bench_ints *out)
@@ -434,7 +519,7 @@ static enum vstatus parse_output(const char *s, enum bench_output *out)
 }
 
 enum opt_kind { K_HELP, K_LIST_DEVICES, K_FLAG, K_INT, K_RANGE, K_RANGE_NEG, K_PG, K_KV, K_FA, K_DEV, K_ACL, K_BOOLS, K_MODEL,
-                K_OT, K_OUTPUT, K_PATH };
+                K_OT, K_OUTPUT, K_PATH, K_LM, K_MMP, K_DIO, K_STRS, K_NUMA, K_SM, K_TS, K_REFUSED };
 
 struct opt {
     const char *s, *l;
@@ -463,6 +548,29 @@ static const struct opt opts[] = {
     { "-g", "--acl-graph", K_ACL, F(acl_graph) },
     { "-nkvo", "--no-kv-offload", K_BOOLS, F(no_kv_offload) },
     { NULL, "--npu-launch-us", K_RANGE, F(launch_us) },
+    { "-lm", "--load-mode", K_LM, F(load_mode) },
+    { "-mmp", "--mmap", K_MMP, F(load_mode) },
+    { "-dio", "--direct-io", K_DIO, F(load_mode) },
+    { "-C", "--cpu-mask", K_STRS, F(cpu_mask) },
+    { NULL, "--cpu-strict", K_BOOLS, F(cpu_strict) },
+    { NULL, "--poll", K_RANGE, F(poll) },
+    { NULL, "--prio", K_INT, F(prio) },
+    { NULL, "--numa", K_NUMA, F(numa) },
+    { "-ncmoe", "--n-cpu-moe", K_RANGE, F(n_cpu_moe) },
+    { "-sm", "--split-mode", K_SM, F(split_mode) },
+    { "-mg", "--main-gpu", K_RANGE, F(main_gpu) },
+    { "-ts", "--tensor-split", K_TS, F(tensor_split) },
+    { "-embd", "--embeddings", K_BOOLS, F(embeddings) },
+    { "-nopo", "--no-op-offload", K_BOOLS, F(no_op_offload) },
+    { NULL, "--no-host", K_BOOLS, F(no_host) },
+    { "-fitt", "--fit-target", K_RANGE, F(fit_target) },
+    { "-fitc", "--fit-ctx", K_RANGE, F(fit_min_ctx) },
+    { "-hf", "--hf-repo", K_REFUSED, 0 },
+    { "-hfr", NULL, K_REFUSED, 0 },
+    { "-hff", "--hf-file", K_REFUSED, 0 },
+    { "-hft", "--hf-token", K_REFUSED, 0 },
+    { NULL, "--offline", K_REFUSED, 0 },
+    { "-rpc", "--rpc", K_REFUSED, 0 },
     { "-r", "--repetitions", K_INT, F(reps) },
     { NULL, "--delay", K_INT, F(delay) },
     { "-o", "--output", K_OUTPUT, F(output) },
@@ -491,9 +599,12 @@ static int list_len(const struct opt *o, const struct bench_params *p)
     const char *field = (const char *)p + o->off;
     switch (o->kind) {
     case K_RANGE: case K_RANGE_NEG: case K_PG: case K_KV: case K_FA: case K_DEV: case K_ACL: case K_BOOLS:
+    case K_LM: case K_MMP: case K_DIO:
         return ((const struct bench_ints *)field)->n;
-    case K_MODEL: case K_OT:
+    case K_MODEL: case K_OT: case K_STRS: case K_TS:
         return ((const struct bench_strs *)field)->n;
+    case K_SM:
+        return ((const struct bench_ints *)field)->n;
     default:
         return -1;
     }
@@ -526,19 +637,37 @@ static enum vstatus apply_value(struct vctx *c, const struct opt *o, const char 
     case K_PG:
         return parse_pg(c, val, list);
     case K_KV:
-        return parse_kv(c, val, list);
+        return parse_names(val, kv_names, BENCH_KV_COUNT, list);
     case K_FA:
         return parse_fa(c, val, list);
     case K_DEV:
         p->devices_given = true;
-        return parse_dev(c, val, list);
+        return parse_dev(c, val, p);
+    case K_SM:
+        return parse_names(val, sm_names, BENCH_SM_COUNT, list);
+    case K_TS:
+        return parse_ts(val, (struct bench_strs *)field);
     case K_ACL:
         p->acl_graph_given = true;
         return parse_onoff(c, val, list);
     case K_BOOLS:
         return parse_onoff(c, val, list);
-    case K_MODEL:
+    case K_LM:
+        return parse_names(val, lm_names, BENCH_LM_COUNT, list);
+    case K_MMP: case K_DIO:
+        return parse_load_flags(c, val, o->kind == K_MMP, list);
+    case K_MODEL: case K_STRS:
         return parse_models(val, (struct bench_strs *)field);
+    case K_NUMA: {
+        static const char *const modes[] = { "distribute", "isolate", "numactl" };
+        const char *v = *val ? val : modes[0]; /* llama-bench: an empty value is distribute */
+        for (size_t k = 0; k < sizeof modes / sizeof modes[0]; k++)
+            if (!strcmp(v, modes[k])) {
+                snprintf((char *)field, sizeof p->numa, "%s", v);
+                return V_OK;
+            }
+        return V_INVALID;
+    }
     case K_OT:
         return parse_overrides(val, (struct bench_strs *)field);
     case K_OUTPUT:
@@ -552,7 +681,7 @@ static enum vstatus apply_value(struct vctx *c, const struct opt *o, const char 
         *path = strdup(val);
         return *path ? V_OK : V_NOMEM;
     }
-    case K_HELP: case K_LIST_DEVICES: /* handled before any value */
+    case K_HELP: case K_LIST_DEVICES: case K_REFUSED: /* handled before any value */
         break;
     }
     return V_INVALID;
@@ -572,8 +701,17 @@ static int fill_defaults(struct bench_params *p, const struct bench_defaults *d)
            default_if_empty(&p->n_ubatch, 512) | default_if_empty(&p->type_k, BENCH_KV_F16) |
            default_if_empty(&p->type_v, BENCH_KV_F16) | default_if_empty(&p->n_threads, d->n_threads) |
            default_if_empty(&p->n_gpu_layers, -1) | default_if_empty(&p->flash_attn, -1) |
-           default_if_empty(&p->devices, BENCH_DEV_AUTO) | default_if_empty(&p->acl_graph, d->acl_graph) |
-           default_if_empty(&p->launch_us, d->launch_us) | default_if_empty(&p->no_kv_offload, 0);
+           (p->devices.n == 0 ? default_if_empty(&p->devices, BENCH_DEV_AUTO) | strs_push(&p->devices_text, "auto", 4)
+                              : 0) | default_if_empty(&p->acl_graph, d->acl_graph) |
+           default_if_empty(&p->launch_us, d->launch_us) | default_if_empty(&p->no_kv_offload, 0) |
+           default_if_empty(&p->load_mode, BENCH_LM_AUTO) |
+           default_if_empty(&p->cpu_strict, 0) | default_if_empty(&p->poll, 50) |
+           (p->cpu_mask.n == 0 ? strs_push(&p->cpu_mask, "0x0", 3) : 0) |
+           (p->tensor_split.n == 0 ? strs_push(&p->tensor_split, "0.00", 4) : 0) |
+           default_if_empty(&p->n_cpu_moe, 0) | default_if_empty(&p->split_mode, BENCH_SM_LAYER) |
+           default_if_empty(&p->main_gpu, 0) | default_if_empty(&p->embeddings, 0) |
+           default_if_empty(&p->no_op_offload, 0) | default_if_empty(&p->no_host, 0) |
+           default_if_empty(&p->fit_target, 0) | default_if_empty(&p->fit_min_ctx, 0);
 }
 
 enum bench_parse_status bench_parse(int argc, char **argv, const struct bench_defaults *d,
@@ -599,6 +737,12 @@ enum bench_parse_status bench_parse(int argc, char **argv, const struct bench_de
         if (o && (o->kind == K_HELP || o->kind == K_LIST_DEVICES)) {
             free(arg);
             return o->kind == K_HELP ? BENCH_PARSE_HELP : BENCH_PARSE_LIST_DEVICES;
+        }
+        if (o && o->kind == K_REFUSED) {
+            snprintf(msg, msg_cap, "%s: this tool does not %s; pass -m FILE", argv[i],
+                     strstr(o->s ? o->s : o->l, "rpc") ? "talk RPC to other machines" : "download models");
+            free(arg);
+            return BENCH_PARSE_REFUSED;
         }
         if (o && (o->kind == K_FLAG || ++i < argc))
             st = apply(&c, o, arg, o->kind == K_FLAG ? NULL : argv[i], p);
@@ -656,8 +800,44 @@ int bench_validate(const struct bench_params *p, char *msg, size_t cap)
         check_list(&p->n_pg, "-pg", 0, INT_MAX, msg, cap) || check_list(&p->n_depth, "-d", 0, INT_MAX, msg, cap) ||
         check_list(&p->n_batch, "-b", 1, INT_MAX, msg, cap) || check_list(&p->n_ubatch, "-ub", 1, INT_MAX, msg, cap) ||
         check_list(&p->n_threads, "-t", 1, TOOL_MAX_THREADS, msg, cap) ||
-        check_list(&p->launch_us, "--npu-launch-us", 0, 1000000, msg, cap))
+        check_list(&p->launch_us, "--npu-launch-us", 0, 1000000, msg, cap) ||
+        check_list(&p->poll, "--poll", 0, 100, msg, cap))
         return -1;
+    for (int i = 0; i < p->split_mode.n; i++)
+        if (p->split_mode.v[i] > BENCH_SM_LAYER) {
+            snprintf(msg, cap, "-sm %s splits tensors over several devices; there is one (use none or layer)",
+                     bench_sm_name(p->split_mode.v[i]));
+            return -1;
+        }
+    for (int i = 0; i < p->main_gpu.n; i++)
+        if (p->main_gpu.v[i] != 0) {
+            snprintf(msg, cap, "-mg %d: there is one device beside the cpu, 0", p->main_gpu.v[i]);
+            return -1;
+        }
+    for (int i = 0; i < p->tensor_split.n; i++)
+        if (strchr(p->tensor_split.v[i], '/')) {
+            snprintf(msg, cap, "-ts %s: there is one device beside the cpu, it takes one share", p->tensor_split.v[i]);
+            return -1;
+        }
+    if (p->prio < LLM_PRIO_LOW || p->prio > LLM_PRIO_REALTIME) {
+        snprintf(msg, cap, "invalid value %d for --prio: must be between -1 and 3", p->prio);
+        return -1;
+    }
+    for (int i = 0; i < p->cpu_mask.n; i++) {
+        uint64_t mask[LLM_MAX_CPUS / 64];
+        const char *m = p->cpu_mask.v[i];
+        bool none = true;
+        if (llm_cpu_mask_parse(m, mask) != 0) {
+            snprintf(msg, cap, "invalid value '%.64s' for -C: not a hex cpu mask of at most %d cpus", m, LLM_MAX_CPUS);
+            return -1;
+        }
+        for (int w = 0; w < LLM_MAX_CPUS / 64; w++)
+            none &= mask[w] == 0;
+        if (!none && llm_cpu_mask_usable(mask) == 0) {
+            snprintf(msg, cap, "-C %.64s: none of its cpus is one this process may run on", m);
+            return -1;
+        }
+    }
     /* a test's context holds its prompt, generation and depth */
     long long pg = 0;
     for (int i = 0; i + 1 < p->n_pg.n; i += 2)
@@ -689,6 +869,17 @@ bool bench_param_differs(const struct bench_params *p, const struct bench_defaul
         { "flash_attn", offsetof(struct bench_params, flash_attn), -1 },
         { "n_gpu_layers", offsetof(struct bench_params, n_gpu_layers), -1 },
         { "no_kv_offload", offsetof(struct bench_params, no_kv_offload), 0 },
+        { "load_mode", offsetof(struct bench_params, load_mode), BENCH_LM_AUTO },
+        { "cpu_strict", offsetof(struct bench_params, cpu_strict), 0 },
+        { "poll", offsetof(struct bench_params, poll), 50 },
+        { "n_cpu_moe", offsetof(struct bench_params, n_cpu_moe), 0 },
+        { "split_mode", offsetof(struct bench_params, split_mode), BENCH_SM_LAYER },
+        { "main_gpu", offsetof(struct bench_params, main_gpu), 0 },
+        { "embeddings", offsetof(struct bench_params, embeddings), 0 },
+        { "no_op_offload", offsetof(struct bench_params, no_op_offload), 0 },
+        { "no_host", offsetof(struct bench_params, no_host), 0 },
+        { "fit_target", offsetof(struct bench_params, fit_target), 0 },
+        { "fit_min_ctx", offsetof(struct bench_params, fit_min_ctx), 0 },
     };
     if (!strcmp(name, "n_threads"))
         return p->n_threads.n != 1 || p->n_threads.v[0] != d->n_threads;
@@ -696,6 +887,10 @@ bool bench_param_differs(const struct bench_params *p, const struct bench_defaul
         return p->devices_given;
     if (!strcmp(name, "tensor_buft_overrides"))
         return p->overrides.n > 0;
+    if (!strcmp(name, "tensor_split"))
+        return p->tensor_split.n != 1 || strcmp(p->tensor_split.v[0], "0.00") != 0;
+    if (!strcmp(name, "cpu_mask"))
+        return p->cpu_mask.n != 1 || strcmp(p->cpu_mask.v[0], "0x0") != 0;
     if (!strcmp(name, "acl_graph"))
         return p->acl_graph_given;
     if (!strcmp(name, "npu_launch_us"))
@@ -718,6 +913,8 @@ void bench_usage(FILE *out, const char *prog, const struct bench_defaults *d)
     fprintf(out, "  -o, --output <csv|json|jsonl|md|sql>      output format printed to stdout (default: md)\n");
     fprintf(out, "  -oe, --output-err <csv|json|jsonl|md|sql> output format printed to stderr (default: none)\n");
     fprintf(out, "  -v, --verbose                             verbose output (graph statistics, roofline)\n");
+    fprintf(out, "  --numa <distribute|isolate|numactl>       (default: disabled; one NUMA node: no effect)\n");
+    fprintf(out, "  --prio <-1|0|1|2|3>                       process/thread priority (default: 0; 2 and 3 need root)\n");
     fprintf(out, "  --progress                                print test progress indicators\n");
     fprintf(out, "  --no-warmup                               skip warmup runs before benchmarking\n");
     fprintf(out, "  --roofline                                measure memory bandwidth and FMA peak, and print\n");
@@ -738,10 +935,26 @@ void bench_usage(FILE *out, const char *prog, const struct bench_defaults *d)
     fprintf(out, "  -ctk, --cache-type-k <t>                  (default: f16; f16 or f32)\n");
     fprintf(out, "  -ctv, --cache-type-v <t>                  (default: f16; f16 or f32)\n");
     fprintf(out, "  -t, --threads <n>                         (default: %d)\n", d->n_threads);
+    fprintf(out, "  -C, --cpu-mask <hex,hex>                  (default: 0x0 = no affinity)\n");
+    fprintf(out, "  --cpu-strict <0|1>                        (default: 0; 1: each thread on one cpu of the mask)\n");
+    fprintf(out, "  --poll <0...100>                          (default: 50; busy-wait before sleeping, 0: none)\n");
     fprintf(out, "  -ngl, --n-gpu-layers <n>                  (default: -1 = all; layers on -dev npu, from the last)\n");
     fprintf(out, "  -nkvo, --no-kv-offload <0|1>              (default: 0; 1: KV cache in host memory)\n");
+    fprintf(out, "  -lm, --load-mode <auto|none|mmap|mlock|mmap+mlock|dio> (default: auto = mmap)\n");
+    fprintf(out, "  -mmp, --mmap <0|1>                        (deprecated: -lm none|mmap)\n");
+    fprintf(out, "  -dio, --direct-io <0|1>                   (deprecated: -lm mmap|dio)\n");
     fprintf(out, "  -fa, --flash-attn <on|off|auto>           (default: auto)\n");
-    fprintf(out, "  -dev, --device <cpu|npu|none>             (default: auto = cpu; none = cpu)\n");
+    fprintf(out, "  -dev, --device <d0/d1/...>                (default: auto = cpu; cpu, npu or CANN0, none = cpu)\n");
+    fprintf(out, "  -sm, --split-mode <none|layer>            (default: layer; one device: the same)\n");
+    fprintf(out, "  -mg, --main-gpu <i>                       (default: 0, the only device)\n");
+    fprintf(out, "  -ts, --tensor-split <ts0>                 (default: 0; one device: its one share)\n");
+    fprintf(out, "  -ncmoe, --n-cpu-moe <n>                   (default: 0; no MoE model here: recorded)\n");
+    fprintf(out, "  -embd, --embeddings <0|1>                 (default: 0; 1: compute embeddings, not logits)\n");
+    fprintf(out, "  -nopo, --no-op-offload <0|1>              (default: 0)\n");
+    fprintf(out, "  --no-host <0|1>                           (default: 0; recorded)\n");
+    fprintf(out, "  -fitt, --fit-target <MiB>                 (default: 0 = off; -dev npu: the largest -ngl that\n"
+                 "                                            leaves this much npu memory free)\n");
+    fprintf(out, "  -fitc, --fit-ctx <n>                      (default: 0; recorded)\n");
     fprintf(out, "  -ot, --override-tensor <pat>=<dev>;...    (default: none; dev cpu or npu)\n");
     fprintf(out, "  -g, --acl-graph <on|off>                  ACL graph mode of the npu (default: %s,\n"
                  "                                            from GGML_CANN_ACL_GRAPH, else on)\n",
@@ -754,18 +967,11 @@ void bench_usage(FILE *out, const char *prog, const struct bench_defaults *d)
                  "'first-last' or 'first-last+step' or 'first-last*mult'.\n");
 }
 
-/* The emulated npu allocates host memory: its size and what is free are the host's. */
+/* The emulated npu's memory: LLM_NPU_MEMORY_MIB (aclrtGetMemInfo), all of it free before a context. */
 void bench_list_devices(FILE *out)
 {
-    long long total = 0, avail = 0;
-    char line[256];
-    FILE *f = fopen("/proc/meminfo", "r");
-    while (f && fgets(line, sizeof line, f)) {
-        sscanf(line, "MemTotal: %lld kB", &total);
-        sscanf(line, "MemAvailable: %lld kB", &avail);
-    }
-    if (f)
-        fclose(f);
-    fprintf(out, "Available devices:\n  CANN0: emulated Ascend NPU (%lld MiB, %lld MiB free)\n", total / 1024,
-            avail / 1024);
+    size_t free_bytes = 0, total = 0;
+    aclrtGetMemInfo(ACL_HBM_MEM, &free_bytes, &total);
+    fprintf(out, "Available devices:\n  CANN0: emulated Ascend NPU (%zu MiB, %zu MiB free)\n", total >> 20,
+            free_bytes >> 20);
 }

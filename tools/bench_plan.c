@@ -55,37 +55,50 @@ static int push_tests(const struct bench_params *p, struct bench_instance t, str
 }
 
 /* One nesting level per list, outermost first; level k sets field k of the instance. */
-enum { L_MODEL, L_NGL, L_DEV, L_OT, L_ACL, L_LAUNCH, L_BATCH, L_UBATCH, L_TK, L_TV, L_NKVO, L_FA, L_THREADS, L_DEPTH,
-       N_LEVELS };
+enum { L_MODEL, L_FITT, L_FITC, L_NGL, L_NCMOE, L_SM, L_LM, L_MG, L_DEV, L_TS, L_OT, L_NOH, L_EMBD, L_NOPO, L_ACL, L_LAUNCH, L_BATCH,
+       L_UBATCH, L_TK, L_TV, L_NKVO, L_FA, L_THREADS, L_MASK, L_STRICT, L_DEPTH, L_POLL, N_LEVELS };
 
 static int nest(const struct bench_params *p, int level, struct bench_instance t, struct plan *pl)
 {
     if (level == N_LEVELS)
         return push_tests(p, t, pl);
-    if (level == L_MODEL || level == L_OT) { /* the string lists; no -ot: one pass without */
-        const struct bench_strs *l = level == L_MODEL ? &p->model : &p->overrides;
-        for (int i = 0; i < (l->n || level == L_MODEL ? l->n : 1); i++) {
-            *(level == L_MODEL ? &t.model : &t.overrides) = l->n ? l->v[i] : NULL;
+    const struct bench_strs *strs[N_LEVELS] = {
+        [L_MODEL] = &p->model, [L_OT] = &p->overrides, [L_MASK] = &p->cpu_mask, [L_TS] = &p->tensor_split,
+    };
+    const char **str_fields[N_LEVELS] = {
+        [L_MODEL] = &t.model, [L_OT] = &t.overrides, [L_MASK] = &t.cpu_mask, [L_TS] = &t.tensor_split,
+    };
+    if (strs[level]) { /* the string lists; no -ot: one pass without */
+        const struct bench_strs *l = strs[level];
+        for (int i = 0; i < (l->n || level != L_OT ? l->n : 1); i++) {
+            *str_fields[level] = l->n ? l->v[i] : NULL;
             if (nest(p, level + 1, t, pl) != 0)
                 return -1;
         }
         return 0;
     }
     const struct bench_ints *lists[N_LEVELS] = {
-        [L_NGL] = &p->n_gpu_layers, [L_DEV] = &p->devices, [L_ACL] = &p->acl_graph, [L_LAUNCH] = &p->launch_us,
+        [L_NGL] = &p->n_gpu_layers, [L_LM] = &p->load_mode, [L_DEV] = &p->devices, [L_ACL] = &p->acl_graph, [L_LAUNCH] = &p->launch_us,
         [L_BATCH] = &p->n_batch, [L_UBATCH] = &p->n_ubatch, [L_TK] = &p->type_k, [L_TV] = &p->type_v,
         [L_NKVO] = &p->no_kv_offload,
         [L_FA] = &p->flash_attn, [L_THREADS] = &p->n_threads, [L_DEPTH] = &p->n_depth,
+        [L_STRICT] = &p->cpu_strict, [L_POLL] = &p->poll, [L_NCMOE] = &p->n_cpu_moe, [L_SM] = &p->split_mode,
+        [L_MG] = &p->main_gpu, [L_NOH] = &p->no_host, [L_EMBD] = &p->embeddings, [L_NOPO] = &p->no_op_offload,
+        [L_FITT] = &p->fit_target, [L_FITC] = &p->fit_min_ctx,
     };
     int *fields[N_LEVELS] = {
-        [L_NGL] = &t.n_gpu_layers, [L_DEV] = &t.device, [L_ACL] = &t.acl_graph, [L_LAUNCH] = &t.launch_us,
+        [L_NGL] = &t.n_gpu_layers, [L_LM] = &t.load_mode, [L_DEV] = &t.device, [L_ACL] = &t.acl_graph, [L_LAUNCH] = &t.launch_us,
         [L_BATCH] = &t.n_batch,
         [L_UBATCH] = &t.n_ubatch, [L_TK] = &t.type_k, [L_TV] = &t.type_v, [L_NKVO] = &t.no_kv_offload,
         [L_FA] = &t.flash_attn,
-        [L_THREADS] = &t.n_threads, [L_DEPTH] = &t.n_depth,
+        [L_THREADS] = &t.n_threads, [L_DEPTH] = &t.n_depth, [L_STRICT] = &t.cpu_strict, [L_POLL] = &t.poll,
+        [L_NCMOE] = &t.n_cpu_moe, [L_SM] = &t.split_mode, [L_MG] = &t.main_gpu, [L_NOH] = &t.no_host,
+        [L_EMBD] = &t.embeddings, [L_NOPO] = &t.no_op_offload, [L_FITT] = &t.fit_target, [L_FITC] = &t.fit_min_ctx,
     };
     for (int i = 0; i < lists[level]->n; i++) {
         *fields[level] = lists[level]->v[i];
+        if (level == L_DEV) /* the -dev item as given, beside its device */
+            t.devices_text = p->devices_text.v[i];
         if (nest(p, level + 1, t, pl) != 0)
             return -1;
     }

@@ -19,8 +19,11 @@ enum field {
     /* ours: the A/B dimension and the ACL graph statistics */
     F_ACL_GRAPH, F_GRAPH_CAPTURES, F_GRAPH_REPLAYS, F_GRAPH_HITS, F_GRAPH_MISSES, F_GRAPH_EVICTIONS,
     F_EAGER_LAUNCHES, F_NPU_LAUNCH_US, F_OPS_REPLAYED, F_HOST_LAUNCH_US, F_HOST_MATCH_US, F_HOST_SERIAL_US, F_DEVICE_US,
-    F_HOST_WAITS, F_HOST_WAITS_SHARED_CPU, F_N_SPLITS, F_COPY_BYTES, N_FIELDS,
-    N_LLAMA_FIELDS = F_ACL_GRAPH /* llama-bench's fields are [0, N_LLAMA_FIELDS) */
+    F_HOST_WAITS, F_HOST_WAITS_SHARED_CPU, F_N_SPLITS, F_COPY_BYTES,
+    /* older llama-bench's use_mmap beside load_mode (sql: llm_bench_load) */
+    F_USE_MMAP, N_FIELDS,
+    N_LLAMA_FIELDS = F_ACL_GRAPH, /* llama-bench's fields are [0, N_LLAMA_FIELDS) */
+    N_EXTRA_END = F_USE_MMAP      /* llm_bench_extra's are [N_LLAMA_FIELDS, N_EXTRA_END) */
 };
 
 /* A field's name and type; the device's figures (backend.h llm_backend_stat) name the figure they
@@ -60,6 +63,7 @@ static const struct {
     [F_HOST_SERIAL_US] = { "host_serial_us_per_token", T_FLOAT, "host_serial_us", true }, [F_DEVICE_US] = { "device_us_per_token", T_FLOAT, "device_us", true },
     [F_HOST_WAITS] = { "host_waits", T_INT, "host_waits" }, [F_HOST_WAITS_SHARED_CPU] = { "host_waits_shared_cpu", T_INT, "host_waits_shared_cpu" },
     [F_N_SPLITS] = { "n_splits", T_INT }, [F_COPY_BYTES] = { "copy_bytes_per_token", T_FLOAT },
+    [F_USE_MMAP] = { "use_mmap", T_BOOL },
 };
 
 /* A result with its summary statistics. */
@@ -135,21 +139,29 @@ static const char *value(const struct record *rec, enum field f, char *buf)
     case F_N_BATCH: snprintf(buf, cap, "%d", t->n_batch); return buf;
     case F_N_UBATCH: snprintf(buf, cap, "%d", t->n_ubatch); return buf;
     case F_N_THREADS: snprintf(buf, cap, "%d", t->n_threads); return buf;
-    case F_CPU_MASK: return "0x0";
-    case F_POLL: return "50";
+    case F_CPU_MASK: return t->cpu_mask;
+    case F_CPU_STRICT: return t->cpu_strict ? "1" : "0";
+    case F_POLL: snprintf(buf, cap, "%d", t->poll); return buf;
     case F_TYPE_K: return bench_kv_name(t->type_k);
     case F_TYPE_V: return bench_kv_name(t->type_v);
     case F_N_GPU_LAYERS: snprintf(buf, cap, "%d", t->n_gpu_layers); return buf;
-    case F_SPLIT_MODE: return "layer";
+    case F_SPLIT_MODE: return bench_sm_name(t->split_mode);
     case F_FLASH_ATTN: snprintf(buf, cap, "%d", t->flash_attn); return buf;
-    case F_DEVICES: return bench_dev_name(t->device);
-    case F_TENSOR_SPLIT: return "0.00";
+    case F_DEVICES: return t->devices_text;
+    case F_TENSOR_SPLIT: return t->tensor_split;
     case F_TENSOR_BUFT_OVERRIDES: return t->overrides ? t->overrides : "none";
-    case F_LOAD_MODE: return "auto";
+    case F_LOAD_MODE: return bench_lm_name(t->load_mode);
+    case F_USE_MMAP:
+        return t->load_mode == BENCH_LM_AUTO || t->load_mode == BENCH_LM_MMAP || t->load_mode == BENCH_LM_MMAP_MLOCK
+                   ? "1" : "0";
     case F_NO_KV_OFFLOAD: return t->no_kv_offload ? "1" : "0";
-    case F_CPU_STRICT: case F_N_CPU_MOE: case F_MAIN_GPU: case F_EMBEDDINGS:
-    case F_NO_OP_OFFLOAD: case F_NO_HOST: case F_FIT_TARGET: case F_FIT_MIN_CTX:
-        return "0"; /* llama-bench parameters we do not have, at their defaults */
+    case F_N_CPU_MOE: snprintf(buf, cap, "%d", t->n_cpu_moe); return buf;
+    case F_MAIN_GPU: snprintf(buf, cap, "%d", t->main_gpu); return buf;
+    case F_EMBEDDINGS: return t->embeddings ? "1" : "0";
+    case F_NO_OP_OFFLOAD: snprintf(buf, cap, "%d", t->no_op_offload); return buf;
+    case F_NO_HOST: return t->no_host ? "1" : "0";
+    case F_FIT_TARGET: snprintf(buf, cap, "%d", t->fit_target); return buf;
+    case F_FIT_MIN_CTX: snprintf(buf, cap, "%d", t->fit_min_ctx); return buf;
     case F_N_PROMPT: snprintf(buf, cap, "%d", t->n_prompt); return buf;
     case F_N_GEN: snprintf(buf, cap, "%d", t->n_gen); return buf;
     case F_N_DEPTH: snprintf(buf, cap, "%d", t->n_depth); return buf;
@@ -184,9 +196,15 @@ struct col {
 
 /* llama-bench's conditional columns between backend and test, in its order (ours after dev). */
 static const struct { enum field f; const char *title; int width; } md_optional[] = {
-    { F_N_GPU_LAYERS, "ngl", 3 }, { F_N_THREADS, "threads", 7 }, { F_N_BATCH, "n_batch", 7 }, { F_N_UBATCH, "n_ubatch", 8 },
-    { F_TYPE_K, "type_k", 6 }, { F_TYPE_V, "type_v", 6 }, { F_NO_KV_OFFLOAD, "nkvo", 4 }, { F_FLASH_ATTN, "fa", 3 },
-    { F_DEVICES, "dev", -12 }, { F_TENSOR_BUFT_OVERRIDES, "ot", -24 }, { F_ACL_GRAPH, "acl_graph", 10 }, { F_NPU_LAUNCH_US, "launch_us", 9 },
+    { F_N_GPU_LAYERS, "ngl", 3 }, { F_N_CPU_MOE, "n_cpu_moe", 10 }, { F_N_THREADS, "threads", 7 },
+    { F_CPU_MASK, "cpu_mask", -10 },
+    { F_CPU_STRICT, "cpu_strict", 10 }, { F_POLL, "poll", 10 }, { F_N_BATCH, "n_batch", 7 }, { F_N_UBATCH, "n_ubatch", 8 },
+    { F_TYPE_K, "type_k", 6 }, { F_TYPE_V, "type_v", 6 }, { F_MAIN_GPU, "main_gpu", 10 }, { F_SPLIT_MODE, "sm", 6 },
+    { F_NO_KV_OFFLOAD, "nkvo", 4 }, { F_FLASH_ATTN, "fa", 3 }, { F_DEVICES, "dev", -12 },
+    { F_TENSOR_SPLIT, "ts", -12 }, { F_TENSOR_BUFT_OVERRIDES, "ot", -24 }, { F_LOAD_MODE, "lm", 10 },
+    { F_EMBEDDINGS, "embd", 10 }, { F_NO_OP_OFFLOAD, "nopo", 4 }, { F_NO_HOST, "noh", 4 },
+    { F_FIT_TARGET, "fitt", 10 }, { F_FIT_MIN_CTX, "fitc", 11 },
+    { F_ACL_GRAPH, "acl_graph", 10 }, { F_NPU_LAUNCH_US, "launch_us", 9 },
 };
 
 static bool any_npu(const struct bench_params *p)
@@ -217,7 +235,7 @@ static int md_columns(const struct bench_printer *pr, struct col *cols)
     return n;
 }
 
-#define MD_MAX_COLS 24
+#define MD_MAX_COLS 32
 
 static void md_header(const struct bench_printer *pr)
 {
@@ -371,7 +389,7 @@ static void put_token_times(FILE *out, const struct record *rec, const char *ind
  *   can relink it.
  * llm_bench_extra's columns must never change (CREATE TABLE IF NOT EXISTS keeps an older one, and
  * our INSERTs would fail in it): new fields get a new table keyed the same way.
- * The --profile row (llm_bench_profile) and the --token-times rows (llm_bench_tokens) are keyed the
+ * The load row (llm_bench_load: use_mmap), the --profile row (llm_bench_profile) and the --token-times rows (llm_bench_tokens) are keyed the
  * same way too. By then last_insert_rowid() is llm_bench_extra's, and it moves with every row
  * inserted, so they take the link from the newest llm_bench_extra row with the test's test_time and
  * avg_ns: the row just written (none if its INSERT failed). */
@@ -461,10 +479,16 @@ static void sql_insert(FILE *out, const struct record *rec, bool profile)
     fputs(") VALUES (", out);
     sql_values(out, rec, 0, N_LLAMA_FIELDS);
     fputs(");\nINSERT INTO llm_bench_extra (llama_bench_rowid, test_time, avg_ns, ", out);
-    sql_names(out, N_LLAMA_FIELDS, N_FIELDS);
+    sql_names(out, N_LLAMA_FIELDS, N_EXTRA_END);
     fputs(") SELECT rowid, test_time, avg_ns, ", out);
-    sql_values(out, rec, N_LLAMA_FIELDS, N_FIELDS);
+    sql_values(out, rec, N_LLAMA_FIELDS, N_EXTRA_END);
     sql_link(out, rec);
+    fputs("INSERT INTO llm_bench_load (llama_bench_rowid, test_time, avg_ns, ", out);
+    sql_names(out, N_EXTRA_END, N_FIELDS);
+    fputs(") SELECT e.llama_bench_rowid, e.test_time, e.avg_ns, ", out);
+    sql_values(out, rec, N_EXTRA_END, N_FIELDS);
+    sql_from_extra(out, rec);
+    fputs(";\n", out);
     if (profile) {
         fputs("INSERT INTO llm_bench_profile (llama_bench_rowid, test_time, avg_ns, profile) SELECT "
               "e.llama_bench_rowid, e.test_time, e.avg_ns, ", out);
@@ -544,7 +568,8 @@ void bench_print_header(struct bench_printer *pr, const struct bench_env *env)
     case BENCH_OUT_JSON: fputs("[\n", pr->out); break;
     case BENCH_OUT_SQL:
         sql_create(pr->out, "llama_bench", "", 0, N_LLAMA_FIELDS);
-        sql_create(pr->out, "llm_bench_extra", SQL_EXTRA_KEY_COLUMNS, N_LLAMA_FIELDS, N_FIELDS);
+        sql_create(pr->out, "llm_bench_extra", SQL_EXTRA_KEY_COLUMNS, N_LLAMA_FIELDS, N_EXTRA_END);
+        sql_create(pr->out, "llm_bench_load", SQL_EXTRA_KEY_COLUMNS, N_EXTRA_END, N_FIELDS);
         if (pr->params->profile)
             fputs("CREATE TABLE IF NOT EXISTS llm_bench_profile (\n" SQL_EXTRA_KEY_COLUMNS "  profile TEXT\n);\n\n",
                   pr->out);

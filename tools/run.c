@@ -20,17 +20,19 @@
 #include "model/model.h"
 #include "model/sampler.h"
 #include "model/vocab.h"
+#include "cpu_opts.h"
 #include "log.h"
 #include "profile.h"
 #include "profile_print.h"
 #include "roofline.h"
+#include "thread_policy.h"
 #include "trace.h"
 
 static const struct tool_alias run_aliases[] = {
     { "-ub", "--ubatch-size" }, { "-ctk", "--cache-type-k" }, { "-ctv", "--cache-type-v" },
     { "-dev", "--device" }, { "-ngl", "--n-gpu-layers" }, { "--gpu-layers", "--n-gpu-layers" },
     { "-fa", "--flash-attn" }, { "-nkvo", "--no-kv-offload" }, { "-ot", "--override-tensor" },
-    { "-no-cnv", "--no-conversation" }, { "-sp", "--special" }, { "--predict", "--n-predict" },
+    { "-dio", "--direct-io" }, { "-sm", "--split-mode" }, { "-ts", "--tensor-split" }, { "-mg", "--main-gpu" }, { "-no-cnv", "--no-conversation" }, { "-sp", "--special" }, { "--predict", "--n-predict" },
 };
 
 /* llama.cpp options (llama-cli / llama-completion) that have no counterpart here: named in a
@@ -40,9 +42,7 @@ static const char *const unsupported[] = {
     "-sys", "--system-prompt", "--chat-template", "--chat-template-file", "--jinja", "-st", "--single-turn",
     "-co", "--color", "--in-prefix", "--in-suffix", "--in-prefix-bos", "--multiline-input", "--simple-io",
     "--verbose-prompt", "--keep", "--prompt-cache", "--prompt-cache-all", "--prompt-cache-ro",
-    "-tb", "--threads-batch", "-C", "--cpu-mask", "-Cr", "--cpu-range", "--cpu-strict", "--prio",
-    "--poll", "--numa", "--mlock", "--no-mmap", "--mmap", "-dio", "--direct-io",
-    "-sm", "--split-mode", "-ts", "--tensor-split", "-mg", "--main-gpu",
+    "-tb", "--threads-batch", "-Cr", "--cpu-range",
     "-cmoe", "--cpu-moe", "-ncmoe", "--n-cpu-moe", "--lora", "--lora-scaled", "--control-vector",
     "--control-vector-scaled", "-md", "--model-draft", "-hf", "-hfr", "--hf-repo", "-hff", "--hf-file",
     "-mu", "--model-url", "--grammar", "--grammar-file", "-j", "--json-schema", "--samplers",
@@ -68,6 +68,9 @@ struct run_opts {
     enum llm_type type_k, type_v;
     int flash_attn;
     bool display_prompt, special, verbose, seed_given, parse_special, ignore_eos, no_kv_offload;
+    enum gguf_load_mode load_mode; /* --no-mmap, --mlock, -dio */
+    struct llm_thread_policy threads; /* -C, --cpu-strict, --poll, --prio */
+    const char *numa;     /* --numa, "" when not given */
 };
 
 static volatile sig_atomic_t interrupted;
@@ -273,6 +276,64 @@ static bool parse_seed(const char *s, struct run_opts *o)
     return true;
 }
 
+/* -C, --cpu-strict, --poll, --prio and --numa into o (llama-cli's ranges); an error line and -1 when
+ * one is out of range. */
+static int parse_threads(const struct arg_str *mask, const struct arg_int *strict, const struct arg_int *poll,
+                         const struct arg_int *prio, const struct arg_str *numa, struct run_opts *o)
+{
+    o->threads = llm_thread_policy_default();
+    if (mask->count && (llm_cpu_mask_parse(mask->sval[0], o->threads.mask) != 0 ||
+                        !llm_cpu_mask_usable(o->threads.mask))) {
+        tool_error("invalid value '%s' for -C: not a hex mask of cpus this process may run on", mask->sval[0]);
+        return -1;
+    }
+    o->threads.strict = strict->count && strict->ival[0];
+    o->threads.poll = poll->count ? poll->ival[0] : 50;
+    o->threads.prio = prio->count ? prio->ival[0] : LLM_PRIO_NORMAL;
+    o->numa = numa->count ? (*numa->sval[0] ? numa->sval[0] : "distribute") : "";
+    if ((strict->count && !in_range("--cpu-strict", strict->ival[0], 0, 1)) ||
+        !in_range("--poll", o->threads.poll, 0, 100) || !in_range("--prio", o->threads.prio, -1, 3))
+        return -1;
+    if (*o->numa && strcmp(o->numa, "distribute") && strcmp(o->numa, "isolate") && strcmp(o->numa, "numactl")) {
+        tool_error("invalid value '%s' for --numa (use distribute, isolate or numactl)", o->numa);
+        return -1;
+    }
+    return 0;
+}
+
+/* -sm, -ts, -mg as llama-cli takes them, with one device beside the cpu: none or layer (the same),
+ * one share, device 0. An error line and -1 otherwise. */
+static int check_split(const struct arg_str *sm, const struct arg_str *ts, const struct arg_int *mg)
+{
+    if (sm->count && strcmp(sm->sval[0], "none") && strcmp(sm->sval[0], "layer")) {
+        if (!strcmp(sm->sval[0], "row") || !strcmp(sm->sval[0], "tensor"))
+            tool_error("-sm %s splits tensors over several devices; there is one (use none or layer)", sm->sval[0]);
+        else
+            tool_error("invalid value '%s' for -sm (use none or layer)", sm->sval[0]);
+        return -1;
+    }
+    if (mg->count && mg->ival[0] != 0) {
+        tool_error("-mg %d: there is one device beside the cpu, 0", mg->ival[0]);
+        return -1;
+    }
+    int shares = 0;
+    for (const char *p = ts->count ? ts->sval[0] : ""; *p;) {
+        char *end;
+        const double v = strtod(p, &end);
+        if (end == p || !(v >= 0) || (*end && !strchr(",/;", *end))) {
+            tool_error("invalid value '%s' for -ts (shares separated by ',' or '/')", ts->sval[0]);
+            return -1;
+        }
+        shares += v > 0;
+        p = *end ? end + 1 : end;
+    }
+    if (shares > 1) {
+        tool_error("-ts %s: there is one device beside the cpu, it takes one share", ts->sval[0]);
+        return -1;
+    }
+    return 0;
+}
+
 /* Parse the command line into o; returns -1 to continue, else the exit status. */
 static int parse_args(int argc, char **argv, struct run_opts *o)
 {
@@ -297,6 +358,18 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
     struct arg_str *dev = arg_str0(NULL, "device", "cpu|npu", "-dev: backend (default cpu)");
     struct arg_int *ngl = arg_int0(NULL, "n-gpu-layers", "N", "-ngl: layers on the device, from the last (output = one; default -1: all)");
     struct arg_lit *nkvo = arg_lit0(NULL, "no-kv-offload", "-nkvo: keep every layer's KV cache in host memory");
+    struct arg_lit *mmap_on = arg_lit0(NULL, "mmap", "map the model file (the default)");
+    struct arg_lit *mmap_off = arg_lit0(NULL, "no-mmap", "read the model into memory instead of mapping it");
+    struct arg_lit *mlock = arg_lit0(NULL, "mlock", "lock the model in RAM");
+    struct arg_lit *dio = arg_lit0(NULL, "direct-io", "-dio: read the model with O_DIRECT, past the page cache");
+    struct arg_str *cpu_mask = arg_str0("C", "cpu-mask", "HEX", "cpus the threads run on (default: all)");
+    struct arg_int *cpu_strict = arg_int0(NULL, "cpu-strict", "0|1", "each thread on one cpu of the mask (default 0)");
+    struct arg_int *poll = arg_int0(NULL, "poll", "0..100", "busy-wait before sleeping (default 50; 0: none)");
+    struct arg_int *prio = arg_int0(NULL, "prio", "-1..3", "process/thread priority (default 0; 2, 3 need root)");
+    struct arg_str *numa = arg_str0(NULL, "numa", "MODE", "distribute|isolate|numactl (one NUMA node: no effect)");
+    struct arg_str *sm = arg_str0(NULL, "split-mode", "none|layer", "-sm: one device, the same either way");
+    struct arg_str *ts = arg_str0(NULL, "tensor-split", "N", "-ts: one device, one share");
+    struct arg_int *mg = arg_int0(NULL, "main-gpu", "0", "-mg: the one device, 0");
     struct arg_str *ot = arg_strn(NULL, "override-tensor", "PAT=DEV,...", 0, 16,
                                   "-ot: weights whose names match the regex PAT live on DEV (cpu or npu)");
     struct arg_lit *no_display = arg_lit0(NULL, "no-display-prompt", "print only the generated text");
@@ -314,7 +387,7 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
     struct arg_lit *help = arg_lit0("h", "help", "print this help");
     struct arg_end *end = arg_end(5);
     void *table[] = { help, model, prompt, file, n_predict, n_ctx, n_batch, n_ubatch, threads, temp, top_k,
-                      top_p, min_p, rep_pen, rep_n, seed, ctk, ctv, fa, dev, ngl, nkvo, ot, no_display, special,
+                      top_p, min_p, rep_pen, rep_n, seed, ctk, ctv, fa, dev, ngl, nkvo, mmap_on, mmap_off, mlock, dio, cpu_mask, cpu_strict, poll, prio, numa, sm, ts, mg, ot, no_display, special,
                       no_parse, escape, no_escape, ignore_eos, no_cnv, no_warmup, dump, verbose, profile, trace, end };
     const int n_table = sizeof table / sizeof table[0];
     int rc = -1;
@@ -397,11 +470,24 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
         rc = 1;
         goto out;
     }
-    if (escape->count && no_escape->count) {
-        tool_error("give -e or --no-escape, not both");
+    /* pairs of flags that contradict each other (llama-bench's -lm has no dio+mlock either) */
+    const struct { const struct arg_lit *a, *b; const char *names; } exclusive[] = {
+        { escape, no_escape, "-e or --no-escape" }, { mmap_on, mmap_off, "--mmap or --no-mmap" },
+        { mlock, dio, "--mlock or -dio" },
+    };
+    for (size_t i = 0; i < sizeof exclusive / sizeof exclusive[0]; i++)
+        if (exclusive[i].a->count && exclusive[i].b->count) {
+            tool_error("give %s, not both", exclusive[i].names);
+            rc = 1;
+            goto out;
+        }
+    if (parse_threads(cpu_mask, cpu_strict, poll, prio, numa, o) != 0 || check_split(sm, ts, mg) != 0) {
         rc = 1;
         goto out;
     }
+    o->load_mode = dio->count ? GGUF_LOAD_DIRECT
+                   : mmap_off->count ? (mlock->count ? GGUF_LOAD_MLOCK : GGUF_LOAD_READ)
+                                     : (mlock->count ? GGUF_LOAD_MMAP_MLOCK : GGUF_LOAD_MMAP);
     /* inputs and outputs last: every value is known good before a file is touched */
     if (file->count) {
         o->prompt = read_file(file->filename[0]);
@@ -715,8 +801,12 @@ static int generate(struct run_opts *o)
     struct run_stats rs = { .stop = "" };
     int rc = 1;
 
+    llm_thread_policy_set(&o->threads);
+    if (o->threads.prio != LLM_PRIO_NORMAL && tool_set_priority(o->threads.prio) != 0)
+        return 1;
+    tool_numa_note(o->numa, o->verbose, "llm-run");
     double t = (llm_now_us() / 1e3);
-    if (llm_model_load(o->model, &model, &err)) {
+    if (llm_model_load_mode(o->model, o->load_mode, &model, &err)) {
         tool_error("%s", err.msg);
         return 1;
     }
@@ -783,9 +873,9 @@ static int generate(struct run_opts *o)
         goto out;
     }
     if (o->verbose)
-        fprintf(stderr, "llm-run: model %s (%s), n_ctx %d, n_batch %d, n_ubatch %d, threads %d, "
+        fprintf(stderr, "llm-run: model %s (%s), load mode %s%s, n_ctx %d, n_batch %d, n_ubatch %d, threads %d, "
                 "kv %s/%s, flash_attn %s, seed %u, temp %.2f top_k %d top_p %.2f min_p %.2f\n",
-                o->model, model->desc, cp.n_ctx, cp.n_batch, cp.n_ubatch, cp.n_threads,
+                o->model, model->desc, gguf_load_mode_name(o->load_mode), model->file->locked ? " (locked)" : "", cp.n_ctx, cp.n_batch, cp.n_ubatch, cp.n_threads,
                 llm_type_name(cp.type_k), llm_type_name(cp.type_v), cp.flash_attn ? "on" : "off",
                 o->sp.seed, o->sp.temp, o->sp.top_k, o->sp.top_p, o->sp.min_p);
 

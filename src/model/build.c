@@ -101,6 +101,10 @@ struct llm_tensor *llm_build_forward(struct llm_ctx *ctx, const struct llm_model
     if (hp->n_layer == 0 && in->n_outputs < n)
         x = llm_get_rows(ctx, x, in->out_ids);
     x = norm(ctx, x, m->output_norm, eps);
+    if (in->embeddings) {
+        llm_set_name(x, "embd");
+        return x;
+    }
     struct llm_tensor *logits = linear(ctx, m->output, m->output_b, x);
     llm_set_name(logits, "logits");
     return logits;

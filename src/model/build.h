@@ -17,9 +17,11 @@ struct llm_build_inputs {
     struct llm_tensor *kv_idx;   /* I32 [n_tokens] cache cell of each token             */
     struct llm_tensor *mask;     /* F32 [n_kv, n_tokens] 0 or -inf                      */
     struct llm_tensor *out_ids;  /* I32 [n_outputs] rows whose logits are wanted        */
+    bool embeddings;             /* the output rows are the final-normed hidden states   */
 };
 
-/* Build the graph; returns the logits tensor F32 [n_vocab, n_outputs]. */
+/* Build the graph; returns the logits tensor F32 [n_vocab, n_outputs], or with in->embeddings the
+ * hidden states after the output norm, F32 [n_embd, n_outputs] (the output matrix is not applied). */
 struct llm_tensor *llm_build_forward(struct llm_ctx *ctx, const struct llm_model *m,
                                      struct llm_kv_cache *kv, const struct llm_build_inputs *in,
                                      bool flash_attn);

@@ -41,7 +41,7 @@ struct llm_context {
     /* Fixed input buffers in host memory, sized for n_ubatch tokens and n_cells cells: the
      * graph's input tensors point at them (backends that need them get copies). */
     void *host[IN_COUNT];
-    float *logits;                   /* [n_outputs][n_vocab] of the last decode      */
+    float *logits;                   /* [n_outputs][n_vocab] of the last decode (n_embd: -embd) */
     /* The last graph, kept for reuse: inputs live in fixed buffers and the arenas give the
      * same shape the same addresses, so an unchanged shape needs no rebuild. */
     struct llm_graph *graph;
@@ -114,6 +114,7 @@ static void make_inputs(struct llm_context *c, struct llm_build_inputs *in, int3
     in->n_tokens = n;
     in->n_kv = n_kv;
     in->n_outputs = n_out;
+    in->embeddings = c->p.embeddings;
     in->tokens = llm_new_tensor_1d(g, LLM_TYPE_I32, n);
     in->pos = llm_new_tensor_1d(g, LLM_TYPE_I32, n);
     in->kv_idx = llm_new_tensor_1d(g, LLM_TYPE_I32, n);
@@ -295,6 +296,51 @@ static bool offload_tensor(void *user, const struct llm_tensor *t, int64_t il)
     return offload && npu->iface->supports_type(npu, t->type);
 }
 
+/* Device bytes the placement at c->p.n_gpu_layers takes: offloaded weights and their layers' caches. */
+static size_t placement_bytes(struct llm_context *c)
+{
+    const struct llm_model *m = c->model;
+    const struct llm_hparams *hp = &m->hp;
+    size_t bytes = 0;
+    for (int64_t i = 0; i < m->n_tensors; i++) {
+        const struct llm_tensor *t = &m->tensors[i];
+        bytes += offload_tensor(c, t, llm_weights_layer_of(t->name, hp->n_layer)) ? llm_nbytes(t) : 0;
+    }
+    if (m->output && m->output == m->tok_embd && offload_tensor(c, m->output, hp->n_layer))
+        bytes += llm_nbytes(m->output); /* the tied output matrix's copy */
+    const size_t cells = (size_t)(c->p.n_ctx + LLM_KV_PAD - 1) / LLM_KV_PAD * LLM_KV_PAD;
+    const size_t row = llm_row_size(c->p.type_k, (int64_t)hp->n_embd_head_k * hp->n_head_kv) +
+                       llm_row_size(c->p.type_v, (int64_t)hp->n_embd_head_v * hp->n_head_kv);
+    for (uint32_t il = 0; il < hp->n_layer && !c->p.no_kv_offload; il++)
+        bytes += layer_offloaded(c, il) ? row * cells : 0;
+    return bytes;
+}
+
+/* -fitt: the largest -ngl (at most the one asked for) whose placement leaves fit_target_mib MiB of
+ * the device's memory free, as llama-bench's fit target. */
+static void fit_layers(struct llm_context *c)
+{
+    struct llm_backend *npu = c->backends[0];
+    if (c->p.fit_target_mib <= 0 || c->n_backends < 2 || !npu->iface->memory)
+        return;
+    size_t free_bytes = 0, total = 0;
+    npu->iface->memory(npu, &free_bytes, &total);
+    const size_t margin = (size_t)c->p.fit_target_mib << 20;
+    const int32_t all = (int32_t)c->model->hp.n_layer + 1;
+    int32_t ngl = c->p.n_gpu_layers < 0 || c->p.n_gpu_layers > all ? all : c->p.n_gpu_layers;
+    for (; ngl > 0; ngl--) {
+        c->p.n_gpu_layers = ngl;
+        if (placement_bytes(c) + margin <= free_bytes)
+            return;
+    }
+    c->p.n_gpu_layers = 0;
+}
+
+int32_t llm_context_n_gpu_layers(const struct llm_context *c)
+{
+    return c->p.n_gpu_layers;
+}
+
 static int context_init(struct llm_context *c, struct llm_error *err)
 {
     int rc = parse_overrides(c, c->p.tensor_overrides, err);
@@ -306,6 +352,8 @@ static int context_init(struct llm_context *c, struct llm_error *err)
     c->gctx = llm_ctx_new(64 * (int)c->model->hp.n_layer + 256);
     if (!rc && !c->gctx)
         rc = llm_fail(err, LLM_ERR_NOMEM, "out of memory");
+    if (!rc)
+        fit_layers(c);
     if (!rc)
         rc = llm_weights_place(&c->weights, c->model, c->backends[0], offload_tensor, c, err);
     struct llm_backend *kv_home[LLM_MAX_LAYERS];
@@ -391,10 +439,16 @@ static int prepare_graph(struct llm_context *c, int32_t n, int32_t n_kv, int32_t
     return LLM_OK;
 }
 
+/* Floats per output row: logits, or hidden states with -embd. */
+static size_t row_width(const struct llm_context *c)
+{
+    return c->p.embeddings ? c->model->hp.n_embd : c->model->hp.n_vocab;
+}
+
 /* Append the n_out rows of the graph's logits to c->logits. */
 static int read_logits(struct llm_context *c, int32_t n_out, struct llm_error *err)
 {
-    const int32_t n_vocab = (int32_t)c->model->hp.n_vocab;
+    const int32_t n_vocab = (int32_t)row_width(c); /* or n_embd: the output rows' width */
     const int32_t rows = c->n_logits_rows + n_out;
     if (rows > c->logits_cap_rows) {
         float *nl = realloc(c->logits, (size_t)rows * (size_t)n_vocab * sizeof(float));
@@ -481,9 +535,16 @@ int llm_decode(struct llm_context *c, const int32_t *tokens, int32_t n, bool log
 
 const float *llm_get_logits(const struct llm_context *c, int32_t i)
 {
-    if (i < 0 || i >= c->n_logits_rows)
+    if (c->p.embeddings || i < 0 || i >= c->n_logits_rows)
         return NULL;
     return c->logits + (size_t)i * c->model->hp.n_vocab;
+}
+
+const float *llm_get_embeddings(const struct llm_context *c, int32_t i)
+{
+    if (!c->p.embeddings || i < 0 || i >= c->n_logits_rows)
+        return NULL;
+    return c->logits + (size_t)i * row_width(c);
 }
 
 int32_t llm_n_past(const struct llm_context *c)

@@ -22,6 +22,10 @@ struct llm_context_params {
     int32_t n_gpu_layers;  /* -ngl: the last N layers (the output layer counted as one)
                               on the device; -1 (default) all; 0 none                  */
     bool no_kv_offload;    /* -nkvo: every layer's KV cache in host memory            */
+    int32_t fit_target_mib; /* -fitt: > 0 lowers n_gpu_layers to the largest count whose weights and
+                              KV cache leave this many MiB of the device's memory free (0: off) */
+    bool embeddings;       /* -embd: decode keeps the final-normed hidden state of each output
+                              row (llm_get_embeddings) instead of its logits              */
     const char *tensor_overrides; /* -ot: "PATTERN=DEVICE" items separated by ',' or ';'
                               (DEVICE cpu or npu; CPU, NPU, CANN, CANN0 too): the first
                               whose POSIX extended regex matches a weight's name decides
@@ -53,6 +57,13 @@ int llm_decode(struct llm_context *c, const int32_t *tokens, int32_t n, bool log
 
 /* Logits of the i-th output row of the last llm_decode (n_vocab floats). */
 const float *llm_get_logits(const struct llm_context *c, int32_t i);
+/* With p->embeddings: the hidden state after the output norm of the i-th output row of the last
+ * llm_decode (n_embd floats; the last token's is llama.cpp's "last" pooling); NULL otherwise, as
+ * llm_get_logits is NULL in that mode. */
+const float *llm_get_embeddings(const struct llm_context *c, int32_t i);
+
+/* The -ngl the context placed its layers with (after -fitt; -1: all). */
+int32_t llm_context_n_gpu_layers(const struct llm_context *c);
 int32_t llm_n_past(const struct llm_context *c);
 int32_t llm_n_ctx(const struct llm_context *c);
 /* Forget every token in the cache. */

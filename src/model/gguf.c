@@ -3,8 +3,6 @@
  * overflow checks. After a successful parse the accessors need no further checks. */
 #include "gguf.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -13,8 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 /* Smallest possible encodings, used to reject counts that cannot fit in the remaining bytes before
  * allocating arrays of that size. */
@@ -456,40 +452,6 @@ int gguf_parse(const void *buf, size_t size, const char *name, struct gguf_file 
     return LLM_OK;
 }
 
-int gguf_open(const char *path, struct gguf_file **out, struct llm_error *err)
-{
-    *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return llm_fail(err, LLM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return llm_fail(err, LLM_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return llm_fail(err, LLM_ERR_IO, "%s: not a regular file", path);
-    }
-    if (st.st_size == 0) {
-        close(fd);
-        return llm_fail(err, LLM_ERR_FORMAT, "%s: file is empty", path);
-    }
-    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    int e = errno;
-    close(fd);
-    if (map == MAP_FAILED)
-        return llm_fail(err, LLM_ERR_IO, "%s: cannot map: %s", path, strerror(e));
-    int rc = gguf_parse(map, (size_t)st.st_size, path, out, err);
-    if (rc != LLM_OK) {
-        munmap(map, (size_t)st.st_size);
-        return rc;
-    }
-    (*out)->mapped = true;
-    return LLM_OK;
-}
-
 void gguf_close(struct gguf_file *f)
 {
     if (!f)
@@ -499,8 +461,8 @@ void gguf_close(struct gguf_file *f)
             free((void *)f->kv[i].strs);
     free(f->kv);
     free(f->tensors);
-    if (f->mapped)
-        munmap((void *)f->base, f->size);
+    if (f->map_len)
+        munmap((void *)f->base, f->map_len);
     free(f->path);
     free(f);
 }

@@ -61,11 +61,33 @@ struct gguf_file {
     uint64_t n_tensors;
     struct gguf_tensor_info *tensors;
     uint64_t data_offset; /* file offset of the data section (== size for vocab-only files) */
-    bool mapped;          /* base came from mmap (else it is caller memory) */
+    size_t map_len;       /* bytes of the mapping base is in (file or anonymous), 0: caller memory */
+    bool locked;          /* the mapping is locked in RAM (mlock)                                 */
+};
+
+/* How gguf_open_mode() brings a file into memory: llama-bench's -lm values (its "auto" is mmap). */
+enum gguf_load_mode {
+    GGUF_LOAD_MMAP,       /* map the file; pages are read on first touch                        */
+    GGUF_LOAD_READ,       /* "none": read() into anonymous memory                               */
+    GGUF_LOAD_MLOCK,      /* read() into anonymous memory, then lock it                         */
+    GGUF_LOAD_MMAP_MLOCK, /* map the file and lock the mapping (every page read now)            */
+    GGUF_LOAD_DIRECT,     /* "dio": O_DIRECT reads into page-aligned anonymous memory, bypassing
+                             the page cache                                                     */
+    GGUF_LOAD_COUNT
 };
 
 /* Map and parse a file. On success *out owns the mapping; free with gguf_close(). */
 int gguf_open(const char *path, struct gguf_file **out, struct llm_error *err);
+
+/* gguf_open with the file brought into memory as mode says (gguf_load.c). A lock that the
+ * RLIMIT_MEMLOCK refuses, and a file system that refuses O_DIRECT, are warnings (llm_log): the file
+ * is then used unlocked, or read through the page cache, as llama.cpp does. */
+int gguf_open_mode(const char *path, enum gguf_load_mode mode, struct gguf_file **out, struct llm_error *err);
+
+/* "mmap", "none", "mlock", "mmap+mlock", "dio"; NULL for other values. */
+const char *gguf_load_mode_name(enum gguf_load_mode mode);
+/* The mode named s (those names, "auto" = mmap), or -1. */
+int gguf_load_mode_parse(const char *s);
 
 /* Parse a buffer that stays owned by the caller (used by the fuzzer and tests); `name` is used in
  * messages. The buffer must outlive the returned file. */

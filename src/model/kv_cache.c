@@ -19,7 +19,7 @@ static int cache_tensor(struct llm_backend *b, struct llm_tensor *t, enum llm_ty
     snprintf(t->name, sizeof t->name, "%s_l%u", name, il);
     struct llm_buffer *buf = llm_buffer_new(b, bytes);
     if (!buf)
-        return llm_fail(err, LLM_ERR_NOMEM, "cannot allocate %s of %zu bytes", t->name, bytes);
+        return llm_backend_alloc_failed(b, t->name, bytes, err);
     llm_buffer_place(buf, t, 0);
     return llm_tensor_memset(t, 0, 0, bytes, err);
 }

@@ -445,10 +445,10 @@ static int read_arch(const struct gguf_file *f, const char *path, enum llm_arch 
     return 0;
 }
 
-static int load(struct llm_model *m, const char *path, struct llm_error *err)
+static int load(struct llm_model *m, const char *path, enum gguf_load_mode mode, struct llm_error *err)
 {
     int r;
-    if ((r = gguf_open(path, &m->file, err)) != 0)
+    if ((r = gguf_open_mode(path, mode, &m->file, err)) != 0)
         return r;
     if ((r = read_arch(m->file, path, &m->hp.arch, err)) < 0)
         return r;
@@ -474,11 +474,16 @@ static int load(struct llm_model *m, const char *path, struct llm_error *err)
 
 int llm_model_load(const char *path, struct llm_model **out, struct llm_error *err)
 {
+    return llm_model_load_mode(path, GGUF_LOAD_MMAP, out, err);
+}
+
+int llm_model_load_mode(const char *path, enum gguf_load_mode mode, struct llm_model **out, struct llm_error *err)
+{
     *out = NULL;
     struct llm_model *m = llm_calloc(1, sizeof *m);
     if (!m)
         return llm_fail(err, LLM_ERR_NOMEM, "%s: out of memory", path);
-    int r = load(m, path, err);
+    int r = load(m, path, mode, err);
     if (r != 0) {
         llm_model_free(m);
         return r < 0 ? -r : r;

@@ -63,7 +63,7 @@ struct llm_layer {
 };
 
 struct llm_model {
-    struct gguf_file *file;        /* owns the mapping the weights point into   */
+    struct gguf_file *file;        /* owns the memory the weights point into    */
     struct vocab *vocab;
     struct llm_hparams hp;
     struct llm_tensor *tensors;    /* one per tensor of the file, data in the mapping */
@@ -89,6 +89,9 @@ struct llm_model {
  * linear, vocab-only file). Names from the file appear escaped (llm_escape). A model that loads
  * runs: every op its graph builds supports these types. On error *out is NULL. */
 int llm_model_load(const char *path, struct llm_model **out, struct llm_error *err);
+/* llm_model_load with the file brought into memory as mode says (gguf_open_mode): the weights then
+ * point into the file's mapping or into the anonymous memory it was read into. */
+int llm_model_load_mode(const char *path, enum gguf_load_mode mode, struct llm_model **out, struct llm_error *err);
 void llm_model_free(struct llm_model *m);
 
 /* Set m->ftype, m->ftype_guessed and m->desc ("<arch> <size class> <ftype name>", spec §3.8) from

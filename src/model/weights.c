@@ -59,8 +59,7 @@ static int upload(struct llm_weights *w, const struct llm_model *m, llm_weights_
     total += w->uploaded[tied] ? align_up(llm_nbytes(m->output)) : 0;
     w->buf = total ? llm_buffer_new(b, total) : NULL;
     if (total && !w->buf)
-        return llm_fail(err, LLM_ERR_NOMEM, "cannot place %zu bytes of weights in %s memory", total,
-                        b->iface->name);
+        return llm_backend_alloc_failed(b, "weights", total, err);
     size_t offs = 0;
     for (int64_t i = 0; i <= tied; i++) {
         if (!w->uploaded[i])

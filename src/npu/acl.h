@@ -31,6 +31,7 @@ typedef int aclError;
 #define ACL_ERROR_RT_STREAM_NOT_CAPTURED 107028   /* CaptureEnd on a stream that is not capturing */
 #define ACL_ERROR_RT_STREAM_CAPTURE_UNSUPPORTED 107030 /* forbidden while a capture is open      */
 #define ACL_ERROR_RT_INTERNAL 507000
+#define ACL_ERROR_RT_MEMORY_ALLOCATION 207001     /* device memory exhausted                  */
 
 typedef struct acl_stream *aclrtStream;
 typedef struct acl_model_ri *aclmdlRI;
@@ -107,6 +108,13 @@ const char *aclGetRecentErrMsg(void);
 
 /* Emulator extension: bytes of device memory in use now. */
 size_t aclrtDeviceMemoryInUse(void);
+
+/* Free and total device memory. The emulated device has LLM_NPU_MEMORY_MIB MiB (default 65536, an
+ * Ascend 910B's HBM; a value that is not an integer >= 1 gives one warning and the default): an
+ * aclrtMalloc beyond what is free fails with ACL_ERROR_RT_MEMORY_ALLOCATION and a message naming
+ * the bytes asked for and those free. attr is accepted for CANN's signature (one kind of memory). */
+typedef enum { ACL_HBM_MEM = 6 } aclrtMemAttr;
+aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t *free_bytes, size_t *total_bytes);
 
 /* Emulator extension: what a stream did since it was created. */
 struct aclrtStreamStats {

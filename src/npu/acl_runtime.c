@@ -8,9 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../log.h"
 #include "acl_internal.h"
 
 #define DEVICE_ALIGN 64
+#define DEFAULT_MEMORY_MIB 65536 /* an Ascend 910B's HBM */
 
 struct allocation {
     char *base;
@@ -20,6 +22,8 @@ struct allocation {
 static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct allocation *allocs; /* sorted by base */
 static size_t n_allocs, cap_allocs, bytes_in_use;
+static size_t memory_total; /* LLM_NPU_MEMORY_MIB, read once */
+static pthread_once_t memory_once = PTHREAD_ONCE_INIT;
 static atomic_int init_count;
 static atomic_int global_captures;
 static _Thread_local int local_captures;
@@ -103,6 +107,38 @@ static aclError capture_refuses(const char *what)
 
 /* ---- device memory ------------------------------------------------------------------------------ */
 
+static void read_memory_size(void)
+{
+    const char *v = getenv("LLM_NPU_MEMORY_MIB");
+    char *end = NULL;
+    unsigned long long mib = v ? strtoull(v, &end, 10) : DEFAULT_MEMORY_MIB;
+    if (v && (end == v || *end || *v == '-' || mib < 1 || mib > SIZE_MAX / 2 / (1u << 20))) {
+        llm_log(LLM_LOG_WARN, "LLM_NPU_MEMORY_MIB='%s' is not a size in MiB (an integer >= 1): using %d", v,
+                DEFAULT_MEMORY_MIB);
+        mib = DEFAULT_MEMORY_MIB;
+    }
+    memory_total = (size_t)mib << 20;
+}
+
+static size_t device_memory_total(void)
+{
+    pthread_once(&memory_once, read_memory_size);
+    return memory_total;
+}
+
+aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t *free_bytes, size_t *total_bytes)
+{
+    (void)attr;
+    if (!free_bytes || !total_bytes)
+        return acl_set_error(ACL_ERROR_INVALID_PARAM, "aclrtGetMemInfo: null pointer");
+    const size_t total = device_memory_total();
+    pthread_mutex_lock(&mem_lock);
+    *free_bytes = total - bytes_in_use;
+    pthread_mutex_unlock(&mem_lock);
+    *total_bytes = total;
+    return ACL_SUCCESS;
+}
+
 /* Index of the first allocation whose base is > p. */
 static size_t upper_bound(const void *p)
 {
@@ -142,6 +178,14 @@ aclError aclrtMalloc(void **dev_ptr, size_t size, aclrtMemMallocPolicy policy)
         return capture_refuses("aclrtMalloc");
     if (size > SIZE_MAX - DEVICE_ALIGN)
         return acl_set_error(ACL_ERROR_BAD_ALLOC, "aclrtMalloc: %zu bytes is too large", size);
+    const size_t total = device_memory_total();
+    pthread_mutex_lock(&mem_lock);
+    const size_t avail = total - bytes_in_use;
+    pthread_mutex_unlock(&mem_lock);
+    if (size > avail)
+        return acl_set_error(ACL_ERROR_RT_MEMORY_ALLOCATION,
+                             "out of npu memory: %zu bytes needed, %zu of %zu available (LLM_NPU_MEMORY_MIB=%zu)",
+                             size, avail, total, total >> 20);
     char *p = aligned_alloc(DEVICE_ALIGN, (size + DEVICE_ALIGN - 1) & ~(size_t)(DEVICE_ALIGN - 1));
     if (!p)
         return acl_set_error(ACL_ERROR_BAD_ALLOC, "aclrtMalloc: out of device memory (%zu bytes)", size);

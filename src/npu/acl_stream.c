@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "../clock.h"
+#include "../thread_policy.h"
 #include "acl_stream_impl.h"
 
 void acl_futex_wait(atomic_uint *word, unsigned seen)
@@ -226,6 +227,7 @@ aclError aclrtCreateStreamWithWorkers(aclrtStream *stream, int n_workers)
         return acl_set_error(ACL_ERROR_INVALID_PARAM, "aclrtCreateStream: LLM_NPU_WAIT=%s (tuned or simple)", policy);
     }
     s->n_workers = n_workers;
+    s->spin_scale_pct = (uint64_t)llm_thread_policy_get()->poll;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     atomic_store(&s->wake_at, UINT64_MAX);
     atomic_store(&s->host_cpu, -1);
@@ -241,6 +243,7 @@ aclError aclrtCreateStreamWithWorkers(aclrtStream *stream, int n_workers)
         free(s);
         return acl_set_error(ACL_ERROR_BAD_ALLOC, "aclrtCreateStream: cannot start %d device workers", n_workers);
     }
+    llm_threadpool_place_owner(s->pool, s->thread); /* the device thread runs the pool */
     *stream = s;
     return ACL_SUCCESS;
 }

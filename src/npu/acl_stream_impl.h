@@ -66,6 +66,7 @@ enum device_state { DEVICE_RUNNING, DEVICE_SLEEPING, DEVICE_LENT };
 struct acl_stream {
     struct task *ring;
     const struct acl_wait_policy *wait;
+    uint64_t spin_scale_pct;      /* the thread policy's poll level (50: the tuned budgets as they are) */
     /* Written by the host, read by the device thread; on its own cache line so that the device's
      * writes below do not evict it from the host's cache at every task (and the reverse). */
     _Alignas(64) atomic_uint_fast64_t tail;  /* tasks enqueued */

@@ -41,7 +41,8 @@ static void tuned_init(struct acl_stream *s)
 static uint64_t spin_budget(struct acl_stream *s, uint64_t uncrowded_ns)
 {
     const int host = !atomic_load_explicit(&s->host_away, memory_order_relaxed);
-    return host + 1 + llm_threadpool_n_awake(s->pool) > s->cores ? CROWDED_SPIN_NS : uncrowded_ns;
+    const uint64_t ns = host + 1 + llm_threadpool_n_awake(s->pool) > s->cores ? CROWDED_SPIN_NS : uncrowded_ns;
+    return ns * s->spin_scale_pct / 50u;
 }
 
 /* Sleeps while the host runs the queue in the device thread's place (see host_runs_queue). */

@@ -100,7 +100,12 @@ static int grow_device_buffer(struct npu_backend *nb, void **buf, size_t *have, 
     if (*buf && nb->n_retired == MAX_RETIRED)
         return llm_fail(err, LLM_ERR_NOMEM, "npu: device buffers outgrown too often (reserve the largest graph first)");
     void *p = NULL;
-    ACL_CHECK(aclrtMalloc(&p, need, ACL_MEM_MALLOC_HUGE_FIRST));
+    if (aclrtMalloc(&p, need, ACL_MEM_MALLOC_HUGE_FIRST) != ACL_SUCCESS) {
+        size_t free_bytes = 0, total = 0;
+        aclrtGetMemInfo(ACL_HBM_MEM, &free_bytes, &total);
+        return llm_fail(err, LLM_ERR_NOMEM, "cannot place %zu bytes of workspace in npu memory: %zu of %zu bytes available",
+                        need, free_bytes, total);
+    }
     if (*buf)
         nb->retired[nb->n_retired++] = *buf;
     *buf = p;
@@ -306,6 +311,12 @@ static void *npu_mem_alloc(struct llm_backend *b, size_t size)
     return aclrtMalloc(&p, size ? size : 1, ACL_MEM_MALLOC_HUGE_FIRST) == ACL_SUCCESS ? p : NULL;
 }
 
+static void npu_memory(struct llm_backend *b, size_t *free_bytes, size_t *total_bytes)
+{
+    (void)b;
+    aclrtGetMemInfo(ACL_HBM_MEM, free_bytes, total_bytes);
+}
+
 static void npu_mem_free(struct llm_backend *b, void *ptr)
 {
     (void)b;
@@ -475,6 +486,7 @@ static const struct llm_backend_iface npu_iface = {
     .get_stats = npu_get_stats,
     .observe = npu_observe,
     .free = npu_free,
+    .memory = npu_memory,
 };
 
 /* "execution mode is GRAPH|EAGER", once per device and mode in a process (upstream logs it once

@@ -289,6 +289,7 @@ struct llm_backend *llm_backend_cpu_new(const struct llm_backend_params *p, stru
     }
     if (idle_spin_us > 0)
         llm_threadpool_set_idle_spin(cb->pool, idle_spin_us);
+    llm_threadpool_place_owner(cb->pool, pthread_self()); /* the host, even when no graph wakes the pool */
     b->iface = &cpu_iface;
     b->ctx = cb;
     return b;
