@@ -71,7 +71,7 @@ size_t llm_row_size(enum llm_type t, int64_t ne0);
 #define LLM_MAX_OP_PARAMS 16
 #define LLM_MAX_NAME 64
 
-/* Operations. Keep in the same order as the name table in tensor.c (checked at compile time).
+/* Operations. Each has a row in the op table, src/ops/op_table.c (checked at compile time).
  * Shapes use ggml order [ne0, ne1, ne2, ne3]; dst is the node itself. Float op_params are stored
  * bitwise in the int32 slots (see llm_get_op_f32 / llm_set_op_f32). */
 enum llm_op {

@@ -364,8 +364,12 @@ static bool cann_runs(const struct llm_tensor *node)
     case LLM_OP_GET_ROWS: return flt || t == LLM_TYPE_Q8_0;
     case LLM_OP_SET_ROWS: return flt;
     case LLM_OP_ROPE: return node->src[0]->ne[0] <= 896;
-    default: return true;
+    case LLM_OP_NONE: case LLM_OP_ADD: case LLM_OP_MUL: case LLM_OP_SCALE: case LLM_OP_RMS_NORM:
+    case LLM_OP_SOFT_MAX: case LLM_OP_FLASH_ATTN: case LLM_OP_SWIGLU: case LLM_OP_SILU: case LLM_OP_CPY:
+    case LLM_OP_CONT: case LLM_OP_VIEW: case LLM_OP_RESHAPE: case LLM_OP_PERMUTE: case LLM_OP_TRANSPOSE:
+    case LLM_OP_CHANNEL_NORM: case LLM_OP_COUNT: return true;
     }
+    return true;
 }
 
 /* Leaf i lives on the npu (0) when even, on the cpu (1) when odd. */

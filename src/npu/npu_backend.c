@@ -93,9 +93,13 @@ static bool npu_supports_op(struct llm_backend *b, const struct llm_tensor *node
         return is_float(s0->type);
     case LLM_OP_ROPE:
         return s0->ne[0] <= 896;
-    default:
-        return true;
+    case LLM_OP_NONE: case LLM_OP_ADD: case LLM_OP_MUL: case LLM_OP_SCALE: case LLM_OP_RMS_NORM:
+    case LLM_OP_SOFT_MAX: case LLM_OP_FLASH_ATTN: case LLM_OP_SWIGLU: case LLM_OP_SILU: case LLM_OP_CPY:
+    case LLM_OP_CONT: case LLM_OP_VIEW: case LLM_OP_RESHAPE: case LLM_OP_PERMUTE: case LLM_OP_TRANSPOSE:
+    case LLM_OP_CHANNEL_NORM: case LLM_OP_COUNT:
+        return true; /* as the cpu */
     }
+    return true;
 }
 
 /* Replace buf (size *have) by a device buffer of need bytes; the old one is kept alive until the

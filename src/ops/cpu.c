@@ -3,6 +3,7 @@
 
 #include "cpu_ref.h"
 #include "kernels.h"
+#include "op_table.h"
 #include "types.h"
 
 static bool is_f32(const struct llm_tensor *t)
@@ -52,7 +53,7 @@ static bool broadcasts(const struct llm_tensor *a, const struct llm_tensor *b, i
     return true;
 }
 
-static bool get_rows_supported(const struct llm_tensor *n)
+bool cpu_get_rows_supported(const struct llm_tensor *n)
 {
     const struct llm_tensor *a = n->src[0], *ids = n->src[1];
     const struct llm_type_traits *ta = llm_type_traits(a->type);
@@ -64,14 +65,14 @@ static bool get_rows_supported(const struct llm_tensor *n)
     return float_type(a->type);
 }
 
-static bool set_rows_supported(const struct llm_tensor *n)
+bool cpu_set_rows_supported(const struct llm_tensor *n)
 {
     const struct llm_tensor *b = n->src[1], *ids = n->src[2];
     return float_type(n->type) && is_f32(b) && ids && ids->type == LLM_TYPE_I32 && b->ne[0] == n->ne[0] &&
            ids->ne[0] == b->ne[1] && ids->ne[1] > 0 && ids->ne[2] > 0 && n->ne[2] > 0 && n->ne[3] > 0;
 }
 
-static bool rope_supported(const struct llm_tensor *n)
+bool cpu_rope_supported(const struct llm_tensor *n)
 {
     const struct llm_tensor *a = n->src[0], *pos = n->src[1], *ff = n->src[2];
     int n_dims = n->op_params[1], mode = n->op_params[2];
@@ -81,14 +82,14 @@ static bool rope_supported(const struct llm_tensor *n)
            (!ff || (is_f32(ff) && ff->ne[0] >= n_dims / 2 && unit_stride(ff)));
 }
 
-static bool soft_max_supported(const struct llm_tensor *n)
+bool cpu_soft_max_supported(const struct llm_tensor *n)
 {
     const struct llm_tensor *a = n->src[0], *m = n->src[1];
     return is_f32(a) && is_f32(n) && same_shape(a, n) && n->nb[0] == sizeof(float) &&
            (!m || (is_f32(m) && m->ne[0] == a->ne[0] && m->ne[1] >= a->ne[1] && broadcasts(a, m, 2)));
 }
 
-static bool flash_attn_supported(const struct llm_tensor *n)
+bool cpu_flash_attn_supported(const struct llm_tensor *n)
 {
     const struct llm_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2], *m = n->src[3];
     bool kv_ok = k && v && (k->type == LLM_TYPE_F32 || k->type == LLM_TYPE_F16) &&
@@ -99,44 +100,36 @@ static bool flash_attn_supported(const struct llm_tensor *n)
            (!m || (is_f32(m) && m->ne[0] == k->ne[1] && m->ne[1] >= q->ne[1] && q->ne[2] % m->ne[2] == 0));
 }
 
-bool llm_cpu_supports(const struct llm_tensor *n)
+bool cpu_binary_supported(const struct llm_tensor *n)
 {
     const struct llm_tensor *a = n->src[0], *b = n->src[1];
-    switch (n->op) {
-    case LLM_OP_NONE:
-    case LLM_OP_VIEW:
-    case LLM_OP_RESHAPE:
-    case LLM_OP_PERMUTE:
-    case LLM_OP_TRANSPOSE:
-        return true;
-    case LLM_OP_GET_ROWS:
-        return get_rows_supported(n);
-    case LLM_OP_SET_ROWS:
-        return set_rows_supported(n);
-    case LLM_OP_ADD:
-    case LLM_OP_MUL:
-        return is_f32(a) && is_f32(b) && is_f32(n) && same_shape(a, n) && broadcasts(a, b, 0);
-    case LLM_OP_SCALE:
-    case LLM_OP_SILU:
-    case LLM_OP_RMS_NORM:
-        return is_f32(a) && is_f32(n) && same_shape(a, n);
-    case LLM_OP_SWIGLU:
-        return is_f32(a) && is_f32(b) && is_f32(n) && same_shape(a, n) && same_shape(a, b);
-    case LLM_OP_MUL_MAT:
-        return cpu_mul_mat_supports(n);
-    case LLM_OP_ROPE:
-        return rope_supported(n);
-    case LLM_OP_SOFT_MAX:
-        return soft_max_supported(n);
-    case LLM_OP_FLASH_ATTN:
-        return flash_attn_supported(n);
-    case LLM_OP_CPY:
-        return cpy_supported(a, n) && b && n->type == b->type;
-    case LLM_OP_CONT:
-        return a->type == n->type && cpy_supported(a, n);
-    default:
-        return false;
-    }
+    return is_f32(a) && is_f32(b) && is_f32(n) && same_shape(a, n) && broadcasts(a, b, 0);
+}
+
+bool cpu_unary_supported(const struct llm_tensor *n)
+{
+    return is_f32(n->src[0]) && is_f32(n) && same_shape(n->src[0], n);
+}
+
+bool cpu_swiglu_supported(const struct llm_tensor *n)
+{
+    return cpu_binary_supported(n) && same_shape(n->src[0], n->src[1]);
+}
+
+bool cpu_cpy_supported(const struct llm_tensor *n)
+{
+    return cpy_supported(n->src[0], n) && n->src[1] && n->type == n->src[1]->type;
+}
+
+bool cpu_cont_supported(const struct llm_tensor *n)
+{
+    return n->src[0]->type == n->type && cpy_supported(n->src[0], n);
+}
+
+bool llm_cpu_supports(const struct llm_tensor *n)
+{
+    const struct llm_op_traits *t = llm_op_traits(n->op);
+    return t->is_noop || (t->supports && t->supports(n));
 }
 
 /* Below this many multiply-adds (or elements for other ops) a node runs on one thread. On the cpu a
@@ -173,14 +166,8 @@ bool llm_cpu_supports_type(enum llm_type type)
 
 size_t llm_cpu_work_size(const struct llm_tensor *node, int n_threads)
 {
-    switch (node->op) {
-    case LLM_OP_MUL_MAT:
-        return cpu_mul_mat_work_size(node, n_threads);
-    case LLM_OP_FLASH_ATTN:
-        return cpu_flash_attn_work_size(node, n_threads);
-    default:
-        return 0;
-    }
+    const struct llm_op_traits *t = llm_op_traits(node->op);
+    return t->work_size ? t->work_size(node, n_threads) : 0;
 }
 
 size_t llm_cpu_work_size_bound(const struct llm_tensor *node, int n_threads)
@@ -192,23 +179,9 @@ size_t llm_cpu_work_size_bound(const struct llm_tensor *node, int n_threads)
 
 void llm_cpu_compute(const struct llm_cpu_params *p, struct llm_tensor *node)
 {
-    switch (node->op) {
-    case LLM_OP_GET_ROWS: cpu_get_rows(p, node); break;
-    case LLM_OP_SET_ROWS: cpu_set_rows(p, node); break;
-    case LLM_OP_ADD: cpu_add(p, node); break;
-    case LLM_OP_MUL: cpu_mul(p, node); break;
-    case LLM_OP_SCALE: cpu_scale(p, node); break;
-    case LLM_OP_RMS_NORM: cpu_rms_norm(p, node); break;
-    case LLM_OP_MUL_MAT: cpu_mul_mat(p, node); break;
-    case LLM_OP_ROPE: cpu_rope(p, node); break;
-    case LLM_OP_SOFT_MAX: cpu_soft_max(p, node); break;
-    case LLM_OP_FLASH_ATTN: cpu_flash_attn(p, node); break;
-    case LLM_OP_SWIGLU: cpu_swiglu(p, node); break;
-    case LLM_OP_SILU: cpu_silu(p, node); break;
-    case LLM_OP_CPY:
-    case LLM_OP_CONT: cpu_cpy(p, node); break;
-    default: break; /* NONE, VIEW, RESHAPE, PERMUTE, TRANSPOSE: nothing to compute */
-    }
+    const struct llm_op_traits *t = llm_op_traits(node->op);
+    if (t->compute)
+        t->compute(p, node);
 }
 
 void llm_cpu_plan(const struct llm_tensor *node, struct llm_cpu_plan *plan)
@@ -228,21 +201,7 @@ void llm_cpu_compute_planned(const struct llm_cpu_params *p, struct llm_tensor *
 
 void llm_ref_compute(struct llm_tensor *dst)
 {
-    switch (dst->op) {
-    case LLM_OP_GET_ROWS: llm_ref_get_rows(dst); break;
-    case LLM_OP_SET_ROWS: llm_ref_set_rows(dst); break;
-    case LLM_OP_ADD: llm_ref_add(dst); break;
-    case LLM_OP_MUL: llm_ref_mul(dst); break;
-    case LLM_OP_SCALE: llm_ref_scale(dst); break;
-    case LLM_OP_RMS_NORM: llm_ref_rms_norm(dst); break;
-    case LLM_OP_MUL_MAT: llm_ref_mul_mat(dst); break;
-    case LLM_OP_ROPE: llm_ref_rope(dst); break;
-    case LLM_OP_SOFT_MAX: llm_ref_soft_max(dst); break;
-    case LLM_OP_FLASH_ATTN: llm_ref_flash_attn(dst); break;
-    case LLM_OP_SWIGLU: llm_ref_swiglu(dst); break;
-    case LLM_OP_SILU: llm_ref_silu(dst); break;
-    case LLM_OP_CPY:
-    case LLM_OP_CONT: llm_ref_cpy(dst); break;
-    default: break;
-    }
+    const struct llm_op_traits *t = llm_op_traits(dst->op);
+    if (t->ref)
+        t->ref(dst);
 }

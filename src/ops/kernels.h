@@ -57,6 +57,18 @@ void cpu_mul_mat(const struct llm_cpu_params *p, struct llm_tensor *dst);
 void cpu_mul_mat_plan(const struct llm_tensor *dst, struct llm_cpu_plan *plan);
 void cpu_mul_mat_planned(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct llm_cpu_plan *plan);
 
+/* What each op's cpu kernel runs (types, strides), the rows of the op table (op_table.h). */
+bool cpu_get_rows_supported(const struct llm_tensor *n);
+bool cpu_set_rows_supported(const struct llm_tensor *n);
+bool cpu_binary_supported(const struct llm_tensor *n);  /* ADD, MUL */
+bool cpu_unary_supported(const struct llm_tensor *n);   /* SCALE, SILU, RMS_NORM */
+bool cpu_swiglu_supported(const struct llm_tensor *n);
+bool cpu_rope_supported(const struct llm_tensor *n);
+bool cpu_soft_max_supported(const struct llm_tensor *n);
+bool cpu_flash_attn_supported(const struct llm_tensor *n);
+bool cpu_cpy_supported(const struct llm_tensor *n);
+bool cpu_cont_supported(const struct llm_tensor *n);
+
 size_t cpu_mul_mat_work_size(const struct llm_tensor *dst, int nth);
 size_t cpu_mul_mat_work_size_bound(const struct llm_tensor *dst, int nth);
 size_t cpu_flash_attn_work_size(const struct llm_tensor *dst, int nth);
