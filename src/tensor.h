@@ -109,6 +109,13 @@ enum llm_op {
     LLM_OP_PERMUTE,    /* no computation                                                             */
     LLM_OP_TRANSPOSE,  /* no computation                                                             */
     LLM_OP_CHANNEL_NORM, /* npu layout change: rows padded to / unpadded from 16 elements            */
+    /* Fused ops: made by the npu's fusion pass (src/npu/fusion.h), never by a builder. Each computes
+       the floats of the ops it replaces, bit for bit.                                              */
+    LLM_OP_FUSED,      /* no computation here: a later fused node writes this node's memory          */
+    LLM_OP_ADD_RMS_NORM, /* src0 + src1 (same shape) written into src2's memory, then RMS_NORM of that
+                          (p[0] eps) into dst, times src3 (broadcast like MUL) when src3 is given     */
+    LLM_OP_RMS_NORM_MUL, /* RMS_NORM of src0 (p[0] eps) times src1, broadcast like MUL                */
+    LLM_OP_MUL_MAT_ADD,  /* MUL_MAT of src0, src1 plus src2, broadcast like ADD (a bias)              */
     LLM_OP_COUNT
 };
 

@@ -6,19 +6,6 @@
 #include "op_table.h"
 #include "types.h"
 
-static bool is_f32(const struct llm_tensor *t)
-{
-    return t && t->type == LLM_TYPE_F32;
-}
-
-static bool same_shape(const struct llm_tensor *a, const struct llm_tensor *b)
-{
-    for (int d = 0; d < LLM_MAX_DIMS; d++)
-        if (a->ne[d] != b->ne[d])
-            return false;
-    return true;
-}
-
 static bool unit_stride(const struct llm_tensor *t)
 {
     return t->nb[0] == llm_type_info(t->type)->type_size;
@@ -57,7 +44,7 @@ bool cpu_get_rows_supported(const struct llm_tensor *n)
 {
     const struct llm_tensor *a = n->src[0], *ids = n->src[1];
     const struct llm_type_traits *ta = llm_type_traits(a->type);
-    if (!ta || !ids || ids->type != LLM_TYPE_I32 || !is_f32(n) || n->ne[0] != a->ne[0] ||
+    if (!ta || !ids || ids->type != LLM_TYPE_I32 || !tensor_is_f32(n) || n->ne[0] != a->ne[0] ||
         n->ne[1] != ids->ne[0] || n->ne[2] != ids->ne[1] || n->ne[3] != ids->ne[2] || ids->ne[3] != 1)
         return false;
     if (llm_type_info(a->type)->blck_size > 1)
@@ -68,7 +55,7 @@ bool cpu_get_rows_supported(const struct llm_tensor *n)
 bool cpu_set_rows_supported(const struct llm_tensor *n)
 {
     const struct llm_tensor *b = n->src[1], *ids = n->src[2];
-    return float_type(n->type) && is_f32(b) && ids && ids->type == LLM_TYPE_I32 && b->ne[0] == n->ne[0] &&
+    return float_type(n->type) && tensor_is_f32(b) && ids && ids->type == LLM_TYPE_I32 && b->ne[0] == n->ne[0] &&
            ids->ne[0] == b->ne[1] && ids->ne[1] > 0 && ids->ne[2] > 0 && n->ne[2] > 0 && n->ne[3] > 0;
 }
 
@@ -76,17 +63,17 @@ bool cpu_rope_supported(const struct llm_tensor *n)
 {
     const struct llm_tensor *a = n->src[0], *pos = n->src[1], *ff = n->src[2];
     int n_dims = n->op_params[1], mode = n->op_params[2];
-    return is_f32(a) && is_f32(n) && same_shape(a, n) && pos && pos->type == LLM_TYPE_I32 &&
+    return tensor_is_f32(a) && tensor_is_f32(n) && same_shape(a, n) && pos && pos->type == LLM_TYPE_I32 &&
            pos->ne[0] == a->ne[2] && a->ne[3] == 1 && (mode == 0 || mode == 2) && n_dims > 0 &&
            n_dims % 2 == 0 && n_dims <= a->ne[0] && n_dims <= 1024 && llm_get_op_f32(n, 7) == 0.0f &&
-           (!ff || (is_f32(ff) && ff->ne[0] >= n_dims / 2 && unit_stride(ff)));
+           (!ff || (tensor_is_f32(ff) && ff->ne[0] >= n_dims / 2 && unit_stride(ff)));
 }
 
 bool cpu_soft_max_supported(const struct llm_tensor *n)
 {
     const struct llm_tensor *a = n->src[0], *m = n->src[1];
-    return is_f32(a) && is_f32(n) && same_shape(a, n) && n->nb[0] == sizeof(float) &&
-           (!m || (is_f32(m) && m->ne[0] == a->ne[0] && m->ne[1] >= a->ne[1] && broadcasts(a, m, 2)));
+    return tensor_is_f32(a) && tensor_is_f32(n) && same_shape(a, n) && n->nb[0] == sizeof(float) &&
+           (!m || (tensor_is_f32(m) && m->ne[0] == a->ne[0] && m->ne[1] >= a->ne[1] && broadcasts(a, m, 2)));
 }
 
 bool cpu_flash_attn_supported(const struct llm_tensor *n)
@@ -94,21 +81,21 @@ bool cpu_flash_attn_supported(const struct llm_tensor *n)
     const struct llm_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2], *m = n->src[3];
     bool kv_ok = k && v && (k->type == LLM_TYPE_F32 || k->type == LLM_TYPE_F16) &&
                  (v->type == LLM_TYPE_F32 || v->type == LLM_TYPE_F16);
-    return is_f32(q) && is_f32(n) && kv_ok && k->ne[0] == q->ne[0] && v->ne[1] == k->ne[1] &&
+    return tensor_is_f32(q) && tensor_is_f32(n) && kv_ok && k->ne[0] == q->ne[0] && v->ne[1] == k->ne[1] &&
            v->ne[2] == k->ne[2] && k->ne[2] > 0 && q->ne[2] % k->ne[2] == 0 && q->ne[3] == 1 &&
            n->ne[0] == v->ne[0] && n->ne[1] == q->ne[2] && n->ne[2] == q->ne[1] &&
-           (!m || (is_f32(m) && m->ne[0] == k->ne[1] && m->ne[1] >= q->ne[1] && q->ne[2] % m->ne[2] == 0));
+           (!m || (tensor_is_f32(m) && m->ne[0] == k->ne[1] && m->ne[1] >= q->ne[1] && q->ne[2] % m->ne[2] == 0));
 }
 
 bool cpu_binary_supported(const struct llm_tensor *n)
 {
     const struct llm_tensor *a = n->src[0], *b = n->src[1];
-    return is_f32(a) && is_f32(b) && is_f32(n) && same_shape(a, n) && broadcasts(a, b, 0);
+    return tensor_is_f32(a) && tensor_is_f32(b) && tensor_is_f32(n) && same_shape(a, n) && broadcasts(a, b, 0);
 }
 
 bool cpu_unary_supported(const struct llm_tensor *n)
 {
-    return is_f32(n->src[0]) && is_f32(n) && same_shape(n->src[0], n);
+    return tensor_is_f32(n->src[0]) && tensor_is_f32(n) && same_shape(n->src[0], n);
 }
 
 bool cpu_swiglu_supported(const struct llm_tensor *n)
@@ -146,7 +133,7 @@ static int64_t node_work(const struct llm_tensor *node)
     if (node->op == LLM_OP_SET_ROWS) /* writes src0's rows into a (large) destination */
         return llm_nelements(node->src[0]);
     int64_t work = llm_nelements(node);
-    if (node->op == LLM_OP_MUL_MAT)
+    if (node->op == LLM_OP_MUL_MAT || node->op == LLM_OP_MUL_MAT_ADD)
         work *= node->src[0]->ne[0];
     else if (node->op == LLM_OP_FLASH_ATTN)
         work *= node->src[1]->ne[1]; /* × KV cells */
@@ -172,7 +159,7 @@ size_t llm_cpu_work_size(const struct llm_tensor *node, int n_threads)
 
 size_t llm_cpu_work_size_bound(const struct llm_tensor *node, int n_threads)
 {
-    if (node->op == LLM_OP_MUL_MAT)
+    if (node->op == LLM_OP_MUL_MAT || node->op == LLM_OP_MUL_MAT_ADD)
         return cpu_mul_mat_work_size_bound(node, n_threads);
     return llm_cpu_work_size(node, n_threads); /* FLASH_ATTN's is the same at any query count */
 }
@@ -187,7 +174,7 @@ void llm_cpu_compute(const struct llm_cpu_params *p, struct llm_tensor *node)
 void llm_cpu_plan(const struct llm_tensor *node, struct llm_cpu_plan *plan)
 {
     *plan = (struct llm_cpu_plan){ 0 };
-    if (node->op == LLM_OP_MUL_MAT)
+    if (node->op == LLM_OP_MUL_MAT || node->op == LLM_OP_MUL_MAT_ADD)
         cpu_mul_mat_plan(node, plan);
 }
 
@@ -195,6 +182,8 @@ void llm_cpu_compute_planned(const struct llm_cpu_params *p, struct llm_tensor *
 {
     if (node->op == LLM_OP_MUL_MAT)
         cpu_mul_mat_planned(p, node, plan);
+    else if (node->op == LLM_OP_MUL_MAT_ADD)
+        cpu_mul_mat_add_planned(p, node, plan);
     else
         llm_cpu_compute(p, node);
 }

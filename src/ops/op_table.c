@@ -7,14 +7,6 @@
 
 /* ---- shape rules (types are the kernels' business: their supports functions) ---------------- */
 
-static bool same_shape(const struct llm_tensor *a, const struct llm_tensor *b)
-{
-    for (int d = 0; d < LLM_MAX_DIMS; d++)
-        if (a->ne[d] != b->ne[d])
-            return false;
-    return true;
-}
-
 /* Each dim of b divides that of a (b repeats over a). */
 static bool broadcasts(const struct llm_tensor *a, const struct llm_tensor *b)
 {
@@ -88,6 +80,20 @@ static const char *check_cpy(const struct llm_tensor *n)
     return llm_nelements(n->src[0]) == llm_nelements(n) ? NULL : "source and destination differ in elements";
 }
 
+static const char *check_add_rms_norm(const struct llm_tensor *n)
+{
+    const struct llm_tensor *a = n->src[0], *w = n->src[3];
+    if (!same_shape(a, n->src[1]) || !same_shape(a, n->src[2]) || !same_shape(a, n))
+        return "the two addends, the sum and the result differ in shape";
+    return !w || broadcasts(n, w) ? NULL : "the weight does not broadcast over the result";
+}
+
+static const char *check_mul_mat_add(const struct llm_tensor *n)
+{
+    const char *why = check_mul_mat(n);
+    return why ? why : broadcasts(n, n->src[2]) ? NULL : "the bias does not broadcast over the product";
+}
+
 /* ---- FLOPs and bytes for the profile --------------------------------------------------------- */
 
 static double flops_mul_mat(const struct llm_tensor *n) /* K · M · N multiply-adds */
@@ -145,6 +151,13 @@ static const struct llm_op_traits table[] = {
     [LLM_OP_TRANSPOSE] = NOOP("TRANSPOSE", 1),
     /* a name only until the layout pass gives it a constructor and kernels */
     [LLM_OP_CHANNEL_NORM] = { .name = "CHANNEL_NORM", .n_src = 1 },
+    [LLM_OP_FUSED] = NOOP("FUSED", 0),
+    [LLM_OP_ADD_RMS_NORM] = { "ADD_RMS_NORM", 3, 1, false, check_add_rms_norm, cpu_add_rms_norm_supported,
+                              cpu_add_rms_norm, llm_ref_add_rms_norm, NULL, NULL, NULL },
+    [LLM_OP_RMS_NORM_MUL] = { "RMS_NORM_MUL", 2, 0, false, check_broadcast, cpu_rms_norm_mul_supported,
+                              cpu_rms_norm_mul, llm_ref_rms_norm_mul, NULL, NULL, NULL },
+    [LLM_OP_MUL_MAT_ADD] = { "MUL_MAT_ADD", 3, 0, false, check_mul_mat_add, cpu_mul_mat_add_supported,
+                             cpu_mul_mat_add, llm_ref_mul_mat_add, cpu_mul_mat_work_size, flops_mul_mat, NULL },
 };
 _Static_assert(sizeof table / sizeof table[0] == LLM_OP_COUNT, "the op table must have a row for every enum llm_op");
 
