@@ -1,5 +1,7 @@
 #include "graph.h"
 
+#include "ops/op_table.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +12,7 @@ struct llm_ctx {
     int cap;
     int used;
     bool overflow;
+    char error[160]; /* the first shape rule a constructor found broken since the reset, or "" */
 };
 
 /* Returned when the pool is exhausted, so builders need no NULL checks; the overflow flag makes
@@ -43,11 +46,26 @@ void llm_ctx_reset(struct llm_ctx *ctx)
     memset(ctx->pool, 0, (size_t)ctx->used * sizeof *ctx->pool);
     ctx->used = 0;
     ctx->overflow = false;
+    ctx->error[0] = '\0';
 }
 
 bool llm_ctx_overflowed(const struct llm_ctx *ctx)
 {
     return ctx->overflow;
+}
+
+const char *llm_ctx_error(const struct llm_ctx *ctx)
+{
+    return ctx->error[0] ? ctx->error : NULL;
+}
+
+/* The op's shape rules (op_table.h), run on every node a constructor makes. */
+static struct llm_tensor *checked(struct llm_ctx *ctx, struct llm_tensor *t)
+{
+    const char *why = ctx->overflow ? NULL : llm_op_check(t);
+    if (why && !ctx->error[0])
+        snprintf(ctx->error, sizeof ctx->error, "%s: %s", llm_op_name(t->op), why);
+    return t;
 }
 
 static struct llm_tensor *alloc_tensor(struct llm_ctx *ctx)
@@ -202,7 +220,7 @@ struct llm_tensor *llm_transpose(struct llm_ctx *ctx, struct llm_tensor *a)
 struct llm_tensor *llm_get_rows(struct llm_ctx *ctx, struct llm_tensor *a, struct llm_tensor *ids)
 {
     const int64_t ne[4] = { a->ne[0], ids->ne[0], 1, 1 };
-    return new_op(ctx, LLM_OP_GET_ROWS, LLM_TYPE_F32, ne, a, ids, NULL, NULL);
+    return checked(ctx, new_op(ctx, LLM_OP_GET_ROWS, LLM_TYPE_F32, ne, a, ids, NULL, NULL));
 }
 
 struct llm_tensor *llm_set_rows(struct llm_ctx *ctx, struct llm_tensor *dst, struct llm_tensor *rows,
@@ -211,7 +229,7 @@ struct llm_tensor *llm_set_rows(struct llm_ctx *ctx, struct llm_tensor *dst, str
     struct llm_tensor *t = new_view(ctx, LLM_OP_SET_ROWS, dst, dst->ne, dst->nb, 0);
     t->src[1] = rows;
     t->src[2] = ids;
-    return t;
+    return checked(ctx, t);
 }
 
 static struct llm_tensor *binary(struct llm_ctx *ctx, enum llm_op op, struct llm_tensor *a,
@@ -222,32 +240,32 @@ static struct llm_tensor *binary(struct llm_ctx *ctx, enum llm_op op, struct llm
 
 struct llm_tensor *llm_add(struct llm_ctx *ctx, struct llm_tensor *a, struct llm_tensor *b)
 {
-    return binary(ctx, LLM_OP_ADD, a, b);
+    return checked(ctx, binary(ctx, LLM_OP_ADD, a, b));
 }
 
 struct llm_tensor *llm_mul(struct llm_ctx *ctx, struct llm_tensor *a, struct llm_tensor *b)
 {
-    return binary(ctx, LLM_OP_MUL, a, b);
+    return checked(ctx, binary(ctx, LLM_OP_MUL, a, b));
 }
 
 struct llm_tensor *llm_scale(struct llm_ctx *ctx, struct llm_tensor *a, float s)
 {
     struct llm_tensor *t = new_op(ctx, LLM_OP_SCALE, LLM_TYPE_F32, a->ne, a, NULL, NULL, NULL);
     llm_set_op_f32(t, 0, s);
-    return t;
+    return checked(ctx, t);
 }
 
 struct llm_tensor *llm_rms_norm(struct llm_ctx *ctx, struct llm_tensor *a, float eps)
 {
     struct llm_tensor *t = new_op(ctx, LLM_OP_RMS_NORM, LLM_TYPE_F32, a->ne, a, NULL, NULL, NULL);
     llm_set_op_f32(t, 0, eps);
-    return t;
+    return checked(ctx, t);
 }
 
 struct llm_tensor *llm_mul_mat(struct llm_ctx *ctx, struct llm_tensor *w, struct llm_tensor *x)
 {
     const int64_t ne[4] = { w->ne[1], x->ne[1], x->ne[2], x->ne[3] };
-    return new_op(ctx, LLM_OP_MUL_MAT, LLM_TYPE_F32, ne, w, x, NULL, NULL);
+    return checked(ctx, new_op(ctx, LLM_OP_MUL_MAT, LLM_TYPE_F32, ne, w, x, NULL, NULL));
 }
 
 struct llm_tensor *llm_rope(struct llm_ctx *ctx, struct llm_tensor *a, struct llm_tensor *pos,
@@ -265,7 +283,7 @@ struct llm_tensor *llm_rope(struct llm_ctx *ctx, struct llm_tensor *a, struct ll
     llm_set_op_f32(t, 8, 1.0f);  /* attn_factor */
     llm_set_op_f32(t, 9, 32.0f); /* beta_fast */
     llm_set_op_f32(t, 10, 1.0f); /* beta_slow */
-    return t;
+    return checked(ctx, t);
 }
 
 struct llm_tensor *llm_soft_max(struct llm_ctx *ctx, struct llm_tensor *a, struct llm_tensor *mask,
@@ -273,7 +291,7 @@ struct llm_tensor *llm_soft_max(struct llm_ctx *ctx, struct llm_tensor *a, struc
 {
     struct llm_tensor *t = new_op(ctx, LLM_OP_SOFT_MAX, LLM_TYPE_F32, a->ne, a, mask, NULL, NULL);
     llm_set_op_f32(t, 0, scale);
-    return t;
+    return checked(ctx, t);
 }
 
 struct llm_tensor *llm_flash_attn(struct llm_ctx *ctx, struct llm_tensor *q, struct llm_tensor *k,
@@ -282,17 +300,17 @@ struct llm_tensor *llm_flash_attn(struct llm_ctx *ctx, struct llm_tensor *q, str
     const int64_t ne[4] = { v->ne[0], q->ne[2], q->ne[1], 1 };
     struct llm_tensor *t = new_op(ctx, LLM_OP_FLASH_ATTN, LLM_TYPE_F32, ne, q, k, v, mask);
     llm_set_op_f32(t, 0, scale);
-    return t;
+    return checked(ctx, t);
 }
 
 struct llm_tensor *llm_swiglu(struct llm_ctx *ctx, struct llm_tensor *gate, struct llm_tensor *up)
 {
-    return binary(ctx, LLM_OP_SWIGLU, gate, up);
+    return checked(ctx, binary(ctx, LLM_OP_SWIGLU, gate, up));
 }
 
 struct llm_tensor *llm_silu(struct llm_ctx *ctx, struct llm_tensor *a)
 {
-    return new_op(ctx, LLM_OP_SILU, LLM_TYPE_F32, a->ne, a, NULL, NULL, NULL);
+    return checked(ctx, new_op(ctx, LLM_OP_SILU, LLM_TYPE_F32, a->ne, a, NULL, NULL, NULL));
 }
 
 struct llm_tensor *llm_cpy(struct llm_ctx *ctx, struct llm_tensor *a, struct llm_tensor *dst)
@@ -300,18 +318,12 @@ struct llm_tensor *llm_cpy(struct llm_ctx *ctx, struct llm_tensor *a, struct llm
     struct llm_tensor *t = new_view(ctx, LLM_OP_CPY, dst, dst->ne, dst->nb, 0);
     t->src[0] = a;
     t->src[1] = dst;
-    return t;
+    return checked(ctx, t);
 }
 
 struct llm_tensor *llm_cont(struct llm_ctx *ctx, struct llm_tensor *a)
 {
-    return new_op(ctx, LLM_OP_CONT, a->type, a->ne, a, NULL, NULL, NULL);
-}
-
-bool llm_op_is_noop(enum llm_op op)
-{
-    return op == LLM_OP_NONE || op == LLM_OP_VIEW || op == LLM_OP_RESHAPE ||
-           op == LLM_OP_PERMUTE || op == LLM_OP_TRANSPOSE;
+    return checked(ctx, new_op(ctx, LLM_OP_CONT, a->type, a->ne, a, NULL, NULL, NULL));
 }
 
 struct llm_tensor *llm_view_root(struct llm_tensor *t)

@@ -17,6 +17,10 @@ void llm_ctx_reset(struct llm_ctx *ctx);
 /* True once a constructor ran out of tensors; the graph built since the last reset is unusable. */
 bool llm_ctx_overflowed(const struct llm_ctx *ctx);
 
+/* What the first constructor since the last reset found wrong with the shapes it was given
+ * ("ADD: src1 does not broadcast over src0"), or NULL; the graph is then unusable. */
+const char *llm_ctx_error(const struct llm_ctx *ctx);
+
 /* A contiguous tensor of type and shape (unused dims = 1); data NULL. */
 struct llm_tensor *llm_new_tensor(struct llm_ctx *ctx, enum llm_type type, int n_dims,
                                   const int64_t *ne);
@@ -60,7 +64,7 @@ struct llm_tensor *llm_silu(struct llm_ctx *ctx, struct llm_tensor *a);
 struct llm_tensor *llm_cpy(struct llm_ctx *ctx, struct llm_tensor *a, struct llm_tensor *dst);
 struct llm_tensor *llm_cont(struct llm_ctx *ctx, struct llm_tensor *a);
 
-/* True for ops that compute nothing (NONE, VIEW, RESHAPE, PERMUTE, TRANSPOSE). */
+/* True for ops that compute nothing (NONE, VIEW, RESHAPE, PERMUTE, TRANSPOSE): op_table.h. */
 bool llm_op_is_noop(enum llm_op op);
 /* The tensor that owns the memory t lives in (follows view_src to the root). */
 struct llm_tensor *llm_view_root(struct llm_tensor *t);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "graph.h"
+#include "ops/op_table.h"
 #include "trace.h"
 
 static const char *const phase_names[LLM_PHASE_COUNT] = { "prefill", "decode" };
@@ -36,33 +37,20 @@ double llm_profile_host_us(const struct llm_profile *p, enum llm_phase ph, const
 
 double llm_node_bytes_read(const struct llm_tensor *node)
 {
-    const struct llm_tensor *a = node->src[0];
-    switch (node->op) {
-    case LLM_OP_GET_ROWS: /* only the selected rows of the table, and the ids */
-        return (double)llm_row_size(a->type, a->ne[0]) * (double)llm_nrows(node) + (double)llm_nbytes(node->src[1]);
-    case LLM_OP_SET_ROWS: /* the new rows and their ids; the destination is written, not read */
-        return (double)llm_nbytes(node->src[1]) + (double)llm_nbytes(node->src[2]);
-    default: {
-        double bytes = 0;
-        for (int i = 0; i < LLM_MAX_SRC; i++)
-            if (node->src[i])
-                bytes += (double)llm_nbytes(node->src[i]);
-        return bytes;
-    }
-    }
+    const struct llm_op_traits *t = llm_op_traits(node->op);
+    if (t->bytes)
+        return t->bytes(node);
+    double bytes = 0;
+    for (int i = 0; i < LLM_MAX_SRC; i++)
+        if (node->src[i])
+            bytes += (double)llm_nbytes(node->src[i]);
+    return bytes;
 }
 
 double llm_node_flops(const struct llm_tensor *node)
 {
-    const struct llm_tensor *a = node->src[0], *b = node->src[1];
-    switch (node->op) {
-    case LLM_OP_MUL_MAT: /* K · M · N multiply-adds */
-        return 2.0 * (double)a->ne[0] * (double)llm_nelements(node);
-    case LLM_OP_FLASH_ATTN: /* Q·K and P·V over every (query, head, cell) */
-        return 2.0 * (double)a->ne[1] * (double)a->ne[2] * (double)b->ne[1] * (double)(a->ne[0] + node->ne[0]);
-    default:
-        return (double)llm_nelements(node);
-    }
+    const struct llm_op_traits *t = llm_op_traits(node->op);
+    return t->flops ? t->flops(node) : (double)llm_nelements(node);
 }
 
 struct llm_profile_entry *llm_profile_entry_of(struct llm_profile *p, enum llm_phase ph,

@@ -165,6 +165,12 @@ int llm_split_exec_prepare(struct llm_split_exec *x, struct llm_graph *g, const 
     int rc = llm_sched_plan(&x->plan, g, q, err);
     if (rc)
         return rc;
+    for (int k = 0; k < x->plan.n_splits; k++) { /* before the copies are wired in: readers are all seen */
+        const struct llm_sched_split *sp = &x->plan.splits[k];
+        struct llm_backend *b = x->backends[sp->backend];
+        if (b->iface->graph_optimize)
+            b->iface->graph_optimize(b, g, sp->first, sp->end);
+    }
     if (rewire(x, g))
         return llm_fail(err, LLM_ERR_NOMEM, "out of memory for the split inputs");
     for (int b = 0; b < x->n_backends && !rc; b++) {

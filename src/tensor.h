@@ -71,7 +71,7 @@ size_t llm_row_size(enum llm_type t, int64_t ne0);
 #define LLM_MAX_OP_PARAMS 16
 #define LLM_MAX_NAME 64
 
-/* Operations. Keep in the same order as the name table in tensor.c (checked at compile time).
+/* Operations. Each has a row in the op table, src/ops/op_table.c (checked at compile time).
  * Shapes use ggml order [ne0, ne1, ne2, ne3]; dst is the node itself. Float op_params are stored
  * bitwise in the int32 slots (see llm_get_op_f32 / llm_set_op_f32). */
 enum llm_op {
@@ -109,6 +109,13 @@ enum llm_op {
     LLM_OP_PERMUTE,    /* no computation                                                             */
     LLM_OP_TRANSPOSE,  /* no computation                                                             */
     LLM_OP_CHANNEL_NORM, /* npu layout change: rows padded to / unpadded from 16 elements            */
+    /* Fused ops: made by the npu's fusion pass (src/npu/fusion.h), never by a builder. Each computes
+       the floats of the ops it replaces, bit for bit.                                              */
+    LLM_OP_FUSED,      /* no computation here: a later fused node writes this node's memory          */
+    LLM_OP_ADD_RMS_NORM, /* src0 + src1 (same shape) written into src2's memory, then RMS_NORM of that
+                          (p[0] eps) into dst, times src3 (broadcast like MUL) when src3 is given     */
+    LLM_OP_RMS_NORM_MUL, /* RMS_NORM of src0 (p[0] eps) times src1, broadcast like MUL                */
+    LLM_OP_MUL_MAT_ADD,  /* MUL_MAT of src0, src1 plus src2, broadcast like ADD (a bias)              */
     LLM_OP_COUNT
 };
 

@@ -86,7 +86,7 @@ def ref_case(name):
 def run(args, env_extra=None, timeout=120):
     env = dict(os.environ)
     for k in ("GGML_CANN_ACL_GRAPH", "GGML_CANN_PREFILL_USE_GRAPH", "GGML_CANN_GRAPH_CACHE_CAPACITY",
-              "LLM_NPU_LAUNCH_US"):
+              "LLM_NPU_LAUNCH_US", "GGML_CANN_OPERATOR_FUSION"):
         env.pop(k, None)
     env.update(env_extra or {})
     p = subprocess.run([LLM] + args, capture_output=True, env=env, timeout=timeout, stdin=subprocess.DEVNULL)
@@ -101,6 +101,7 @@ RUN_FACTORS = {
     "dev": ["cpu", "npu"],
     "acl_graph": ["on", "off"],
     "prefill_graph": ["0", "1"],
+    "fusion": ["off", "on"],
     "capacity": ["12", "1"],
     "launch_us": ["0", "2"],
     "batch": ["", "-b 64 -ub 1", "-b 64 -ub 3", "-b 3 -ub 3"],
@@ -143,7 +144,8 @@ def run_row(i, row):
         args += ["--trace", trace]
     args += [a for a in (row["profile"], row["verbose"]) if a]
     env = {"GGML_CANN_ACL_GRAPH": row["acl_graph"], "GGML_CANN_PREFILL_USE_GRAPH": row["prefill_graph"],
-           "GGML_CANN_GRAPH_CACHE_CAPACITY": row["capacity"], "LLM_NPU_LAUNCH_US": row["launch_us"]}
+           "GGML_CANN_GRAPH_CACHE_CAPACITY": row["capacity"], "LLM_NPU_LAUNCH_US": row["launch_us"],
+           "GGML_CANN_OPERATOR_FUSION": row["fusion"]}
     rc, out, err = run(args, env)
     label = "run %d %s" % (i, " ".join("%s=%s" % kv for kv in row.items()))
     check(rc == 0, "%s: exit %d: %s" % (label, rc, err[-400:]))

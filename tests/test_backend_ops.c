@@ -380,12 +380,18 @@ static bool cann_runs(const struct llm_tensor *node)
     const bool flt = t == LLM_TYPE_F32 || t == LLM_TYPE_F16 || t == LLM_TYPE_BF16;
     switch (node->op) {
     case LLM_OP_MUL_MAT:
+    case LLM_OP_MUL_MAT_ADD: /* the same matmul */
         return flt || ((t == LLM_TYPE_Q8_0 || t == LLM_TYPE_Q4_0) && packed(node->src[0]) && packed(node->src[1]));
     case LLM_OP_GET_ROWS: return flt || t == LLM_TYPE_Q8_0;
     case LLM_OP_SET_ROWS: return flt;
     case LLM_OP_ROPE: return node->src[0]->ne[0] <= 896;
-    default: return true;
+    case LLM_OP_NONE: case LLM_OP_ADD: case LLM_OP_MUL: case LLM_OP_SCALE: case LLM_OP_RMS_NORM:
+    case LLM_OP_SOFT_MAX: case LLM_OP_FLASH_ATTN: case LLM_OP_SWIGLU: case LLM_OP_SILU: case LLM_OP_CPY:
+    case LLM_OP_CONT: case LLM_OP_VIEW: case LLM_OP_RESHAPE: case LLM_OP_PERMUTE: case LLM_OP_TRANSPOSE:
+    case LLM_OP_CHANNEL_NORM: case LLM_OP_FUSED: case LLM_OP_ADD_RMS_NORM:
+    case LLM_OP_RMS_NORM_MUL: case LLM_OP_COUNT: return true;
     }
+    return true;
 }
 
 /* The backend whose buffer holds the leaf, as a context's scheduler asks (leaf i was placed on the
@@ -1055,10 +1061,12 @@ static void test_host_pointer_rejected(int graph)
     llm_backend_free(b);
 }
 
-/* Ops that compute something: each needs at least one case above. */
+/* Ops that compute something and that a builder makes: each needs at least one case above (the
+ * fused ops are made by the npu's fusion pass alone: tests/test_fusion.c). */
 static bool computing_op(enum llm_op op)
 {
-    return !llm_op_is_noop(op) && op != LLM_OP_CHANNEL_NORM;
+    return !llm_op_is_noop(op) && op != LLM_OP_CHANNEL_NORM && op != LLM_OP_ADD_RMS_NORM &&
+           op != LLM_OP_RMS_NORM_MUL && op != LLM_OP_MUL_MAT_ADD;
 }
 
 int main(void)

@@ -12,6 +12,7 @@
 #include "graph.h"
 #include "harness.h"
 #include "model/sampler.h"
+#include "ops/op_table.h"
 #include "threadpool.h"
 
 /* A transformer-like chain: x -> (norm, matmuls, residual adds) x layers. */
@@ -24,6 +25,51 @@ static struct llm_tensor *build_chain(struct llm_ctx *ctx, struct llm_tensor *w,
         x = llm_add(ctx, llm_add(ctx, a, llm_reshape_2d(ctx, b, 64, 3)), x);
     }
     return x;
+}
+
+/* Every op has a row: a name, and a cpu kernel with its reference kernel unless it computes nothing
+ * (CHANNEL_NORM is the layout pass's, with no cpu kernel yet). */
+static void test_op_table(void)
+{
+    for (int op = 0; op < LLM_OP_COUNT; op++) {
+        const struct llm_op_traits *t = llm_op_traits((enum llm_op)op);
+        CHECK(t->name != NULL, "op %d has no row", op);
+        if (!t->name || t->is_noop || op == LLM_OP_CHANNEL_NORM)
+            continue;
+        CHECK(t->supports && t->compute && t->ref, "%s lacks a kernel, its oracle or its supports", t->name);
+        CHECK(t->n_src >= 1, "%s takes no source", t->name);
+    }
+    CHECK_STR(llm_op_name(LLM_OP_COUNT), "?");
+}
+
+/* Constructors run the op's shape rules: a builder's mistake is named where it is made. */
+static void test_constructor_shape_checks(void)
+{
+    struct llm_ctx *ctx = llm_ctx_new(64);
+    struct llm_tensor *a = llm_new_tensor_2d(ctx, LLM_TYPE_F32, 8, 4), *b = llm_new_tensor_2d(ctx, LLM_TYPE_F32, 3, 4);
+    struct llm_tensor *w = llm_new_tensor_2d(ctx, LLM_TYPE_F32, 8, 5), *row = llm_new_tensor_1d(ctx, LLM_TYPE_F32, 8);
+    llm_add(ctx, a, row);
+    llm_mul_mat(ctx, w, a);
+    CHECK(llm_ctx_error(ctx) == NULL, "good shapes refused: %s", llm_ctx_error(ctx));
+    llm_add(ctx, a, b);
+    CHECK(llm_ctx_error(ctx) && strstr(llm_ctx_error(ctx), "ADD: src1 does not broadcast"), "%s",
+          llm_ctx_error(ctx) ? llm_ctx_error(ctx) : "(none)");
+    llm_ctx_reset(ctx);
+    CHECK(llm_ctx_error(ctx) == NULL, "a reset forgets the error");
+    a = llm_new_tensor_2d(ctx, LLM_TYPE_F32, 8, 4);
+    b = llm_new_tensor_2d(ctx, LLM_TYPE_F32, 7, 4);
+    llm_mul_mat(ctx, b, a);
+    CHECK(llm_ctx_error(ctx) && strstr(llm_ctx_error(ctx), "MUL_MAT: src0 and src1 rows differ"), "%s",
+          llm_ctx_error(ctx) ? llm_ctx_error(ctx) : "(none)");
+    llm_ctx_reset(ctx);
+    struct llm_tensor *pos = llm_new_tensor_1d(ctx, LLM_TYPE_I32, 3);
+    llm_rope(ctx, llm_new_tensor(ctx, LLM_TYPE_F32, 3, (const int64_t[]){ 8, 2, 4 }), pos, NULL, 8, 0, 512, 1e4f, 1.0f);
+    CHECK(llm_ctx_error(ctx) && strstr(llm_ctx_error(ctx), "ROPE: one position per row"), "%s",
+          llm_ctx_error(ctx) ? llm_ctx_error(ctx) : "(none)");
+    struct llm_tensor add = { .op = LLM_OP_ADD, .src = { pos } }, scale = { .op = LLM_OP_SCALE, .src = { pos, pos } };
+    CHECK(llm_op_check(&add) && !strcmp(llm_op_check(&add), "a source is missing"), "ADD without src1");
+    CHECK(llm_op_check(&scale) && !strcmp(llm_op_check(&scale), "more sources than the op takes"), "SCALE with src1");
+    llm_ctx_free(ctx);
 }
 
 static bool ranges_overlap(const struct llm_tensor *a, const struct llm_tensor *b)
@@ -411,6 +457,8 @@ static void test_sampler_chain(void)
 int main(void)
 {
     test_type_info();
+    test_op_table();
+    test_constructor_shape_checks();
     test_graph_and_alloc();
     test_threadpool();
     test_sampler();

@@ -3,7 +3,8 @@
  * greedy steps (greedy_top5) and greedy ids up to the first step whose reference margin is below
  * 2 x tolerance x range; stories260K free-running greedy text byte-identical (greedy_text_hex);
  * the same results with 1 or 2 threads, token-by-token or batched, fused or plain attention; and
- * -dev npu, graph mode on and off, computing bit for bit what -dev cpu computes for every case. */
+ * -dev npu, graph mode on and off, operator fusion on and off, computing bit for bit what -dev cpu
+ * computes for every case. */
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <math.h>
@@ -374,22 +375,26 @@ static float *device_logits(struct llm_model *m, const struct ref *r, enum llm_d
     return out;
 }
 
-/* The npu runs the cpu's kernels on the same splits, eagerly or replayed: every logit equal. */
+/* The npu runs the cpu's kernels on the same splits, eagerly or replayed, with operator fusion
+ * (GGML_CANN_OPERATOR_FUSION) or without: every logit equal. */
 static void npu_matches_cpu(struct llm_model *m, const struct ref *r)
 {
     const size_t n = ((size_t)r->n_prompt + (size_t)r->n_greedy) * (size_t)r->n_vocab;
     float *cpu = device_logits(m, r, LLM_DEVICE_CPU, 0);
     CHECK(cpu != NULL, "%s: cpu run failed", r->name);
-    for (int graph = 0; cpu && graph < 2; graph++) {
+    for (int run = 0; cpu && run < 4; run++) {
+        const int graph = run & 1, fusion = run >> 1;
+        setenv("GGML_CANN_OPERATOR_FUSION", fusion ? "on" : "off", 1);
         float *npu = device_logits(m, r, LLM_DEVICE_NPU, graph);
-        CHECK(npu != NULL, "%s: npu run failed (graph %d)", r->name, graph);
+        CHECK(npu != NULL, "%s: npu run failed (graph %d, fusion %d)", r->name, graph, fusion);
         size_t diff = 0;
         for (size_t i = 0; npu && i < n; i++)
             diff += memcmp(&npu[i], &cpu[i], sizeof *npu) != 0;
-        CHECK(npu && diff == 0, "%s: npu (graph %s) differs from cpu in %zu of %zu logits", r->name,
-              graph ? "on" : "off", diff, n);
+        CHECK(npu && diff == 0, "%s: npu (graph %s, fusion %s) differs from cpu in %zu of %zu logits", r->name,
+              graph ? "on" : "off", fusion ? "on" : "off", diff, n);
         free(npu);
     }
+    unsetenv("GGML_CANN_OPERATOR_FUSION");
     free(cpu);
 }
 

@@ -145,7 +145,7 @@ static struct llm_graph *build_graph(struct llm_context *c, struct llm_build_inp
     if (llm_ctx_overflowed(c->gctx))
         return NULL;
     *logits = llm_build_forward(c->gctx, c->weights.model, &c->kv, in, c->p.flash_attn);
-    if (llm_ctx_overflowed(c->gctx))
+    if (llm_ctx_overflowed(c->gctx) || llm_ctx_error(c->gctx))
         return NULL;
     return llm_graph_build(logits, 1);
 }
@@ -424,7 +424,8 @@ static int prepare_graph(struct llm_context *c, int32_t n, int32_t n_kv, int32_t
     llm_graph_free(c->graph);
     c->graph = build_graph(c, &c->graph_in, n, n_kv, n_out, &c->graph_logits);
     if (!c->graph)
-        return llm_fail(err, LLM_ERR_NOMEM, "cannot build the compute graph");
+        return llm_fail(err, LLM_ERR_NOMEM, "cannot build the compute graph (%s)",
+                        llm_ctx_error(c->gctx) ? llm_ctx_error(c->gctx) : "out of memory");
     const struct llm_sched_query q = sched_query(c);
     const double t0 = llm_now_us();
     int rc = llm_split_exec_prepare(&c->exec, c->graph, &q, false, err);

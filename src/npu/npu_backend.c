@@ -23,6 +23,7 @@
 #include "../trace.h"
 #include "acl.h"
 #include "aclnn.h"
+#include "fusion.h"
 #include "launch_cost.h"
 #include "npu_backend.h"
 
@@ -40,6 +41,8 @@ struct npu_backend {
     aclrtStream stream;
     int n_workers;
     bool graph_mode, prefill_graph;
+    bool fusion;                 /* GGML_CANN_OPERATOR_FUSION                                    */
+    char fusion_log[192];        /* the last fusion summary logged, so each is said once         */
     struct llm_graph_lru *lru;
     struct npu_launch_cost cost;
     void *workspace;             /* stream-ordered: every launch uses it from offset 0          */
@@ -78,6 +81,7 @@ static bool npu_supports_op(struct llm_backend *b, const struct llm_tensor *node
         return false;
     switch (node->op) {
     case LLM_OP_MUL_MAT:
+    case LLM_OP_MUL_MAT_ADD: /* the same matmul */
         return is_float(s0->type) ||
                (npu_supports_type(b, s0->type) && llm_is_contiguous(s0) && llm_is_contiguous(node->src[1]));
     case LLM_OP_GET_ROWS:
@@ -86,9 +90,14 @@ static bool npu_supports_op(struct llm_backend *b, const struct llm_tensor *node
         return is_float(s0->type);
     case LLM_OP_ROPE:
         return s0->ne[0] <= 896;
-    default:
-        return true;
+    case LLM_OP_NONE: case LLM_OP_ADD: case LLM_OP_MUL: case LLM_OP_SCALE: case LLM_OP_RMS_NORM:
+    case LLM_OP_SOFT_MAX: case LLM_OP_FLASH_ATTN: case LLM_OP_SWIGLU: case LLM_OP_SILU: case LLM_OP_CPY:
+    case LLM_OP_CONT: case LLM_OP_VIEW: case LLM_OP_RESHAPE: case LLM_OP_PERMUTE: case LLM_OP_TRANSPOSE:
+    case LLM_OP_CHANNEL_NORM: case LLM_OP_FUSED: case LLM_OP_ADD_RMS_NORM:
+    case LLM_OP_RMS_NORM_MUL: case LLM_OP_COUNT:
+        return true; /* as the cpu */
     }
+    return true;
 }
 
 /* Replace buf (size *have) by a device buffer of need bytes; the old one is kept alive until the
@@ -136,6 +145,27 @@ static int npu_graph_reserve(struct llm_backend *b, const struct llm_graph *g, s
         rc = grow_device_buffer(nb, (void **)&nb->rope_table, &rope_bytes, rope * sizeof(float), err);
     nb->rope_floats = rope_bytes / sizeof(float);
     return rc;
+}
+
+/* Fuse the split's nodes when GGML_CANN_OPERATOR_FUSION is on; either way say once per kind of
+ * graph (-v) how many kernels a graph launches, fused and unfused. */
+static void npu_graph_optimize(struct llm_backend *b, struct llm_graph *g, int first, int end)
+{
+    struct npu_backend *nb = b->ctx;
+    struct npu_fusion_counts c = { 0 };
+    int launches = 0;
+    for (int i = first; i < end; i++)
+        launches += !llm_op_is_noop(g->nodes[i]->op) && llm_nelements(g->nodes[i]) > 0;
+    const int absorbed = nb->fusion ? npu_fuse(g, first, end, &c) : 0;
+    char line[sizeof nb->fusion_log];
+    snprintf(line, sizeof line, "npu: operator fusion %s: a %d-token graph launches %d kernels, %d unfused "
+             "(MUL_MAT+ADD %d, RMS_NORM+MUL %d, ADD+RMS_NORM %d), RoPE tables aside",
+             nb->fusion ? "on" : "off", (int)llm_graph_query_len(g), launches - (absorbed > 0 ? absorbed : 0), launches,
+             c.mul_mat_add, c.rms_norm_mul, c.add_rms_norm);
+    if (strcmp(line, nb->fusion_log) != 0) {
+        llm_log(LLM_LOG_INFO, "%s", line);
+        memcpy(nb->fusion_log, line, sizeof line);
+    }
 }
 
 static void rope_key_of(const struct llm_tensor *rope, struct rope_key *k)
@@ -471,6 +501,7 @@ static const struct llm_backend_iface npu_iface = {
     .name = "npu",
     .supports_op = npu_supports_op,
     .supports_type = npu_supports_type,
+    .graph_optimize = npu_graph_optimize,
     .graph_reserve = npu_graph_reserve,
     .graph_compute = npu_graph_compute,
     .synchronize = npu_synchronize,
@@ -513,6 +544,7 @@ static int npu_init(struct npu_backend *nb, const struct llm_backend_params *p, 
     nb->n_workers = p->n_threads;
     nb->graph_mode = llm_backend_option(p, "acl_graph", llm_env_flag("GGML_CANN_ACL_GRAPH", true)) != 0;
     nb->prefill_graph = llm_env_flag("GGML_CANN_PREFILL_USE_GRAPH", false);
+    nb->fusion = llm_env_flag("GGML_CANN_OPERATOR_FUSION", false);
     npu_launch_cost_init(&nb->cost, llm_backend_option(p, "launch_us", -1));
     nb->lru = llm_graph_lru_new(llm_graph_cache_capacity(getenv("GGML_CANN_GRAPH_CACHE_CAPACITY")), destroy_ri, NULL);
     if (!nb->lru)

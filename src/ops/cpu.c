@@ -3,20 +3,8 @@
 
 #include "cpu_ref.h"
 #include "kernels.h"
+#include "op_table.h"
 #include "types.h"
-
-static bool is_f32(const struct llm_tensor *t)
-{
-    return t && t->type == LLM_TYPE_F32;
-}
-
-static bool same_shape(const struct llm_tensor *a, const struct llm_tensor *b)
-{
-    for (int d = 0; d < LLM_MAX_DIMS; d++)
-        if (a->ne[d] != b->ne[d])
-            return false;
-    return true;
-}
 
 static bool unit_stride(const struct llm_tensor *t)
 {
@@ -52,11 +40,11 @@ static bool broadcasts(const struct llm_tensor *a, const struct llm_tensor *b, i
     return true;
 }
 
-static bool get_rows_supported(const struct llm_tensor *n)
+bool cpu_get_rows_supported(const struct llm_tensor *n)
 {
     const struct llm_tensor *a = n->src[0], *ids = n->src[1];
     const struct llm_type_traits *ta = llm_type_traits(a->type);
-    if (!ta || !ids || ids->type != LLM_TYPE_I32 || !is_f32(n) || n->ne[0] != a->ne[0] ||
+    if (!ta || !ids || ids->type != LLM_TYPE_I32 || !tensor_is_f32(n) || n->ne[0] != a->ne[0] ||
         n->ne[1] != ids->ne[0] || n->ne[2] != ids->ne[1] || n->ne[3] != ids->ne[2] || ids->ne[3] != 1)
         return false;
     if (llm_type_info(a->type)->blck_size > 1)
@@ -64,79 +52,71 @@ static bool get_rows_supported(const struct llm_tensor *n)
     return float_type(a->type);
 }
 
-static bool set_rows_supported(const struct llm_tensor *n)
+bool cpu_set_rows_supported(const struct llm_tensor *n)
 {
     const struct llm_tensor *b = n->src[1], *ids = n->src[2];
-    return float_type(n->type) && is_f32(b) && ids && ids->type == LLM_TYPE_I32 && b->ne[0] == n->ne[0] &&
+    return float_type(n->type) && tensor_is_f32(b) && ids && ids->type == LLM_TYPE_I32 && b->ne[0] == n->ne[0] &&
            ids->ne[0] == b->ne[1] && ids->ne[1] > 0 && ids->ne[2] > 0 && n->ne[2] > 0 && n->ne[3] > 0;
 }
 
-static bool rope_supported(const struct llm_tensor *n)
+bool cpu_rope_supported(const struct llm_tensor *n)
 {
     const struct llm_tensor *a = n->src[0], *pos = n->src[1], *ff = n->src[2];
     int n_dims = n->op_params[1], mode = n->op_params[2];
-    return is_f32(a) && is_f32(n) && same_shape(a, n) && pos && pos->type == LLM_TYPE_I32 &&
+    return tensor_is_f32(a) && tensor_is_f32(n) && same_shape(a, n) && pos && pos->type == LLM_TYPE_I32 &&
            pos->ne[0] == a->ne[2] && a->ne[3] == 1 && (mode == 0 || mode == 2) && n_dims > 0 &&
            n_dims % 2 == 0 && n_dims <= a->ne[0] && n_dims <= 1024 && llm_get_op_f32(n, 7) == 0.0f &&
-           (!ff || (is_f32(ff) && ff->ne[0] >= n_dims / 2 && unit_stride(ff)));
+           (!ff || (tensor_is_f32(ff) && ff->ne[0] >= n_dims / 2 && unit_stride(ff)));
 }
 
-static bool soft_max_supported(const struct llm_tensor *n)
+bool cpu_soft_max_supported(const struct llm_tensor *n)
 {
     const struct llm_tensor *a = n->src[0], *m = n->src[1];
-    return is_f32(a) && is_f32(n) && same_shape(a, n) && n->nb[0] == sizeof(float) &&
-           (!m || (is_f32(m) && m->ne[0] == a->ne[0] && m->ne[1] >= a->ne[1] && broadcasts(a, m, 2)));
+    return tensor_is_f32(a) && tensor_is_f32(n) && same_shape(a, n) && n->nb[0] == sizeof(float) &&
+           (!m || (tensor_is_f32(m) && m->ne[0] == a->ne[0] && m->ne[1] >= a->ne[1] && broadcasts(a, m, 2)));
 }
 
-static bool flash_attn_supported(const struct llm_tensor *n)
+bool cpu_flash_attn_supported(const struct llm_tensor *n)
 {
     const struct llm_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2], *m = n->src[3];
     bool kv_ok = k && v && (k->type == LLM_TYPE_F32 || k->type == LLM_TYPE_F16) &&
                  (v->type == LLM_TYPE_F32 || v->type == LLM_TYPE_F16);
-    return is_f32(q) && is_f32(n) && kv_ok && k->ne[0] == q->ne[0] && v->ne[1] == k->ne[1] &&
+    return tensor_is_f32(q) && tensor_is_f32(n) && kv_ok && k->ne[0] == q->ne[0] && v->ne[1] == k->ne[1] &&
            v->ne[2] == k->ne[2] && k->ne[2] > 0 && q->ne[2] % k->ne[2] == 0 && q->ne[3] == 1 &&
            n->ne[0] == v->ne[0] && n->ne[1] == q->ne[2] && n->ne[2] == q->ne[1] &&
-           (!m || (is_f32(m) && m->ne[0] == k->ne[1] && m->ne[1] >= q->ne[1] && q->ne[2] % m->ne[2] == 0));
+           (!m || (tensor_is_f32(m) && m->ne[0] == k->ne[1] && m->ne[1] >= q->ne[1] && q->ne[2] % m->ne[2] == 0));
+}
+
+bool cpu_binary_supported(const struct llm_tensor *n)
+{
+    const struct llm_tensor *a = n->src[0], *b = n->src[1];
+    return tensor_is_f32(a) && tensor_is_f32(b) && tensor_is_f32(n) && same_shape(a, n) && broadcasts(a, b, 0);
+}
+
+bool cpu_unary_supported(const struct llm_tensor *n)
+{
+    return tensor_is_f32(n->src[0]) && tensor_is_f32(n) && same_shape(n->src[0], n);
+}
+
+bool cpu_swiglu_supported(const struct llm_tensor *n)
+{
+    return cpu_binary_supported(n) && same_shape(n->src[0], n->src[1]);
+}
+
+bool cpu_cpy_supported(const struct llm_tensor *n)
+{
+    return cpy_supported(n->src[0], n) && n->src[1] && n->type == n->src[1]->type;
+}
+
+bool cpu_cont_supported(const struct llm_tensor *n)
+{
+    return n->src[0]->type == n->type && cpy_supported(n->src[0], n);
 }
 
 bool llm_cpu_supports(const struct llm_tensor *n)
 {
-    const struct llm_tensor *a = n->src[0], *b = n->src[1];
-    switch (n->op) {
-    case LLM_OP_NONE:
-    case LLM_OP_VIEW:
-    case LLM_OP_RESHAPE:
-    case LLM_OP_PERMUTE:
-    case LLM_OP_TRANSPOSE:
-        return true;
-    case LLM_OP_GET_ROWS:
-        return get_rows_supported(n);
-    case LLM_OP_SET_ROWS:
-        return set_rows_supported(n);
-    case LLM_OP_ADD:
-    case LLM_OP_MUL:
-        return is_f32(a) && is_f32(b) && is_f32(n) && same_shape(a, n) && broadcasts(a, b, 0);
-    case LLM_OP_SCALE:
-    case LLM_OP_SILU:
-    case LLM_OP_RMS_NORM:
-        return is_f32(a) && is_f32(n) && same_shape(a, n);
-    case LLM_OP_SWIGLU:
-        return is_f32(a) && is_f32(b) && is_f32(n) && same_shape(a, n) && same_shape(a, b);
-    case LLM_OP_MUL_MAT:
-        return cpu_mul_mat_supports(n);
-    case LLM_OP_ROPE:
-        return rope_supported(n);
-    case LLM_OP_SOFT_MAX:
-        return soft_max_supported(n);
-    case LLM_OP_FLASH_ATTN:
-        return flash_attn_supported(n);
-    case LLM_OP_CPY:
-        return cpy_supported(a, n) && b && n->type == b->type;
-    case LLM_OP_CONT:
-        return a->type == n->type && cpy_supported(a, n);
-    default:
-        return false;
-    }
+    const struct llm_op_traits *t = llm_op_traits(n->op);
+    return t->is_noop || (t->supports && t->supports(n));
 }
 
 /* Below this many multiply-adds (or elements for other ops) a node runs on one thread. On the cpu a
@@ -153,7 +133,7 @@ static int64_t node_work(const struct llm_tensor *node)
     if (node->op == LLM_OP_SET_ROWS) /* writes src0's rows into a (large) destination */
         return llm_nelements(node->src[0]);
     int64_t work = llm_nelements(node);
-    if (node->op == LLM_OP_MUL_MAT)
+    if (node->op == LLM_OP_MUL_MAT || node->op == LLM_OP_MUL_MAT_ADD)
         work *= node->src[0]->ne[0];
     else if (node->op == LLM_OP_FLASH_ATTN)
         work *= node->src[1]->ne[1]; /* × KV cells */
@@ -173,48 +153,28 @@ bool llm_cpu_supports_type(enum llm_type type)
 
 size_t llm_cpu_work_size(const struct llm_tensor *node, int n_threads)
 {
-    switch (node->op) {
-    case LLM_OP_MUL_MAT:
-        return cpu_mul_mat_work_size(node, n_threads);
-    case LLM_OP_FLASH_ATTN:
-        return cpu_flash_attn_work_size(node, n_threads);
-    default:
-        return 0;
-    }
+    const struct llm_op_traits *t = llm_op_traits(node->op);
+    return t->work_size ? t->work_size(node, n_threads) : 0;
 }
 
 size_t llm_cpu_work_size_bound(const struct llm_tensor *node, int n_threads)
 {
-    if (node->op == LLM_OP_MUL_MAT)
+    if (node->op == LLM_OP_MUL_MAT || node->op == LLM_OP_MUL_MAT_ADD)
         return cpu_mul_mat_work_size_bound(node, n_threads);
     return llm_cpu_work_size(node, n_threads); /* FLASH_ATTN's is the same at any query count */
 }
 
 void llm_cpu_compute(const struct llm_cpu_params *p, struct llm_tensor *node)
 {
-    switch (node->op) {
-    case LLM_OP_GET_ROWS: cpu_get_rows(p, node); break;
-    case LLM_OP_SET_ROWS: cpu_set_rows(p, node); break;
-    case LLM_OP_ADD: cpu_add(p, node); break;
-    case LLM_OP_MUL: cpu_mul(p, node); break;
-    case LLM_OP_SCALE: cpu_scale(p, node); break;
-    case LLM_OP_RMS_NORM: cpu_rms_norm(p, node); break;
-    case LLM_OP_MUL_MAT: cpu_mul_mat(p, node); break;
-    case LLM_OP_ROPE: cpu_rope(p, node); break;
-    case LLM_OP_SOFT_MAX: cpu_soft_max(p, node); break;
-    case LLM_OP_FLASH_ATTN: cpu_flash_attn(p, node); break;
-    case LLM_OP_SWIGLU: cpu_swiglu(p, node); break;
-    case LLM_OP_SILU: cpu_silu(p, node); break;
-    case LLM_OP_CPY:
-    case LLM_OP_CONT: cpu_cpy(p, node); break;
-    default: break; /* NONE, VIEW, RESHAPE, PERMUTE, TRANSPOSE: nothing to compute */
-    }
+    const struct llm_op_traits *t = llm_op_traits(node->op);
+    if (t->compute)
+        t->compute(p, node);
 }
 
 void llm_cpu_plan(const struct llm_tensor *node, struct llm_cpu_plan *plan)
 {
     *plan = (struct llm_cpu_plan){ 0 };
-    if (node->op == LLM_OP_MUL_MAT)
+    if (node->op == LLM_OP_MUL_MAT || node->op == LLM_OP_MUL_MAT_ADD)
         cpu_mul_mat_plan(node, plan);
 }
 
@@ -222,27 +182,15 @@ void llm_cpu_compute_planned(const struct llm_cpu_params *p, struct llm_tensor *
 {
     if (node->op == LLM_OP_MUL_MAT)
         cpu_mul_mat_planned(p, node, plan);
+    else if (node->op == LLM_OP_MUL_MAT_ADD)
+        cpu_mul_mat_add_planned(p, node, plan);
     else
         llm_cpu_compute(p, node);
 }
 
 void llm_ref_compute(struct llm_tensor *dst)
 {
-    switch (dst->op) {
-    case LLM_OP_GET_ROWS: llm_ref_get_rows(dst); break;
-    case LLM_OP_SET_ROWS: llm_ref_set_rows(dst); break;
-    case LLM_OP_ADD: llm_ref_add(dst); break;
-    case LLM_OP_MUL: llm_ref_mul(dst); break;
-    case LLM_OP_SCALE: llm_ref_scale(dst); break;
-    case LLM_OP_RMS_NORM: llm_ref_rms_norm(dst); break;
-    case LLM_OP_MUL_MAT: llm_ref_mul_mat(dst); break;
-    case LLM_OP_ROPE: llm_ref_rope(dst); break;
-    case LLM_OP_SOFT_MAX: llm_ref_soft_max(dst); break;
-    case LLM_OP_FLASH_ATTN: llm_ref_flash_attn(dst); break;
-    case LLM_OP_SWIGLU: llm_ref_swiglu(dst); break;
-    case LLM_OP_SILU: llm_ref_silu(dst); break;
-    case LLM_OP_CPY:
-    case LLM_OP_CONT: llm_ref_cpy(dst); break;
-    default: break;
-    }
+    const struct llm_op_traits *t = llm_op_traits(dst->op);
+    if (t->ref)
+        t->ref(dst);
 }

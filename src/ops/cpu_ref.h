@@ -21,6 +21,11 @@ void llm_ref_flash_attn(struct llm_tensor *dst);
 /* dot(dequantized src0 row, src1 row) in double: no rounding of the activations. */
 void llm_ref_mul_mat(struct llm_tensor *dst);
 
+/* Fused ops: the reference kernels of the ops they replace, one after the other. */
+void llm_ref_add_rms_norm(struct llm_tensor *dst);
+void llm_ref_rms_norm_mul(struct llm_tensor *dst);
+void llm_ref_mul_mat_add(struct llm_tensor *dst);
+
 /* Runs the reference kernel of dst->op (no-op for NONE/VIEW/RESHAPE/PERMUTE/TRANSPOSE). */
 void llm_ref_compute(struct llm_tensor *dst);
 

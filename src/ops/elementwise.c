@@ -78,6 +78,16 @@ static void binary_row(enum binop op, const struct llm_tensor *dst, int64_t r)
     }
 }
 
+void cpu_add_row(const struct llm_tensor *dst, int64_t r)
+{
+    binary_row(BIN_ADD, dst, r);
+}
+
+void cpu_mul_row(const struct llm_tensor *dst, int64_t r)
+{
+    binary_row(BIN_MUL, dst, r);
+}
+
 static void binary(enum binop op, const struct llm_cpu_params *p, struct llm_tensor *dst)
 {
     int64_t r0, r1;

@@ -15,6 +15,19 @@ static inline void *tensor_at(const struct llm_tensor *t, int64_t i0, int64_t i1
            i3 * (int64_t)t->nb[3];
 }
 
+static inline bool tensor_is_f32(const struct llm_tensor *t)
+{
+    return t && t->type == LLM_TYPE_F32;
+}
+
+static inline bool same_shape(const struct llm_tensor *a, const struct llm_tensor *b)
+{
+    for (int d = 0; d < LLM_MAX_DIMS; d++)
+        if (a->ne[d] != b->ne[d])
+            return false;
+    return true;
+}
+
 /* Rows [*r0, *r1) of nrows that thread ith of nth handles (contiguous, sizes differ by at most 1). */
 static inline void thread_rows(int64_t nrows, int ith, int nth, int64_t *r0, int64_t *r1)
 {
@@ -50,12 +63,37 @@ void cpu_scale(const struct llm_cpu_params *p, struct llm_tensor *dst);
 void cpu_silu(const struct llm_cpu_params *p, struct llm_tensor *dst);
 void cpu_swiglu(const struct llm_cpu_params *p, struct llm_tensor *dst);
 void cpu_rms_norm(const struct llm_cpu_params *p, struct llm_tensor *dst);
+/* One row r (flat index over dims 1-3) of ADD, MUL or RMS_NORM into dst, as the whole-node kernels
+ * compute it: the fused kernels are built of these, so their floats are the unfused ops' own. */
+void cpu_add_row(const struct llm_tensor *dst, int64_t r);
+void cpu_mul_row(const struct llm_tensor *dst, int64_t r);
+void cpu_rms_norm_row(const struct llm_tensor *dst, int64_t r, float eps);
+/* Fused ops (tensor.h), in fused.c with their reference kernels. */
+void cpu_add_rms_norm(const struct llm_cpu_params *p, struct llm_tensor *dst);
+void cpu_rms_norm_mul(const struct llm_cpu_params *p, struct llm_tensor *dst);
+void cpu_mul_mat_add(const struct llm_cpu_params *p, struct llm_tensor *dst);
+void cpu_mul_mat_add_planned(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct llm_cpu_plan *plan);
+bool cpu_add_rms_norm_supported(const struct llm_tensor *n);
+bool cpu_rms_norm_mul_supported(const struct llm_tensor *n);
+bool cpu_mul_mat_add_supported(const struct llm_tensor *n);
 void cpu_rope(const struct llm_cpu_params *p, struct llm_tensor *dst);
 void cpu_soft_max(const struct llm_cpu_params *p, struct llm_tensor *dst);
 void cpu_flash_attn(const struct llm_cpu_params *p, struct llm_tensor *dst);
 void cpu_mul_mat(const struct llm_cpu_params *p, struct llm_tensor *dst);
 void cpu_mul_mat_plan(const struct llm_tensor *dst, struct llm_cpu_plan *plan);
 void cpu_mul_mat_planned(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct llm_cpu_plan *plan);
+
+/* What each op's cpu kernel runs (types, strides), the rows of the op table (op_table.h). */
+bool cpu_get_rows_supported(const struct llm_tensor *n);
+bool cpu_set_rows_supported(const struct llm_tensor *n);
+bool cpu_binary_supported(const struct llm_tensor *n);  /* ADD, MUL */
+bool cpu_unary_supported(const struct llm_tensor *n);   /* SCALE, SILU, RMS_NORM */
+bool cpu_swiglu_supported(const struct llm_tensor *n);
+bool cpu_rope_supported(const struct llm_tensor *n);
+bool cpu_soft_max_supported(const struct llm_tensor *n);
+bool cpu_flash_attn_supported(const struct llm_tensor *n);
+bool cpu_cpy_supported(const struct llm_tensor *n);
+bool cpu_cont_supported(const struct llm_tensor *n);
 
 size_t cpu_mul_mat_work_size(const struct llm_tensor *dst, int nth);
 size_t cpu_mul_mat_work_size_bound(const struct llm_tensor *dst, int nth);
