@@ -25,7 +25,7 @@
 #include "ops/repack.h"
 #include "ops/types.h"
 
-static const enum llm_type types[] = { LLM_TYPE_Q4_0, LLM_TYPE_Q8_0 };
+static const enum llm_type types[] = { LLM_TYPE_Q4_0, LLM_TYPE_Q5_0, LLM_TYPE_Q8_0 };
 
 static float frand(void)
 {

@@ -1,4 +1,4 @@
-/* The repacked decode layout of Q4_0 / Q8_0 matrices (repack.h): packing, unpacking and the oracle. */
+/* The repacked decode layout of Q4_0 / Q5_0 / Q8_0 matrices (repack.h): packing, unpacking and the oracle. */
 #include "repack.h"
 
 #include <stdlib.h>
@@ -8,11 +8,11 @@
 #include "types.h"
 
 #define CHUNK_BLOCKS 8 /* blocks per chunk: the fast kernels convert 8 scales of a row at once */
-#define SCALE_BYTES 2  /* the fp16 d that starts a Q4_0 / Q8_0 block */
+#define SCALE_BYTES 2  /* the fp16 d that starts a Q4_0 / Q5_0 / Q8_0 block */
 
 bool llm_repack_type_ok(enum llm_type t)
 {
-    return t == LLM_TYPE_Q4_0 || t == LLM_TYPE_Q8_0;
+    return t == LLM_TYPE_Q4_0 || t == LLM_TYPE_Q5_0 || t == LLM_TYPE_Q8_0;
 }
 
 llm_vec_dot_packed_fn llm_repack_kernel(enum llm_type t)

@@ -1,10 +1,11 @@
-/* Weights repacked at load for decode: a matrix of Q4_0 / Q8_0 rows in groups of LLM_REPACK_ROWS
+/* Weights repacked at load for decode: a matrix of Q4_0 / Q5_0 / Q8_0 rows in groups of LLM_REPACK_ROWS
  * rows, each group one contiguous run that a matrix-vector product streams front to back.
  *
  * Layout of a group (rows 4g .. 4g+3 of K elements, nb = K / 32 blocks), chunk after chunk of up to
  * 8 blocks (the last chunk holds what remains): first the chunk's fp16 scales row by row (row r's
  * scales of the chunk side by side, so one load converts them), then its quants block by block,
- * the four rows' quant bytes of a block one after the other, each exactly as the file stores them.
+ * the four rows' bytes after d of a block (Q5_0: qh, then quants) one after the other, each exactly
+ * as the file stores them.
  * A group takes the bytes of its four rows in the file; the last group of a matrix whose row count
  * is not a multiple of 4 is padded with rows of zeros (scale 0: they add nothing).
  *
