@@ -31,7 +31,7 @@ endif
 endif
 
 .PHONY: all deps run test test-unit test-asan fuzz bench clean mutants
-all: $(BIN)/llm $(BIN)/llm-run $(BIN)/llm-bench $(BIN)/llm-roofline
+all: $(BIN)/llm $(BIN)/llm-run $(BIN)/llm-bench $(BIN)/llm-roofline $(BIN)/llm-repack-ab
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -52,6 +52,11 @@ $(BIN)/llm-run $(BIN)/llm-bench: $(BIN)/llm
 $(BIN)/llm-roofline: bench/roofline.c $(BUILD)/tools/roofline.o $(LIB)
 	@mkdir -p $(BIN)
 	$(CC) $(ALL_CFLAGS) -Itools $^ -lm -pthread -o $@
+
+# bench/repack_ab.c: decode's matrix-vector products on the file's layout against the repacked one.
+$(BIN)/llm-repack-ab: bench/repack_ab.c $(LIB)
+	@mkdir -p $(BIN)
+	$(CC) $(ALL_CFLAGS) $^ $(LDLIBS) -o $@
 
 # llm-bench's "build: <commit> (<number>)"; rebuilt when HEAD moves; "unknown (0)" outside git.
 GIT_LOG := $(wildcard $(shell git rev-parse --git-dir 2>/dev/null)/logs/HEAD)

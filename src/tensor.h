@@ -123,6 +123,7 @@ enum llm_tensor_flag {
     LLM_TENSOR_INPUT = 1u << 0,  /* written by the host before each compute   */
     LLM_TENSOR_OUTPUT = 1u << 1, /* read by the host after compute; kept live  */
     LLM_TENSOR_WEIGHT = 1u << 2, /* model parameter, data points into the file */
+    LLM_TENSOR_REPACKED = 1u << 3, /* weight matrix in the decode layout of src/ops/repack.h */
 };
 
 struct llm_buffer;

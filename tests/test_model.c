@@ -7,9 +7,11 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "graph.h"
 #include "harness.h"
 #include "model/model.h"
 #include "model/synth.h"
+#include "ops/repack.h"
 #include "ops/types.h"
 
 /* ---- fixtures --------------------------------------------------------------------------------- */
@@ -76,15 +78,27 @@ static void check_shapes(const struct llm_model *m, const char *what)
             bad += !shape_is(L->bq, q, 1) + !shape_is(L->bk, kv, 1) + !shape_is(L->bv, kv, 1);
     }
     CHECK(bad == 0, "%s: %d layer tensors with a wrong shape", what, bad);
-    /* strides and data: contiguous rows inside the mapping */
+    /* strides and data: contiguous rows inside the mapping, or (issue 26) matrices repacked into
+     * the model's own memory whose rows unpack to the file's */
     int bad_nb = 0;
     for (int64_t i = 0; i < m->n_tensors; i++) {
         const struct llm_tensor *t = &m->tensors[i];
         const struct gguf_tensor_info *ti = &m->file->tensors[i];
+        const char *in_file = (const char *)(m->file->base + m->file->data_offset + ti->offset);
         bad_nb += t->nb[0] != llm_type_info(t->type)->type_size ||
-                  t->nb[1] != llm_row_size(t->type, t->ne[0]) || t->nb[2] != t->nb[1] * (size_t)t->ne[1] ||
-                  t->data != (const void *)(m->file->base + m->file->data_offset + ti->offset) ||
-                  t->flags != LLM_TENSOR_WEIGHT;
+                  t->nb[1] != llm_row_size(t->type, t->ne[0]) || t->nb[2] != t->nb[1] * (size_t)t->ne[1];
+        if (t->flags == (LLM_TENSOR_WEIGHT | LLM_TENSOR_REPACKED)) {
+            const char *mem = m->repacked;
+            char *rows = malloc(llm_nbytes(t));
+            llm_repack_unpack(t->type, t->ne[0], t->data, 0, t->ne[1], rows, t->nb[1]);
+            bad_nb += !llm_repack_kernel(t->type) || (const char *)t->data < mem ||
+                      (const char *)t->data + llm_repack_size(t->type, t->ne[0], t->ne[1]) > mem + m->repacked_bytes ||
+                      memcmp(rows, in_file, llm_nbytes(t)) != 0;
+            free(rows);
+        } else {
+            bad_nb += t->data != (const void *)in_file || t->flags != LLM_TENSOR_WEIGHT ||
+                      (t->ne[2] == 1 && llm_repack_type_ok(t->type) && llm_repack_kernel(t->type));
+        }
     }
     CHECK(bad_nb == 0, "%s: %d tensors with bad nb/data/flags", what, bad_nb);
 }
@@ -342,7 +356,10 @@ static struct llm_model *synth_load(const struct llm_synth_opts *o, const char *
 static float row_std(const struct llm_tensor *t, int64_t row, float *maxabs)
 {
     float x[512];
-    llm_type_traits(t->type)->to_float((const uint8_t *)t->data + row * t->nb[1], x, t->ne[0]);
+    if (t->flags & LLM_TENSOR_REPACKED)
+        llm_repack_row_to_float(t->type, t->ne[0], t->data, row, x);
+    else
+        llm_type_traits(t->type)->to_float((const uint8_t *)t->data + row * t->nb[1], x, t->ne[0]);
     double s = 0;
     *maxabs = 0;
     for (int64_t i = 0; i < t->ne[0]; i++) {

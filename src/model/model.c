@@ -469,7 +469,7 @@ static int load(struct llm_model *m, const char *path, enum gguf_load_mode mode,
     if ((r = make_tensors(m, path, err)) < 0 || (r = bind_all(m, path, err)) < 0)
         return r;
     llm_model_describe(m);
-    return 0;
+    return llm_model_repack(m, err);
 }
 
 int llm_model_load(const char *path, struct llm_model **out, struct llm_error *err)
@@ -496,6 +496,7 @@ void llm_model_free(struct llm_model *m)
 {
     if (!m)
         return;
+    llm_model_repack_free(m);
     free(m->layers);
     free(m->tensors);
     vocab_free(m->vocab);

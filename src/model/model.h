@@ -79,7 +79,15 @@ struct llm_model {
     uint64_t n_params;             /* Σ tensor elements                         */
     int32_t ftype;                 /* hp.file_type, or guessed from the tensor types when absent */
     bool ftype_guessed;            /* general.file_type was absent              */
+    void *repacked;                /* anonymous mapping of the repacked matrices, or NULL */
+    size_t repacked_bytes;
 };
+
+/* Repack the matrices the cpu decodes faster in the layout of src/ops/repack.h (their data then
+ * points into m->repacked and they carry LLM_TENSOR_REPACKED), dropping the file's pages of each;
+ * llm_model_load does it. Non-zero (an llm_error code) when the memory cannot be mapped. */
+int llm_model_repack(struct llm_model *m, struct llm_error *err);
+void llm_model_repack_free(struct llm_model *m);
 
 /* Open path, read hyper-parameters, bind every weight by name with shape and type checks, load the
  * vocabulary. Errors name the file and the key or tensor (unknown architecture, missing required

@@ -4,7 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ops/repack.h"
+
 #define WEIGHT_ALIGN 64
+#define UNPACK_BYTES (1u << 20) /* a repacked matrix goes to the device this much at a time */
 
 static size_t align_up(size_t n)
 {
@@ -34,6 +37,25 @@ int64_t llm_weights_layer_of(const char *name, uint32_t n_layer)
     if (sscanf(name, "blk.%u.%n", &il, &len) == 1 && len > 0)
         return il;
     return strncmp(name, "output", 6) == 0 ? (int64_t)n_layer : -1;
+}
+
+/* Upload a repacked host matrix (src/ops/repack.h) into t in the file's layout, a few hundred
+ * rows at a time through a small buffer. */
+static int upload_unpacked(struct llm_tensor *t, const void *packed, struct llm_error *err)
+{
+    const size_t row = t->nb[1];
+    const int64_t step = (UNPACK_BYTES / row) > 0 ? (int64_t)(UNPACK_BYTES / row) : 1;
+    char *buf = malloc((size_t)step * row);
+    if (!buf)
+        return llm_fail(err, LLM_ERR_NOMEM, "out of memory");
+    int rc = LLM_OK;
+    for (int64_t m0 = 0; m0 < t->ne[1] && rc == LLM_OK; m0 += step) {
+        const int64_t m1 = m0 + step < t->ne[1] ? m0 + step : t->ne[1];
+        llm_repack_unpack(t->type, t->ne[0], packed, m0, m1, buf, row);
+        rc = llm_tensor_set(t, buf, (size_t)m0 * row, (size_t)(m1 - m0) * row, err);
+    }
+    free(buf);
+    return rc;
 }
 
 /* Copy the tensors offload accepts into one device buffer and point the copied model at them. */
@@ -68,8 +90,11 @@ static int upload(struct llm_weights *w, const struct llm_model *m, llm_weights_
         *t = i == tied ? *m->output : m->tensors[i];
         const void *from = t->data;
         llm_buffer_place(w->buf, t, offs);
+        t->flags &= ~(uint32_t)LLM_TENSOR_REPACKED; /* the device reads the file's layout */
         const size_t n = llm_nbytes(t);
-        int rc = llm_tensor_set(t, from, 0, n, err);
+        int rc = (i == tied ? m->output : &m->tensors[i])->flags & LLM_TENSOR_REPACKED
+                     ? upload_unpacked(t, from, err)
+                     : llm_tensor_set(t, from, 0, n, err);
         if (rc)
             return rc;
         offs += align_up(n);

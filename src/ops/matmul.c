@@ -20,7 +20,9 @@
 #include "blas.h"
 #include "cpu_features.h"
 #include "cpu_ref.h"
+#include "gemm.h"
 #include "kernels.h"
+#include "repack.h"
 #include "types.h"
 
 #define DOT_CHUNK 16            /* fewest weight rows per task on the dot path */
@@ -191,6 +193,25 @@ static int64_t blas_thread_rows(const struct mm_geom *g, int nth)
     return (blas_tile_rows(g) + nth - 1) / nth;
 }
 
+static bool repacked(const struct mm_geom *g)
+{
+    return (g->w->flags & LLM_TENSOR_REPACKED) != 0;
+}
+
+/* The GEMMs read the file's rows: a repacked matrix is unpacked for them one block of
+ * gemm_block_rows rows at a time (the blocks they walk anyway) into each thread's scratch. */
+static size_t unpack_bytes(const struct mm_geom *g)
+{
+    return repacked(g) ? (size_t)gemm_block_rows(g->s.K) * llm_row_size(g->w->type, g->s.K) : 0;
+}
+
+/* Scratch of a GEMM thread: the kernel's own, then its unpacked rows. */
+static size_t gemm_thread_size(const struct mm_geom *g, enum mm_path path)
+{
+    return (path == PATH_GEMM ? llm_gemm_scratch_size(g->s.K, g->s.N) : llm_gemm_f32_scratch_size(g->s.K)) +
+           unpack_bytes(g);
+}
+
 /* Scratch of one path at this shape (converted src1 rows, per-thread panels or tiles). */
 static size_t path_work_size(const struct mm_geom *g, enum mm_path path, int nth)
 {
@@ -198,9 +219,9 @@ static size_t path_work_size(const struct mm_geom *g, enum mm_path path, int nth
     const size_t converted = (size_t)llm_nrows(g->x) * (g->s.vt ? llm_row_size(g->s.wt->vec_dot_type, g->s.K) : 0);
     switch (path) {
     case PATH_FLOAT_GEMM:
-        return size + (size_t)nth * llm_gemm_f32_scratch_size(g->s.K);
+        return size + (size_t)nth * gemm_thread_size(g, path);
     case PATH_GEMM: /* converted src1, then each thread's scratch (mul_mat_gemm) */
-        return size + converted + (size_t)nth * llm_gemm_scratch_size(g->s.K, g->s.N);
+        return size + converted + (size_t)nth * gemm_thread_size(g, path);
     case PATH_BLAS:
         if (g->w->type != LLM_TYPE_F32)
             size += (size_t)nth * (size_t)blas_thread_rows(g, nth) * (size_t)g->s.K * sizeof(float);
@@ -328,6 +349,33 @@ static void dot_rows4(const struct mm_geom *g, struct llm_tensor *dst, int64_t m
     }
 }
 
+/* Weight rows [m0, m1) (m0 a multiple of LLM_REPACK_ROWS) of a repacked matrix (2-D) dotted with
+ * its N src1 rows at xb. Decode streams the share's groups in one call, the sums straight into
+ * dst; a batch takes PACKED_BATCH_ROWS rows at a time (they stay in L1) against each src1 row. The
+ * last group of the matrix may hold fewer real rows: its sums go through out. */
+#define PACKED_BATCH_ROWS 16
+static void dot_packed_rows(const struct mm_geom *g, struct llm_tensor *dst, int64_t m0, int64_t m1, int64_t i2,
+                            int64_t i3, const char *xb, size_t xrow)
+{
+    llm_vec_dot_packed_fn kern = g->s.wt->vec_dot_packed;
+    const size_t gs = llm_repack_group_size(g->w->type, g->s.K);
+    const int64_t step = g->s.N == 1 ? m1 - m0 : PACKED_BATCH_ROWS;
+    for (int64_t a = m0; a < m1; a += step) {
+        const int64_t b = a + step < m1 ? a + step : m1, whole = (b - a) / LLM_REPACK_ROWS;
+        const char *w = (const char *)g->w->data + (size_t)(a / LLM_REPACK_ROWS) * gs;
+        for (int64_t n = 0; n < g->s.N; n++) {
+            const char *x = xb + (size_t)n * xrow;
+            kern(g->s.K, whole, tensor_at(dst, a, n, i2, i3), w, x);
+            if (a + whole * LLM_REPACK_ROWS < b) {
+                float out[LLM_REPACK_ROWS];
+                kern(g->s.K, 1, out, w + (size_t)whole * gs, x);
+                memcpy(tensor_at(dst, a + whole * LLM_REPACK_ROWS, n, i2, i3), out,
+                       (size_t)(b - a - whole * LLM_REPACK_ROWS) * sizeof(float));
+            }
+        }
+    }
+}
+
 /* src1 as rows of vec_dot_type: converted by the threads in parallel into work (each its share of
  * rows; the caller waits at a barrier before reading), or src1's own data when it already is. */
 static const char *convert_src1(const struct llm_cpu_params *p, const struct mm_geom *g, char *work)
@@ -369,6 +417,8 @@ static void mul_mat_dot(const struct llm_cpu_params *p, struct llm_tensor *dst, 
     int64_t tasks = (decode ? 1 : 8) * p->nth;
     int64_t chunk = (g->s.M + tasks - 1) / tasks;
     chunk = chunk < DOT_CHUNK ? DOT_CHUNK : chunk;
+    if (repacked(g)) /* whole groups per task */
+        chunk = (chunk + LLM_REPACK_ROWS - 1) / LLM_REPACK_ROWS * LLM_REPACK_ROWS;
     int64_t chunks = (g->s.M + chunk - 1) / chunk, batches = dst->ne[2] * dst->ne[3];
     llm_vec_dot_fn dot = g->s.wt->vec_dot;
     const size_t row_bytes = llm_row_size(g->w->type, g->s.K), ahead = prefetch_distance(g->w->type);
@@ -380,6 +430,10 @@ static void mul_mat_dot(const struct llm_cpu_params *p, struct llm_tensor *dst, 
         int64_t m1 = m0 + chunk < g->s.M ? m0 + chunk : g->s.M;
         int64_t i2 = b % dst->ne[2], i3 = b / dst->ne[2];
         const char *xb = xs + (size_t)(b * g->s.N) * xrow;
+        if (repacked(g)) {
+            dot_packed_rows(g, dst, m0, m1, i2, i3, xb, xrow);
+            continue;
+        }
         if (g->s.wt->vec_dot4) {
             dot_rows4(g, dst, m0, m1, i2, i3, xb, xrow);
             continue;
@@ -398,14 +452,29 @@ static void mul_mat_dot(const struct llm_cpu_params *p, struct llm_tensor *dst, 
 
 /* Each thread takes its share of the weight rows of every matrix (the same share whatever the
  * batch) and walks it in blocks that stay in L2 while all src1 rows of the batch pass by: the src1
- * rows of matrix (i2, i3) start at xs + i2 * x2 + i3 * x3, xrow bytes apart. */
+ * rows of matrix (i2, i3) start at xs + i2 * x2 + i3 * x3, xrow bytes apart. scratch is the
+ * thread's gemm_thread_size bytes; a repacked matrix (2-D) is unpacked into its end block by block. */
 static void gemm_share(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct mm_geom *g,
-                       llm_gemm_fn gemm, const char *xs, size_t xrow, size_t x2, size_t x3, void *scratch)
+                       llm_gemm_fn gemm, const char *xs, size_t xrow, size_t x2, size_t x3, void *scratch,
+                       size_t kernel_scratch)
 {
     int64_t r0, r1;
     thread_rows(g->s.M, p->ith, p->nth, &r0, &r1);
     if (r1 <= r0)
         return;
+    if (repacked(g)) {
+        const size_t row_bytes = llm_row_size(g->w->type, g->s.K);
+        char *rows = (char *)scratch + kernel_scratch;
+        for (int64_t a = r0, block = gemm_block_rows(g->s.K); a < r1; a += block) {
+            const int64_t b = a + block < r1 ? a + block : r1;
+            llm_repack_unpack(g->w->type, g->s.K, g->w->data, a, b, rows, row_bytes);
+            for (int64_t i3 = 0; i3 < dst->ne[3]; i3++)
+                for (int64_t i2 = 0; i2 < dst->ne[2]; i2++)
+                    gemm(g->s.K, b - a, g->s.N, rows, row_bytes, xs + (size_t)i2 * x2 + (size_t)i3 * x3, xrow,
+                         tensor_at(dst, a, 0, i2, i3), dst->nb[1] / sizeof(float), scratch);
+        }
+        return;
+    }
     for (int64_t i3 = 0; i3 < dst->ne[3]; i3++)
         for (int64_t i2 = 0; i2 < dst->ne[2]; i2++)
             gemm(g->s.K, r1 - r0, g->s.N, tensor_at(g->w, 0, r0, i2 / g->s.r2, i3 / g->s.r3), g->w->nb[1],
@@ -419,9 +488,10 @@ static void mul_mat_gemm(const struct llm_cpu_params *p, struct llm_tensor *dst,
 {
     size_t xrow = llm_row_size(g->s.wt->vec_dot_type, g->s.K);
     const char *xs = convert_src1(p, g, work);
-    char *scratch = work + (size_t)llm_nrows(g->x) * xrow + (size_t)p->ith * llm_gemm_scratch_size(g->s.K, g->s.N);
+    char *scratch = work + (size_t)llm_nrows(g->x) * xrow + (size_t)p->ith * gemm_thread_size(g, PATH_GEMM);
     pool_barrier(p);
-    gemm_share(p, dst, g, g->s.wt->gemm, xs, xrow, (size_t)g->s.N * xrow, (size_t)(dst->ne[2] * g->s.N) * xrow, scratch);
+    gemm_share(p, dst, g, g->s.wt->gemm, xs, xrow, (size_t)g->s.N * xrow, (size_t)(dst->ne[2] * g->s.N) * xrow,
+               scratch, llm_gemm_scratch_size(g->s.K, g->s.N));
 }
 
 /* The float GEMM reads the F32 src1 rows in place. */
@@ -429,7 +499,7 @@ static void mul_mat_float_gemm(const struct llm_cpu_params *p, struct llm_tensor
                                char *work)
 {
     gemm_share(p, dst, g, g->s.wt->gemm_f32, g->x->data, g->x->nb[1], g->x->nb[2], g->x->nb[3],
-               work + (size_t)p->ith * llm_gemm_f32_scratch_size(g->s.K));
+               work + (size_t)p->ith * gemm_thread_size(g, PATH_FLOAT_GEMM), llm_gemm_f32_scratch_size(g->s.K));
 }
 
 /* ---- BLAS path ---------------------------------------------------------------------------- */
@@ -468,8 +538,12 @@ static void mul_mat_blas(const struct llm_cpu_params *p, struct llm_tensor *dst,
                                (int64_t)(w->nb[1] / sizeof(float)));
                     continue;
                 }
-                for (int64_t r = r0; r < r1; r++)
-                    g->s.wt->to_float_fast(tensor_at(w, 0, m0 + r, j2, j3), mine + (r - r0) * g->s.K, g->s.K);
+                for (int64_t r = r0; r < r1; r++) {
+                    if (repacked(g))
+                        llm_repack_row_to_float(w->type, g->s.K, w->data, m0 + r, mine + (r - r0) * g->s.K);
+                    else
+                        g->s.wt->to_float_fast(tensor_at(w, 0, m0 + r, j2, j3), mine + (r - r0) * g->s.K, g->s.K);
+                }
                 sgemm_tile(dst, g, j2, j3, m0 + r0, r1 - r0, mine, g->s.K);
             }
 }

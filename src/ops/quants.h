@@ -94,6 +94,10 @@ void llm_vec_dot4_bf16_avx2(int64_t n, float *s, const void *const *w, const voi
 void llm_vec_dot4_q4_0_avx2(int64_t n, float *s, const void *const *w, const void *x);
 void llm_vec_dot4_q5_0_avx2(int64_t n, float *s, const void *const *w, const void *x);
 void llm_vec_dot4_q8_0_avx2(int64_t n, float *s, const void *const *w, const void *x);
+/* vec_dot4_avx2 over groups of rows repacked at load (repack.h): the same floats per row */
+void llm_vec_dot_packed_q4_0_avx2(int64_t n, int64_t groups, float *s, const void *w, const void *x);
+void llm_vec_dot_packed_q5_0_avx2(int64_t n, int64_t groups, float *s, const void *w, const void *x);
+void llm_vec_dot_packed_q8_0_avx2(int64_t n, int64_t groups, float *s, const void *w, const void *x);
 void llm_vec_dot_q4_0_avx2(int64_t n, float *s, const void *x, const void *y);
 void llm_vec_dot_q4_1_avx2(int64_t n, float *s, const void *x, const void *y);
 void llm_vec_dot_q5_0_avx2(int64_t n, float *s, const void *x, const void *y);

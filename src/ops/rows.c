@@ -5,6 +5,7 @@
 
 #include "cpu_ref.h"
 #include "kernels.h"
+#include "repack.h"
 #include "types.h"
 
 /* One element of a plain float type (F32/F16/BF16) as float, and back. */
@@ -71,8 +72,11 @@ static void get_row(struct llm_tensor *dst, int64_t i, int64_t j, int64_t k)
             *(float *)(z + e * dst->nb[0]) = 0.0f;
         return;
     }
-    convert_span(a->type, tensor_at(a, 0, id, j % a->ne[2], k % a->ne[3]), a->nb[0], LLM_TYPE_F32, z,
-                 dst->nb[0], dst->ne[0]);
+    if (a->flags & LLM_TENSOR_REPACKED) /* a 2-D matrix; dst rows are contiguous floats */
+        llm_repack_row_to_float(a->type, a->ne[0], a->data, id, (float *)z);
+    else
+        convert_span(a->type, tensor_at(a, 0, id, j % a->ne[2], k % a->ne[3]), a->nb[0], LLM_TYPE_F32, z,
+                     dst->nb[0], dst->ne[0]);
 }
 
 void cpu_get_rows(const struct llm_cpu_params *p, struct llm_tensor *dst)

@@ -2,6 +2,8 @@
 #include "types.h"
 
 #include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cpu_features.h"
 #include "quants.h"
@@ -20,6 +22,7 @@ struct row {
     llm_vec_dot4_fn vec_dot4_avx2, vec_dot4_avxvnni, vec_dot4_avx512;
     llm_vec_dot_rows_fn vec_dot_rows_avx2, vec_dot_rows_avx512; /* twins of the vec_dot4 ones */
     llm_vec_dot_fn vec_dot1_avx512;                             /* likewise */
+    llm_vec_dot_packed_fn vec_dot_packed_avx2;                  /* likewise, repack.h */
     llm_gemm_fn gemm_avx2, gemm_avxvnni, gemm_avx512;
 };
 
@@ -50,6 +53,7 @@ static struct row rows[LLM_TYPE_COUNT] = {
         .vec_dot4_avxvnni = llm_vec_dot4_q4_0_avxvnni,
         .vec_dot4_avx512 = llm_vec_dot4_q4_0_avx512,
         .vec_dot1_avx512 = llm_vec_dot1_q4_0_avx512,
+        .vec_dot_packed_avx2 = llm_vec_dot_packed_q4_0_avx2,
         .gemm_avx2 = llm_gemm_q4_0_avx2,
         .gemm_avxvnni = llm_gemm_q4_0_avxvnni,
         .gemm_avx512 = llm_gemm_q4_0_avx512 },
@@ -65,7 +69,8 @@ static struct row rows[LLM_TYPE_COUNT] = {
         .vec_dot_avx2 = llm_vec_dot_q5_0_avx2,
         .vec_dot4_avx2 = llm_vec_dot4_q5_0_avx2,
         .vec_dot4_avx512 = llm_vec_dot4_q5_0_avx512,
-        .vec_dot1_avx512 = llm_vec_dot1_q5_0_avx512 },
+        .vec_dot1_avx512 = llm_vec_dot1_q5_0_avx512,
+        .vec_dot_packed_avx2 = llm_vec_dot_packed_q5_0_avx2 },
     [LLM_TYPE_Q5_1] = {
         .t = { .to_float = llm_to_float_q5_1, .from_float = llm_from_float_q5_1,
                .vec_dot_ref = llm_vec_dot_q5_1_ref, .vec_dot_type = LLM_TYPE_Q8_1 },
@@ -81,6 +86,7 @@ static struct row rows[LLM_TYPE_COUNT] = {
         .vec_dot4_avxvnni = llm_vec_dot4_q8_0_avxvnni,
         .vec_dot4_avx512 = llm_vec_dot4_q8_0_avx512,
         .vec_dot1_avx512 = llm_vec_dot1_q8_0_avx512,
+        .vec_dot_packed_avx2 = llm_vec_dot_packed_q8_0_avx2,
         .gemm_avx2 = llm_gemm_q8_0_avx2,
         .gemm_avxvnni = llm_gemm_q8_0_avxvnni,
         .gemm_avx512 = llm_gemm_q8_0_avx512 },
@@ -130,6 +136,8 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static void init_traits(void)
 {
     bool avx2 = llm_cpu_has_avx2(), vnni = llm_cpu_has_avxvnni(), avx512 = llm_cpu_has_avx512();
+    const char *off = getenv("LLM_REPACK");
+    const bool repack = !off || strcmp(off, "0") != 0;
     for (int t = 0; t < LLM_TYPE_COUNT; t++) {
         struct row *r = &rows[t];
         r->t.to_float_fast = avx2 && r->to_float_avx2 ? r->to_float_avx2 : r->t.to_float;
@@ -144,6 +152,7 @@ static void init_traits(void)
                             : r->t.vec_dot4 == r->vec_dot4_avx2 ? r->vec_dot_rows_avx2
                                                                  : NULL;
         r->t.vec_dot1 = r->t.vec_dot4 == r->vec_dot4_avx512 ? r->vec_dot1_avx512 : NULL;
+        r->t.vec_dot_packed = r->t.vec_dot4 == r->vec_dot4_avx2 && repack ? r->vec_dot_packed_avx2 : NULL;
         r->t.gemm = avx512 && r->gemm_avx512   ? r->gemm_avx512
                     : vnni && r->gemm_avxvnni ? r->gemm_avxvnni
                     : avx2                    ? r->gemm_avx2

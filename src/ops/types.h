@@ -15,6 +15,9 @@ typedef void (*llm_vec_dot4_fn)(int64_t n, float *s, const void *const *w, const
 /* s[m] = dot(row m, x) for m < rows (a multiple of 4), rows stride bytes apart from w: vec_dot4 over
  * consecutive groups of four rows, the same floats, the loop inside the kernel. */
 typedef void (*llm_vec_dot_rows_fn)(int64_t n, int64_t rows, float *s, const void *w, size_t stride, const void *x);
+/* s[4g + r] = dot(row r of group g, x) for g < groups: w the first group's bytes in the repacked
+ * decode layout (repack.h), x a row of vec_dot_type of n elements. */
+typedef void (*llm_vec_dot_packed_fn)(int64_t n, int64_t groups, float *s, const void *w, const void *x);
 /* dst[n * ldd + m] = dot(w row m, x row n) for m < M, n < N, rows of k elements: weight rows
  * wstride bytes apart, Q8_0 rows xstride bytes apart; scratch holds llm_gemm_scratch_size(k, N)
  * bytes of the caller's. Each product depends on its two rows alone (not on M, N or the rows'
@@ -44,6 +47,11 @@ struct llm_type_traits {
     /* one row with the sums vec_dot4 gives it (decode of long rows streamed from memory reads them
      * one after the other: one sequential stream instead of four), or NULL. Its oracle is vec_dot4. */
     llm_vec_dot_fn vec_dot1;
+    /* vec_dot4 over weights repacked at load (repack.h), or NULL: the type is not repacked on this
+     * CPU. Each row gets the floats vec_dot4 gives it, so only a CPU whose vec_dot4 is the AVX2
+     * kernel has one; LLM_REPACK=0 in the environment takes it away (A/B runs). Its oracle is
+     * llm_vec_dot_packed_ref. */
+    llm_vec_dot_packed_fn vec_dot_packed;
     /* integer GEMM of many rows at once (prefill), AVX2 or AVX-512 VNNI, or NULL. Its oracle is
      * vec_dot_ref per pair of rows. */
     llm_gemm_fn gemm;

@@ -1,0 +1,88 @@
+/* Weight matrices repacked at load into the decode layout of src/ops/repack.h, tensor by tensor,
+ * into one anonymous mapping the model owns. The file's pages of each matrix are dropped as soon
+ * as they are copied (a few MiB at a time), so resident memory holds one copy of the weights, not
+ * two, and never more than DROP_BYTES beyond it while loading. */
+#include "model.h"
+
+#include <stdint.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "../ops/repack.h"
+
+#define DROP_BYTES (4u << 20)
+#define REPACK_ALIGN 64 /* each matrix starts on a cache line */
+
+static size_t align_up(size_t n)
+{
+    return (n + REPACK_ALIGN - 1) & ~(size_t)(REPACK_ALIGN - 1);
+}
+
+/* A 2-D matrix of a type the cpu decodes repacked on this CPU. */
+static bool repackable(const struct llm_tensor *t)
+{
+    return t->ne[2] == 1 && t->ne[3] == 1 && llm_repack_type_ok(t->type) && llm_repack_kernel(t->type);
+}
+
+/* Drops the whole pages of the mapping inside [from, to): they were read for the last time. */
+static void drop_pages(const char *from, const char *to)
+{
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t a = ((uintptr_t)from + page - 1) & ~(page - 1), b = (uintptr_t)to & ~(page - 1);
+    if (b > a)
+        madvise((void *)a, b - a, MADV_DONTNEED); /* advice: on failure the pages just stay */
+}
+
+/* Repack t into dst, DROP_BYTES of the file's rows at a time, dropping each run's pages after it. */
+static void repack_tensor(struct llm_tensor *t, char *dst)
+{
+    const int64_t K = t->ne[0], M = t->ne[1], groups = (M + LLM_REPACK_ROWS - 1) / LLM_REPACK_ROWS;
+    const size_t gs = llm_repack_group_size(t->type, K);
+    const int64_t step = DROP_BYTES / gs > 0 ? DROP_BYTES / gs : 1;
+    const char *src = t->data, *dropped = src;
+    for (int64_t g = 0; g < groups; g += step) {
+        const int64_t g1 = g + step < groups ? g + step : groups;
+        llm_repack_groups(t->type, K, M, src, t->nb[1], g, g1, dst);
+        const int64_t rows = g1 * LLM_REPACK_ROWS < M ? g1 * LLM_REPACK_ROWS : M;
+        const char *done = src + (size_t)rows * t->nb[1];
+        drop_pages(dropped, done);
+        dropped = (const char *)((uintptr_t)done & ~((uintptr_t)sysconf(_SC_PAGESIZE) - 1));
+    }
+    t->data = dst;
+    t->flags |= LLM_TENSOR_REPACKED;
+}
+
+int llm_model_repack(struct llm_model *m, struct llm_error *err)
+{
+    size_t total = 0;
+    for (int64_t i = 0; i < m->n_tensors; i++) {
+        const struct llm_tensor *t = &m->tensors[i];
+        total += repackable(t) ? align_up(llm_repack_size(t->type, t->ne[0], t->ne[1])) : 0;
+    }
+    if (!total)
+        return 0;
+    void *mem = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED)
+        return llm_fail(err, LLM_ERR_NOMEM, "cannot map %zu bytes for the repacked weights", total);
+    /* huge pages where the kernel gives them: 512x fewer page faults while repacking, and fewer TLB
+     * misses while decode streams the weights */
+    madvise(mem, total, MADV_HUGEPAGE);
+    m->repacked = mem;
+    m->repacked_bytes = total;
+    size_t offs = 0;
+    for (int64_t i = 0; i < m->n_tensors; i++) {
+        struct llm_tensor *t = &m->tensors[i];
+        if (!repackable(t))
+            continue;
+        repack_tensor(t, (char *)mem + offs);
+        offs += align_up(llm_repack_size(t->type, t->ne[0], t->ne[1]));
+    }
+    return 0;
+}
+
+void llm_model_repack_free(struct llm_model *m)
+{
+    if (m->repacked)
+        munmap(m->repacked, m->repacked_bytes);
+    m->repacked = NULL;
+}

@@ -1,0 +1,53 @@
+/* Weights repacked at load for decode: a matrix of Q4_0 / Q5_0 / Q8_0 rows in groups of LLM_REPACK_ROWS
+ * rows, each group one contiguous run that a matrix-vector product streams front to back.
+ *
+ * Layout of a group (rows 4g .. 4g+3 of K elements, nb = K / 32 blocks), chunk after chunk of up to
+ * 8 blocks (the last chunk holds what remains): first the chunk's fp16 scales row by row (row r's
+ * scales of the chunk side by side, so one load converts them), then its quants block by block,
+ * the four rows' bytes after d of a block (Q5_0: qh, then quants) one after the other, each exactly
+ * as the file stores them.
+ * A group takes the bytes of its four rows in the file; the last group of a matrix whose row count
+ * is not a multiple of 4 is padded with rows of zeros (scale 0: they add nothing).
+ *
+ * A repacked tensor keeps its type, ne and nominal nb and carries LLM_TENSOR_REPACKED: readers that
+ * want the file's rows (the GEMMs of prefill, GET_ROWS, device uploads) take them through
+ * llm_repack_unpack / llm_repack_row_to_float. */
+#ifndef LLM_OPS_REPACK_H
+#define LLM_OPS_REPACK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "types.h"
+
+/* Rows per group: the four accumulators of the four-row dot kernels, whose sums the repacked
+ * kernel reproduces (so greedy text is the same with and without repacking). */
+#define LLM_REPACK_ROWS 4
+
+/* The fast kernel of repacked rows of type t on this CPU (its traits' vec_dot_packed), or NULL:
+ * then t is not repacked here. */
+llm_vec_dot_packed_fn llm_repack_kernel(enum llm_type t);
+
+/* The oracle of the fast kernels: each row unpacked and dotted with the type's vec_dot_ref. */
+void llm_vec_dot_packed_ref(enum llm_type t, int64_t n, int64_t groups, float *s, const void *w, const void *x);
+
+/* Can a type-t matrix be repacked (a type with a layout here; K a multiple of its block size)? */
+bool llm_repack_type_ok(enum llm_type t);
+
+/* Bytes of one group of rows of K elements, and of a whole repacked matrix of M rows. */
+size_t llm_repack_group_size(enum llm_type t, int64_t K);
+size_t llm_repack_size(enum llm_type t, int64_t K, int64_t M);
+
+/* Repack rows [4 * g0, min(4 * g1, M)) of a matrix of M rows (file rows `stride` bytes apart from
+ * src, row 0 first) into groups g0 .. g1-1 of dst (the whole repacked matrix). */
+void llm_repack_groups(enum llm_type t, int64_t K, int64_t M, const void *src, size_t stride, int64_t g0,
+                       int64_t g1, void *dst);
+
+/* Rows [m0, m1) of the repacked matrix w, as the file stores them, into dst (rows stride bytes apart). */
+void llm_repack_unpack(enum llm_type t, int64_t K, const void *w, int64_t m0, int64_t m1, void *dst, size_t stride);
+
+/* Row m of the repacked matrix w dequantized (the floats to_float_fast gives the file's row). */
+void llm_repack_row_to_float(enum llm_type t, int64_t K, const void *w, int64_t m, float *dst);
+
+#endif

@@ -1,0 +1,256 @@
+/* Weights repacked at load for decode (issue 26, src/ops/repack.h): every repacked type, odd row
+ * counts and the last group that four rows do not fill, block counts with and without a partial
+ * chunk of 8 blocks.
+ *  - layout: unpacking gives back the file's bytes (0 tolerance), dequantizing a repacked row the
+ *    file row's floats, a matrix packed in pieces (as the loader does) the same bytes as in one go;
+ *  - kernels: the oracle (llm_vec_dot_packed_ref) gives each row vec_dot_ref's float; the fast
+ *    kernel gives each row the bits vec_dot4 gives it (so greedy text does not move) and stays
+ *    within 1e-4 relative of the oracle; the padding rows give 0;
+ *  - MUL_MAT on the dot, integer GEMM and BLAS paths and GET_ROWS give, on 1-3 threads, the bits of
+ *    the same node on the file's layout;
+ *  - loading ../shared/models/qwen2-tiny-q8_0.gguf repacks its matrices and drops their file pages:
+ *    the file-backed resident memory grows by at most the file's bytes not repacked (plus the
+ *    pages matrices share at their ends).
+ * Without a fast kernel on this CPU (no AVX2, or a CPU whose vec_dot4 is another kernel) the
+ * checks that need one are skipped. */
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+#include "graph.h"
+#include "harness.h"
+#include "model/model.h"
+#include "mul_mat_job.h"
+#include "ops/cpu.h"
+#include "ops/repack.h"
+#include "ops/types.h"
+
+static const enum llm_type types[] = { LLM_TYPE_Q4_0, LLM_TYPE_Q5_0, LLM_TYPE_Q8_0 };
+
+static float frand(void)
+{
+    return (float)(test_rand() >> 8) / (float)(1u << 24) - 0.5f;
+}
+
+static float value(int64_t r, int64_t i)
+{
+    (void)r, (void)i;
+    return frand();
+}
+
+static int64_t n_groups(int64_t M)
+{
+    return (M + LLM_REPACK_ROWS - 1) / LLM_REPACK_ROWS;
+}
+
+/* The matrix of M rows repacked, groups [0, split) and [split, all) in two calls. */
+static char *packed(enum llm_type t, int64_t K, int64_t M, const char *rows, int64_t split)
+{
+    char *p = malloc(llm_repack_size(t, K, M));
+    llm_repack_groups(t, K, M, rows, llm_row_size(t, K), 0, split, p);
+    llm_repack_groups(t, K, M, rows, llm_row_size(t, K), split, n_groups(M), p);
+    return p;
+}
+
+static void test_layout(enum llm_type t, int64_t K, int64_t M)
+{
+    const size_t row = llm_row_size(t, K);
+    char *rows = typed_rows(t, K, M, row, value);
+    char *p = packed(t, K, M, rows, 0), *q = packed(t, K, M, rows, n_groups(M) / 2);
+    CHECK(memcmp(p, q, llm_repack_size(t, K, M)) == 0, "%s K%lld M%lld: packed in pieces differs",
+          llm_type_name(t), (long long)K, (long long)M);
+    const int64_t all = n_groups(M) * LLM_REPACK_ROWS;
+    char *back = malloc((size_t)all * row), *zero = calloc(1, row);
+    llm_repack_unpack(t, K, p, 0, all, back, row);
+    CHECK(memcmp(back, rows, (size_t)M * row) == 0, "%s K%lld M%lld: unpacked rows differ", llm_type_name(t),
+          (long long)K, (long long)M);
+    for (int64_t m = M; m < all; m++)
+        CHECK(memcmp(back + (size_t)m * row, zero, row) == 0, "%s K%lld M%lld: padding row %lld not zero",
+              llm_type_name(t), (long long)K, (long long)M, (long long)m);
+    float *want = malloc((size_t)K * sizeof(float)), *got = malloc((size_t)K * sizeof(float));
+    int64_t bad = 0;
+    for (int64_t m = 0; m < M; m++) {
+        llm_type_traits(t)->to_float_fast(rows + (size_t)m * row, want, K);
+        llm_repack_row_to_float(t, K, p, m, got);
+        bad += memcmp(want, got, (size_t)K * sizeof(float)) != 0;
+    }
+    CHECK(bad == 0, "%s K%lld M%lld: %lld dequantized rows differ", llm_type_name(t), (long long)K, (long long)M,
+          (long long)bad);
+    free(want), free(got), free(back), free(zero), free(p), free(q), free(rows);
+}
+
+static void test_kernels(enum llm_type t, int64_t K, int64_t M)
+{
+    const struct llm_type_traits *tt = llm_type_traits(t);
+    const size_t row = llm_row_size(t, K);
+    char *rows = typed_rows(t, K, M, row, value), *p = packed(t, K, M, rows, 0);
+    char *x = typed_rows(LLM_TYPE_Q8_0, K, 1, llm_row_size(LLM_TYPE_Q8_0, K), value);
+    const int64_t groups = n_groups(M), all = groups * LLM_REPACK_ROWS;
+    float *ref = malloc((size_t)all * sizeof(float)), *fast = malloc((size_t)all * sizeof(float));
+    llm_vec_dot_packed_ref(t, K, groups, ref, p, x);
+    int64_t bad = 0;
+    for (int64_t m = 0; m < all; m++) {
+        float want = 0.0f;
+        if (m < M)
+            tt->vec_dot_ref(K, &want, rows + (size_t)m * row, x);
+        bad += memcmp(&want, &ref[m], sizeof want) != 0;
+    }
+    CHECK(bad == 0, "%s K%lld M%lld: oracle differs from vec_dot_ref in %lld rows", llm_type_name(t), (long long)K,
+          (long long)M, (long long)bad);
+    llm_vec_dot_packed_fn kern = llm_repack_kernel(t);
+    if (!kern || !tt->vec_dot4) {
+        SKIP("%s K%lld M%lld: no repacked kernel on this CPU", llm_type_name(t), (long long)K, (long long)M);
+    } else {
+        kern(K, groups, fast, p, x);
+        int64_t not_bits = 0, far = 0;
+        for (int64_t g = 0; g < groups; g++) {
+            const void *r4[4];
+            float s4[4];
+            for (int r = 0; r < 4; r++) {
+                const int64_t m = g * 4 + r < M ? g * 4 + r : M - 1;
+                r4[r] = rows + (size_t)m * row;
+            }
+            tt->vec_dot4(K, s4, r4, x);
+            for (int r = 0; r < 4; r++) {
+                const int64_t m = g * 4 + r;
+                const float want = m < M ? s4[r] : 0.0f;
+                not_bits += memcmp(&want, &fast[m], sizeof want) != 0;
+                far += !(fabs((double)fast[m] - ref[m]) <= 1e-4 * (1.0 + fabs((double)ref[m])));
+            }
+        }
+        CHECK(not_bits == 0, "%s K%lld M%lld: %lld rows differ from vec_dot4's bits", llm_type_name(t), (long long)K,
+              (long long)M, (long long)not_bits);
+        CHECK(far == 0, "%s K%lld M%lld: %lld rows off the oracle", llm_type_name(t), (long long)K, (long long)M,
+              (long long)far);
+    }
+    free(ref), free(fast), free(x), free(p), free(rows);
+}
+
+/* Runs node d on nth pool threads into d's data. */
+static void run_node(struct llm_tensor *d, int nth)
+{
+    struct llm_threadpool *pool = llm_threadpool_new(nth);
+    size_t wsize = llm_cpu_work_size(d, nth);
+    struct job j = { .node = d, .wdata = malloc(wsize + 1), .wsize = wsize, .pool = pool };
+    llm_threadpool_run(pool, run_job, &j);
+    free(j.wdata);
+    llm_threadpool_free(pool);
+}
+
+/* A node of op with src0 w (or its repacked copy) and src1 s1 into an F32 [ne0, ne1] output. */
+static void same_bits(const char *what, enum llm_op op, struct llm_tensor *w, struct llm_tensor *s1, int64_t ne0,
+                      int64_t ne1)
+{
+    struct llm_tensor wp = *w, d0, d1;
+    wp.data = packed(w->type, w->ne[0], w->ne[1], w->data, 0);
+    wp.flags = LLM_TENSOR_WEIGHT | LLM_TENSOR_REPACKED;
+    init_tensor(&d0, LLM_TYPE_F32, ne0, ne1);
+    init_tensor(&d1, LLM_TYPE_F32, ne0, ne1);
+    d0.op = d1.op = op;
+    d0.src[0] = w, d1.src[0] = &wp;
+    d0.src[1] = d1.src[1] = s1;
+    CHECK(llm_cpu_supports(&d1), "%s: not supported", what);
+    for (int nth = 1; nth <= 3; nth++) {
+        memset(d0.data, 0xff, d0.nb[2]);
+        memset(d1.data, 0xfe, d1.nb[2]); /* NaNs of other bits: rows nobody wrote differ */
+        run_node(&d0, nth);
+        run_node(&d1, nth);
+        CHECK(memcmp(d0.data, d1.data, d0.nb[2]) == 0, "%s, %d threads: repacked weights give other bits", what, nth);
+    }
+    free(wp.data), free(d0.data), free(d1.data);
+}
+
+static void test_nodes(enum llm_type t, int64_t K, int64_t M)
+{
+    char what[96];
+    struct llm_tensor w, x, ids;
+    init_tensor(&w, t, K, M);
+    free(w.data);
+    w.data = typed_rows(t, K, M, w.nb[1], value);
+    w.flags = LLM_TENSOR_WEIGHT;
+    /* N 1 and 3: the dot path; 16: the integer GEMM (AVX2); 100: BLAS or a GEMM */
+    static const int64_t Ns[] = { 1, 3, 16, 100 };
+    for (size_t i = 0; i < sizeof Ns / sizeof Ns[0]; i++) {
+        init_tensor(&x, LLM_TYPE_F32, K, Ns[i]);
+        for (int64_t e = 0; e < K * Ns[i]; e++)
+            ((float *)x.data)[e] = frand();
+        snprintf(what, sizeof what, "MUL_MAT %s K%lld M%lld N%lld", llm_type_name(t), (long long)K, (long long)M,
+                 (long long)Ns[i]);
+        same_bits(what, LLM_OP_MUL_MAT, &w, &x, M, Ns[i]);
+        free(x.data);
+    }
+    init_tensor(&ids, LLM_TYPE_I32, 5, 1);
+    const int32_t pick[5] = { 0, (int32_t)(M - 1), (int32_t)(M / 2), -1, (int32_t)M };
+    memcpy(ids.data, pick, sizeof pick);
+    snprintf(what, sizeof what, "GET_ROWS %s K%lld M%lld", llm_type_name(t), (long long)K, (long long)M);
+    same_bits(what, LLM_OP_GET_ROWS, &w, &ids, K, 5);
+    free(ids.data), free(w.data);
+}
+
+/* kB of file-backed resident memory of this process (/proc/self/status RssFile), or -1. */
+static long rss_file_kb(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "RssFile: %ld kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kb;
+}
+
+static void test_load(void)
+{
+    const char *path = test_path("models/qwen2-tiny-q8_0.gguf");
+    const long before = rss_file_kb();
+    struct llm_model *m = NULL;
+    struct llm_error err = { 0 };
+    CHECK(llm_model_load(path, &m, &err) == 0, "%s: %s", path, err.msg);
+    if (!m)
+        return;
+    struct stat st;
+    CHECK(stat(path, &st) == 0, "%s: cannot stat", path);
+    size_t repacked = 0, file = 0;
+    int64_t n_repacked = 0;
+    for (int64_t i = 0; i < m->n_tensors; i++) {
+        const struct llm_tensor *t = &m->tensors[i];
+        file += llm_nbytes(t);
+        if (t->flags & LLM_TENSOR_REPACKED)
+            repacked += llm_nbytes(t), n_repacked++;
+    }
+    if (!llm_repack_kernel(LLM_TYPE_Q8_0)) {
+        CHECK(n_repacked == 0, "%lld matrices repacked without a kernel", (long long)n_repacked);
+        SKIP("%s: no repacked Q8_0 kernel on this CPU", path);
+    } else {
+        CHECK(n_repacked > 0 && repacked > file / 2, "%s: %lld matrices, %zu of %zu bytes repacked", path,
+              (long long)n_repacked, repacked, file);
+        /* the metadata (the vocabulary) and the tensors not repacked may be resident, and the pages
+         * a matrix shares with its neighbours */
+        const size_t kept = (size_t)st.st_size - repacked;
+        const long grew = rss_file_kb() - before, allowed = (long)(kept / 1024) + 8 * n_repacked + 1024;
+        CHECK(before >= 0 && grew <= allowed, "%s: file pages grew by %ld kB (at most %ld: %zu bytes not repacked)",
+              path, grew, allowed, kept);
+    }
+    llm_model_free(m);
+}
+
+int main(void)
+{
+    /* K: one partial chunk (2 blocks), whole chunks (8, 16 blocks), whole chunks and a partial one
+     * (9, 28 blocks: qwen2-0.5B's 896); M: fewer than a group, odd counts, whole groups */
+    static const int64_t Ks[] = { 64, 256, 288, 512, 896 }, Ms[] = { 1, 3, 4, 5, 7, 13, 64 };
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
+        for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++)
+            for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++) {
+                test_layout(types[ti], Ks[ki], Ms[mi]);
+                test_kernels(types[ti], Ks[ki], Ms[mi]);
+            }
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        test_nodes(types[ti], 896, 37);
+        test_nodes(types[ti], 288, 130);
+    }
+    test_load();
+    return test_done("test_repack");
+}
