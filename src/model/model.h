@@ -78,8 +78,8 @@ void llm_model_free(struct llm_model *m);
 
 const char *llm_arch_name(enum llm_arch a);
 
-/* Set m->ftype, m->ftype_guessed and m->desc ("<arch> <size class> <ftype name>", spec §3.8) from
- * the hyper-parameters and the tensors' types. llm_model_load calls it. */
+/* Set m->ftype, m->ftype_guessed and m->desc ("<arch> <size class> <ftype name>",
+ * src/model/README.md) from the hyper-parameters and the tensors' types. llm_model_load calls it. */
 void llm_model_describe(struct llm_model *m);
 
 /* Size class llama.cpp gives these hyper-parameters ("0.5B", "1B", "?B" when unknown). */

@@ -35,18 +35,19 @@
 /* How long the device thread (waiting for the next task) and the host (in synchronize) busy-wait
  * before they sleep. Neither polls with sched_yield: a poller looks idle to the scheduler, which
  * then holds back the thread that has the work (EEVDF runs it only once the pollers have caught up
- * on CPU time): a replay that ended was seen by the host 2 ms later. While the host (unless it
+ * on CPU time), so a replay that ended was seen by the host late. While the host (unless it
  * sleeps), the device thread and the device's other awake workers outnumber the cores ("crowded"),
  * a waiting thread sleeps almost at once and leaves its core to a thread with work; otherwise it
- * has a core of its own and spins through a whole replay, sparing a wake-up per token (tens of us
- * on a VM whose idle vCPU halted). */
+ * has a core of its own and spins through a whole replay, sparing a wake-up per token, which is
+ * slow on a VM whose idle vCPU halted (src/npu/README.md: the wait policy). */
 #define DEVICE_SPIN_NS 100000
 #define HOST_SPIN_NS 2000000
 #define CROWDED_SPIN_NS 3000
 /* Device workers other than the device thread busy-wait this long for the next split kernel before
  * they sleep: long enough to bridge the single-worker kernels between two split ones within a
- * token (waking a sleeping worker for each split kernel cost the 0.5B shape a third of its speed),
- * short enough to leave the core to the host soon after the device goes idle. */
+ * token (waking a sleeping worker for each split kernel was measured to cost a large model much of
+ * its speed: bench/README.md), short enough to leave the core to the host soon after the device
+ * goes idle. */
 #define WORKER_SPIN_US 300
 
 enum task_kind { TASK_KERNEL, TASK_GRAPH, TASK_COPY };
@@ -184,10 +185,10 @@ static void run_task(struct acl_stream *s, struct task *t)
 }
 
 /* Is the calling thread on the cpu where the thread it waits for was last seen? The scheduler may
- * put the device thread on the host's core (a woken thread goes where its waker runs), and it left
- * them there on this VM for whole runs: each spinning wait then held the core the other thread
- * needed until its time slice ran out (stories260K graph mode: 40 ms per 128 tokens instead of 4).
- * A thread that shares the core with the one it waits for sleeps at once instead. */
+ * put the device thread on the host's core (a woken thread goes where its waker runs) and leave
+ * them there for whole runs: each spinning wait then holds the core the other thread needs until
+ * its time slice runs out (bench/results/kernel_choices.md). A thread that shares the core with the
+ * one it waits for sleeps at once instead. */
 static bool on_cpu_of(const atomic_int *cpu)
 {
     return atomic_load_explicit(cpu, memory_order_relaxed) == sched_getcpu();
@@ -289,8 +290,8 @@ static void pay_wake(struct acl_stream *s)
 }
 
 /* A device thread asleep on the host's cpu could only run there once the host stops, at the price
- * of two context switches (8-9 us a round trip on this VM, plus a replay slowed by ~3 us as it
- * finds its caches and TLB cold): the waiting host, on that cpu, runs the queue up to target
+ * of two context switches and of a replay that finds its caches and TLB cold
+ * (bench/results/kernel_choices.md): the waiting host, on that cpu, runs the queue up to target
  * itself, as that thread would, its time counted as device time. False when the device thread is
  * not asleep. */
 static bool host_runs_queue(struct acl_stream *s, uint64_t target)
@@ -373,9 +374,9 @@ static void slot_commit(struct acl_stream *s)
 }
 
 /* Faults in the whole pages of [p, p + n) with one system call: a recording's tasks (2 KiB each)
- * are written once at capture, and a page fault per page written cost a stories260K capture most
- * of its 0.7-1 ms on this paravirtualized VM. Best effort: a kernel without MADV_POPULATE_WRITE
- * leaves the pages to fault as before. */
+ * are written once at capture, and a page fault per page written cost a small model's capture
+ * most of its time on a paravirtualized VM (bench/results/kernel_choices.md). Best effort: a
+ * kernel without MADV_POPULATE_WRITE leaves the pages to fault as before. */
 static void populate(void *p, size_t n)
 {
     const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), a = ((uintptr_t)p + page - 1) & ~(page - 1),
