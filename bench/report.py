@@ -132,7 +132,7 @@ def header(a, run, side):
     else:
         print('# llm-bench and the roofline (no side-by-side run)\n')
         print('**No side-by-side run**: LLAMA_BENCH was not set, so this table has our figures and their')
-        print('roofline fractions only. Ratios to llama.cpp need `make bench LLAMA_BENCH=...` (see README).\n')
+        print('roofline fractions only. Ratios to llama.cpp need `make bench LLAMA_BENCH=...` (see bench/README.md).\n')
     print('- machine: %s, %d CPUs; %s' % (a.cpu or 'unknown CPU', os.cpu_count(),
                                          ', '.join('%s %s' % (f, 'yes' if f in flags else 'no') for f in ISA)))
     print('- date: %s UTC; run time %s s; load average before the run: %s' % (

@@ -1,5 +1,5 @@
-/* The backend scheduler: one graph over several backends (seed 001's passes). It assigns every
- * node to one of n backends, ordered by priority (0 highest, e.g. the npu; the last one is the
+/* The backend scheduler: one graph over several backends, in the passes of llama.cpp's. It assigns
+ * every node to one of n backends, ordered by priority (0 highest, e.g. the npu; the last one is the
  * cpu, which by contract runs every op), then cuts the node list into splits wherever the backend
  * changes, listing for each split the tensors it reads from memory of another backend: those are
  * copied in before the split runs. It knows nothing of models or of any backend's insides: the

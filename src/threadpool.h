@@ -6,7 +6,8 @@
  * microseconds, but a thread must not hold a core for long when threads outnumber cores. No wait
  * polls with sched_yield: a thread that yields in a loop looks idle to the scheduler, which then
  * holds back the thread that has the work (EEVDF runs it only once the pollers have caught up on
- * CPU time): on a busy 2-core machine a 2-thread decode of a tiny model ran 20x slower. */
+ * CPU time), which slowed a busy machine's decode many times over
+ * (bench/results/kernel_choices.md). */
 #ifndef LLM_THREADPOOL_H
 #define LLM_THREADPOOL_H
 

@@ -276,9 +276,9 @@ static struct llm_context_params test_context_params(const struct bench_instance
 }
 
 /* Machine warm-up, once before the first test. On the shared VMs we run on, the first few hundred
- * ms of busy work after a quiet spell run slowly in stretches (a 128-token repetition of stories260K
- * took 8-311 ms instead of 3.5-12): llama-bench's single warm-up run does not absorb that, and
- * whichever test comes first (graph mode on, in `-g on,off`) took all of it. So llm-bench decodes
+ * ms of busy work after a quiet spell run slowly in stretches (bench/README.md: the warm-up), which
+ * llama-bench's single warm-up run does not absorb, and whichever test comes first (graph mode on,
+ * in `-g on,off`) took all of it. So llm-bench decodes
  * 16-token rounds of the first test's model, device and threads, in a context of its own (the
  * tests' statistics stay exact), for at least WARM_MIN_NS and until three rounds in a row are
  * within 20 % of the best before them, or WARM_MAX_NS has passed (a large model's few rounds). */

@@ -1,6 +1,6 @@
 /* llm-bench internals: llama-bench's parameters and their parser, the test plan (Cartesian product
  * in llama-bench's loop order), the statistics and the five printers (md, csv, json, jsonl, sql).
- * Behaviour follows ../shared/spec/llama-bench.md; bench.c runs the tests. */
+ * Behaviour follows llama-bench's (tools/README.md: llm-bench); bench.c runs the tests. */
 #ifndef LLM_TOOLS_BENCH_H
 #define LLM_TOOLS_BENCH_H
 

@@ -1,4 +1,4 @@
-/* ACL graph mode, backend-independent part (../shared/spec/acl-graph.md §1.1-1.4, 1.10): node
+/* ACL graph mode, backend-independent part (src/graphcache/README.md): node
  * property records and matching, the LRU of captured graphs, and the policy switches read from the
  * environment. It knows nothing of models or of the npu: a captured graph is an opaque pointer that
  * the cache hands back to its owner's destroy callback when it is evicted or the cache is freed. */

@@ -1,4 +1,4 @@
-/* The LRU of captured graphs (../shared/spec/acl-graph.md §1.4): a doubly linked list, front = most
+/* The LRU of captured graphs (src/graphcache/README.md: the LRU): a doubly linked list, front = most
  * recently used. A miss pushes a new record at the front (evicting the back one when full), a hit
  * moves its entry to the front. Entries are separate allocations so the pointers handed out stay
  * valid while other entries move, and memory follows the size, not the configured capacity. */

@@ -1,4 +1,4 @@
-/* The GGML_CANN_* switches of ACL graph mode (../shared/spec/acl-graph.md §1.1, §1.10): booleans
+/* The GGML_CANN_* switches of ACL graph mode (src/graphcache/README.md: the switches): booleans
  * parsed like ggml-cann's parse_bool, the LRU capacity (clamped to >= 1 where upstream would crash
  * on 0 or go unbounded on a negative value), and the query length that tells a decode graph from a
  * prefill one. */

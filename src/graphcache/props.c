@@ -1,8 +1,9 @@
 /* Node property records of a captured graph and the test whether a new graph is the same one
- * (../shared/spec/acl-graph.md §1.3): a replayed graph reuses every launch argument frozen at
- * capture, so anything a kernel reads from the node — addresses, op, types, shapes, strides, op
- * params of the node and of each source — must be equal. VIEW nodes alone skip the address checks:
- * they launch nothing, and any consumer of a moved view still compares its own source address. */
+ * (src/graphcache/README.md: the record and the match): a replayed graph reuses every launch
+ * argument frozen at capture, so anything a kernel reads from the node — addresses, op, types,
+ * shapes, strides, op params of the node and of each source — must be equal. VIEW nodes alone skip
+ * the address checks: they launch nothing, and any consumer of a moved view still compares its own
+ * source address. */
 #include "graphcache.h"
 
 #include <stdlib.h>

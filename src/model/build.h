@@ -1,4 +1,4 @@
-/* The forward graph of llama and qwen2 for one micro-batch (../shared/spec/gguf.md §3.6). */
+/* The forward graph of llama and qwen2 for one micro-batch (src/model/README.md: forward pass). */
 #ifndef LLM_BUILD_H
 #define LLM_BUILD_H
 

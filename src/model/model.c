@@ -1,5 +1,5 @@
 /* Model loading: hyper-parameters from <arch>.* keys, weights bound by name with shape and type
- * checks (../shared/spec/gguf.md §3.4, §3.5), vocabulary. */
+ * checks (src/model/README.md: llama and qwen2 files), vocabulary. */
 #include "model.h"
 
 #include <inttypes.h>

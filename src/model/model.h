@@ -102,8 +102,8 @@ int llm_model_load(const char *path, struct llm_model **out, struct llm_error *e
 int llm_model_load_mode(const char *path, enum gguf_load_mode mode, struct llm_model **out, struct llm_error *err);
 void llm_model_free(struct llm_model *m);
 
-/* Set m->ftype, m->ftype_guessed and m->desc ("<arch> <size class> <ftype name>", spec §3.8) from
- * the hyper-parameters and the tensors' types. llm_model_load calls it. */
+/* Set m->ftype, m->ftype_guessed and m->desc ("<arch> <size class> <ftype name>",
+ * src/model/README.md) from the hyper-parameters and the tensors' types. llm_model_load calls it. */
 void llm_model_describe(struct llm_model *m);
 
 /* Size class llama.cpp gives these hyper-parameters ("0.5B", "1B", "?B" when unknown). */

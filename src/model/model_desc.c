@@ -1,4 +1,5 @@
-/* The model description llama-bench prints ("qwen2 1B Q8_0", spec §3.8) and its size cells. */
+/* The model description llama-bench prints ("qwen2 1B Q8_0", src/model/README.md) and its size
+ * cells. */
 #include "model.h"
 
 #include <stdio.h>

@@ -20,7 +20,7 @@ struct llm_synth_opts {
     int n_threads;          /* threads generating weights (values do not depend on it)            */
 };
 
-/* What a file made with these options holds (spec §3.8 size and params). */
+/* What a file made with these options holds (size and params as llama-bench counts them). */
 struct llm_synth_plan {
     int64_t n_tensors;
     uint64_t n_bytes;       /* Σ tensor bytes   */

@@ -133,8 +133,8 @@ static bool split_on(const struct vocab *v, const char *text, int32_t id, struct
     return true;
 }
 
-/* Special-token partitioning (spec §4.2): longest candidates first; with !parse_special only
- * USER_DEFINED tokens are matched. */
+/* Special-token partitioning (src/model/README.md): longest candidates first; with !parse_special
+ * only USER_DEFINED tokens are matched. */
 static bool partition(const struct vocab *v, const char *text, size_t len, bool parse_special,
                       struct frag_vec *frags)
 {

@@ -1,6 +1,6 @@
 /* Vocabulary and tokenizers read from GGUF: SentencePiece ("llama") and byte-level BPE ("gpt2"
  * with pre-tokenizers gpt-2, qwen2, llama-bpe/llama3, default). Behaviour follows llama.cpp
- * (../shared/spec/tokenizers.md). The vocab owns copies of everything it needs; the GGUF file may
+ * (src/model/README.md: tokenizers). The vocab owns copies of everything it needs; the GGUF file may
  * be closed after vocab_load(). */
 #ifndef LLM_VOCAB_H
 #define LLM_VOCAB_H

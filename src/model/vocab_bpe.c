@@ -1,6 +1,6 @@
-/* Byte-level BPE ("gpt2") tokenization of one raw fragment (spec §4.4): decode to code points,
- * pre-tokenize into words, byte-encode each word through the GPT-2 byte→unicode table and merge
- * adjacent symbols by lowest merge rank. */
+/* Byte-level BPE ("gpt2") tokenization of one raw fragment (src/model/README.md): decode to code
+ * points, pre-tokenize into words, byte-encode each word through the GPT-2 byte→unicode table and
+ * merge adjacent symbols by lowest merge rank. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,5 +1,5 @@
 /* vocab_load(): copy tokenizer.ggml.* out of a GGUF file into hash tables, then apply llama.cpp's
- * defaults and its text-based special-token rules (spec/tokenizers.md §4.1, ref/README.md). */
+ * defaults and its text-based special-token rules (src/model/README.md: tokenizers). */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>

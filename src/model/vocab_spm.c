@@ -1,6 +1,6 @@
-/* SentencePiece ("llama") tokenization of one raw fragment (spec §4.3): escape spaces as U+2581,
- * split into UTF-8 characters, merge the best-scoring adjacent pair that forms a token until none
- * is left, then emit tokens with <0xXX> byte fallback. */
+/* SentencePiece ("llama") tokenization of one raw fragment (src/model/README.md): escape spaces as
+ * U+2581, split into UTF-8 characters, merge the best-scoring adjacent pair that forms a token
+ * until none is left, then emit tokens with <0xXX> byte fallback. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,4 +1,4 @@
-/* An emulated Ascend runtime with the names of CANN's ACL API (../shared/spec/acl-graph.md §1.5).
+/* An emulated Ascend runtime with the names of CANN's ACL API (src/npu/README.md: the runtime).
  *
  * The device is this machine: device memory is host memory handed out and tracked by aclrtMalloc,
  * and a stream is a FIFO of tasks run asynchronously, in order, by the stream's own device worker

@@ -172,9 +172,9 @@ static void slot_commit(struct acl_stream *s)
 }
 
 /* Faults in the whole pages of [p, p + n) with one system call: a recording's tasks (2 KiB each)
- * are written once at capture, and a page fault per page written cost a stories260K capture most
- * of its 0.7-1 ms on this paravirtualized VM. Best effort: a kernel without MADV_POPULATE_WRITE
- * leaves the pages to fault as before. */
+ * are written once at capture, and a page fault per page written cost a small model's capture
+ * most of its time on a paravirtualized VM (bench/results/kernel_choices.md). Best effort: a
+ * kernel without MADV_POPULATE_WRITE leaves the pages to fault as before. */
 static void populate(void *p, size_t n)
 {
     const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), a = ((uintptr_t)p + page - 1) & ~(page - 1),

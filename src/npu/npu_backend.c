@@ -1,4 +1,4 @@
-/* The npu backend (DESIGN.md "The emulated NPU", "ACL graph mode"): device memory for every buffer,
+/* The npu backend (src/npu/README.md: the runtime, ACL graph mode): device memory for every buffer,
  * one stream with its device workers, aclnn launches per op, and graph mode:
  *
  *   use_graph = graph mode on && (GGML_CANN_PREFILL_USE_GRAPH || attention query length == 1)

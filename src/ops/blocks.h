@@ -1,4 +1,4 @@
-/* Block layouts of the quantized types, byte for byte as stored in GGUF files (spec/gguf.md §3.3).
+/* Block layouts of the quantized types, byte for byte as stored in GGUF files (src/ops/README.md).
  * Structs are packed (alignment 1) so a block may sit at any address of a mapped file; the size
  * asserts pin the on-disk sizes. Half-precision fields hold IEEE binary16 bits. */
 #ifndef LLM_BLOCKS_H

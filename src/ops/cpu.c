@@ -120,11 +120,10 @@ bool llm_cpu_supports(const struct llm_tensor *n)
 }
 
 /* Below this many multiply-adds (or elements for other ops) a node runs on one thread. On the cpu a
- * barrier costs about a microsecond, but the emulated npu, which must split exactly as the cpu does
- * (its results are the cpu's bit for bit), puts its second worker to sleep while the host needs
- * the core, and waking it costs 5-30 us: a split repays that from ~2^18 multiply-adds (a 1 MiB F32
- * matrix, ~20 us on one core). Measured on the cpu at 2^15 and 2^18: the same tg128 on stories260K
- * and the Qwen2.5-0.5B shape (prefill nodes are far above both). */
+ * barrier is cheap, but the emulated npu, which must split exactly as the cpu does (its results
+ * are the cpu's bit for bit), puts its second worker to sleep while the host needs the core, and
+ * only a node of about this size repays waking it; the cpu's tg128 was the same at 2^15 and 2^18
+ * (bench/results/kernel_choices.md). */
 #define SPLIT_MIN_WORK (1 << 18)
 
 /* Multiply-adds for MUL_MAT and FLASH_ATTN, elements written for the other ops. */

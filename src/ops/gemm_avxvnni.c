@@ -2,8 +2,8 @@
  * kernel's 4 x 2 tiles over the rows in place (gemm_avx2.c), one vpdpbusd per block and pair in
  * place of sign, maddubs and madd (avxvnni.h: unsigned weights, each lane started from the
  * offset's share, computed once per activation block for the RM weight rows), and the pairs'
- * scales d_w·d_x 8 blocks at a time (5-10 % faster than per block on the Zen 5). The int32 lanes
- * and the float operations are the AVX2 kernel's, so the products are its bits. */
+ * scales d_w·d_x 8 blocks at a time (faster than per block: bench/results/kernel_choices.md). The
+ * int32 lanes and the float operations are the AVX2 kernel's, so the products are its bits. */
 #include <string.h>
 
 #include "avxvnni.h"

@@ -6,9 +6,9 @@
  *    dot each row with every src1 row, so each weight row is read from memory once per call.
  *  - BLAS path (large batches): each pool thread takes a slice of the weight rows, dequantizes it
  *    to F32 in its part of wdata (F32 weights are read in place) and runs a single-threaded
- *    cblas_sgemm of the slice against all of src1 (OpenBLAS without threads of its own, blas.h).
- *    Measured on the 2-core target, qwen2-0.5B 500-token prefill: Q8_0 178 vs 138 t/s, F16 174 vs
- *    116 t/s against thread 0 calling a 2-thread OpenBLAS sgemm while the pool waits.
+ *    cblas_sgemm of the slice against all of src1 (OpenBLAS without threads of its own, blas.h):
+ *    every thread works, where thread 0 calling a threaded sgemm left the pool waiting
+ *    (bench/results/kernel_choices.md).
  *  - GEMM path (batches of Q8_0 / Q4_0 weights, gemm_batch()): src1 converted as for the dot path,
  *    then each thread runs the type's integer GEMM kernel (types.h) over its share of the weight
  *    rows against every src1 row; the results do not depend on the number of threads.
@@ -27,9 +27,9 @@
 
 #define DOT_CHUNK 16            /* fewest weight rows per task on the dot path */
 #define PREFETCH_MAX_N 4        /* src1 rows up to which the dot path streams (decode): prefetch_ahead */
-/* Dequantized weights per sgemm tile, all threads: 4 MiB. Resident memory, not speed, sets it: the
- * 16 MiB tile put qwen2-0.5B Q4_K_M's peak RSS 4.5 MiB over file + KV cache + 64 MiB, while 4 MiB
- * tiles cost 0-3 % of its pp512 (289-297 t/s against 297, 2 threads, Zen 5). */
+/* Dequantized weights per sgemm tile, all threads: 4 MiB. Resident memory, not speed, sets it: a
+ * larger tile broke the peak RSS budget of file + KV cache + 64 MiB, a smaller one costs prefill
+ * speed (bench/results/kernel_choices.md). */
 #define BLAS_TILE_FLOATS (1u << 20)
 #define WDATA_HEADER 64         /* task counter, on its own cache line */
 
@@ -74,14 +74,12 @@ static bool blas_path_ok(const struct mm_geom *g, const struct llm_tensor *dst)
     return w_ok && dst->nb[1] % sizeof(float) == 0 && g->x->nb[1] % sizeof(float) == 0;
 }
 
-/* The path choice. Dequantize + sgemm costs one dequantization of the weights per call (the
- * to_float_fast kernels run at 0.2-0.3 ns per element in cache, ~0.8 ns into the tile),
- * which pays off only when enough src1 rows share it; the dot path streams each weight row once
- * and is the only sensible choice for decode (N = 1, memory-bound). Crossovers measured on the
- * 2-core target (K 1024/4864, M 4864/896, 2 threads, best of 15): F32, F16 and BF16 weights take
- * sgemm from N = 8 (F16 N 8: 3.5-3.7 vs 4.5-5.2 ms; their dot path is float FMAs anyway; F16 and
- * BF16 now only without a float GEMM kernel, use_blas); Q8_0, Q4_0, Q4_K and Q6_K break even near
- * N = 20 and sgemm is 1.1-1.5x faster at N = 24. */
+/* The path choice. Dequantize + sgemm costs one dequantization of the weights per call, which
+ * pays off only when enough src1 rows share it; the dot path streams each weight row once and is
+ * the only sensible choice for decode (N = 1, memory-bound). Float weights reach the crossover
+ * sooner than quantized ones, since their dot path is float FMAs anyway (F16 and BF16 take sgemm
+ * only without a float GEMM kernel, use_blas); the crossovers were measured
+ * (bench/results/kernel_choices.md). */
 static int64_t blas_min_batch(enum llm_type t)
 {
     return t == LLM_TYPE_F32 || t == LLM_TYPE_F16 || t == LLM_TYPE_BF16 ? 8 : 24;
@@ -98,15 +96,11 @@ static bool use_blas(const struct mm_geom *g, const struct llm_tensor *dst)
     return blas_path_ok(g, dst);
 }
 
-/* The integer GEMM (Q8_0 / Q4_0 weights, gemm_avx512.c / gemm_avxvnni.c / gemm_avx2.c) against the
- * dot and BLAS paths, 2 threads on the 2-core Zen 5, qwen2-0.5B shapes (bench/results/gemm_int8.md):
- * the AVX-512 VNNI kernel is 1.5-1.8x the dot path at N = 8 and 3.5-5.6x sgemm at N >= 32 (Q8_0 K
- * 896 M 4864 N 512: 8.3 vs 43 ms). The AVX-VNNI kernel (LLM_CPU_ISA=avxvnni) beats the dot path
- * from N = 8 (1.2-1.4x), this machine's AVX-512 sgemm at N 64-128 (1.05-1.25x) and ties it at
- * N = 512, so it takes every batch: a CPU with AVX-VNNI but no AVX-512 has a slower sgemm. The
- * AVX2 kernel (LLM_CPU_ISA=avx2) beats both at N 16-32 (Q4_0 K 4864 M 896 N 32: 3.7 vs 4.7 / 5.5
- * ms) and loses to the AVX-512 OpenBLAS from N 128 (18.9 vs 16.0 ms); a Zen 3's AVX2 sgemm is
- * slower, so measure there before widening it. */
+/* When the integer GEMM (Q8_0 / Q4_0 weights, gemm_avx512.c / gemm_avxvnni.c / gemm_avx2.c) beats
+ * the dot and BLAS paths (bench/results/gemm_int8.md, kernel_choices.md): the VNNI kernels from
+ * N = 8 on, since a CPU with AVX-VNNI but no AVX-512 has a slower sgemm; the AVX2 kernel only in
+ * the range where it was measured to win against an AVX-512 OpenBLAS, so measure a CPU with an
+ * AVX2 sgemm before widening it. */
 static bool gemm_batch(int64_t N)
 {
     return llm_cpu_has_avx512() || llm_cpu_has_avxvnni() ? N >= 8 : N >= 16 && N < 64;
@@ -118,14 +112,10 @@ static bool use_int_gemm(const struct mm_geom *g, const struct llm_tensor *dst)
 }
 
 /* The float GEMM (F16 / BF16 weights, and the quantized ones without an integer GEMM dequantized
- * into its panels; gemm_f16_avx512.c / gemm_f16_avx2.c) against the dot and BLAS paths, qwen2-0.5B
- * shapes on the 2-core Zen 5 (bench/results/gemm_f16.md): it beats sgemm at every N >= 8, with
- * AVX-512 1.6-2.2x (K 896 M 4864 N 512, 2 threads: 10.6 vs 20.5 ms), with AVX2 1.0-1.7x against
- * this machine's AVX-512 OpenBLAS, so BLAS no longer serves F16 or BF16; the Q4_K_M file (Q5_0,
- * Q4_K, Q6_K matrices) prefills 1.8x as fast on it as on sgemm (pp512 407-426 vs 228-230 t/s).
- * Its packing (weights transposed into float panels, once per call) loses to the 4-row F16 dot
- * kernels at small N: AVX-512 N 8 0.49 vs 0.35 ms, N 16 0.55 vs 0.68 ms (K 896 M 4864, 2 threads);
- * with AVX2 they break even from N = 16 to 32. BF16 has no AVX-512 dot4; its GEMM wins from N = 8. */
+ * into its panels; gemm_f16_avx512.c / gemm_f16_avx2.c) beats sgemm at every batch it takes, so
+ * BLAS no longer serves F16 or BF16 (bench/results/gemm_f16.md, kernel_choices.md). Its packing
+ * (weights transposed into float panels, once per call) loses to the four-row F16 dot kernels at
+ * small N, hence a minimum batch per ISA; BF16 has no AVX-512 dot4, so its GEMM starts at N = 8. */
 static int64_t fgemm_min_batch(enum llm_type t)
 {
     if (t == LLM_TYPE_BF16)
@@ -257,17 +247,14 @@ size_t cpu_mul_mat_work_size_bound(const struct llm_tensor *dst, int nth)
 
 /* ---- dot path ----------------------------------------------------------------------------- */
 
-/* Decode reads every weight once and is limited by how many cache misses one core keeps in flight:
- * asking for the bytes a few rows ahead (they follow in memory) raised a Q8_0 matrix-vector
- * product from 5.2 to ~7 GB/s on one core of the target. Pointless once a row is reused by many
- * src1 rows. Quantized rows take several instructions per byte and gain from asking further ahead;
- * F32/F16/BF16 ones lose (Zen 5 VM, tg64 of the 0.5B shape, 4 against 16 KiB, alternating: F16
- * 57.1 / 52.8 t/s at 2 threads; Q4_0 pure 145-150 / 155-161, Q4_0 mix 128-133 / 134-135, Q8_0
- * and Q4_K_M the same within noise). */
+/* Decode reads every weight once and is limited by how many cache misses one core keeps in flight,
+ * so asking for the bytes a few rows ahead (they follow in memory) raises its read rate. Pointless
+ * once a row is reused by many src1 rows. Quantized rows take several instructions per byte and
+ * gain from asking further ahead; float ones lose (bench/results/kernel_choices.md). */
 #define PREFETCH_AHEAD_FLOAT 4096
 #define PREFETCH_AHEAD_QUANT 16384
 /* Smaller matrices come from cache (a tiny model's weights fit in L2/L3), where the prefetch
- * instructions only take issue slots: stories260K decode 26.5k against 25.2k t/s. */
+ * instructions only take issue slots (bench/results/kernel_choices.md). */
 #define PREFETCH_MIN_BYTES (256u << 10)
 /* Streamed rows at least this long are read one at a time (dot_rows4). */
 #define STREAM_ROW_MIN_BYTES 2048
@@ -314,9 +301,8 @@ static void dot_rows4(const struct mm_geom *g, struct llm_tensor *dst, int64_t m
     }
     /* decode of long rows streamed from memory: row after row with the one-row kernel, one
      * sequential stream that the hardware prefetcher follows better than four long rows side by
-     * side with software prefetching (one core, K = 4864: F16 25-27 against 21 GB/s, Q8_0 26-28
-     * against 24-26, Q4_0 24-25 against 23-24; shorter rows gain nothing or lose: Q8_0 K = 896
-     * 21-25 against 24-25) */
+     * side with software prefetching; shorter rows gain nothing or lose
+     * (bench/results/kernel_choices.md) */
     if (prefetch && g->s.N == 1 && g->s.wt->vec_dot1 && row_bytes >= STREAM_ROW_MIN_BYTES) {
         for (; m < m1; m++)
             g->s.wt->vec_dot1(g->s.K, tensor_at(dst, m, 0, i2, i3), w + (size_t)m * stride, xb);
@@ -327,8 +313,7 @@ static void dot_rows4(const struct mm_geom *g, struct llm_tensor *dst, int64_t m
         for (int r = 0; r < 4; r++)
             rows[r] = w + (size_t)(m + r < m1 ? m + r : m1 - 1) * stride;
         /* contiguous rows: the four rows' bytes ahead as one run, the same lines as row by row,
-         * yet faster on the Zen 5 VM (one core, K = 896: F16 27-29 against 20 GB/s, Q8_0 24-25
-         * against 18-21, Q4_0 23-25 against 14-16) */
+         * yet measured faster (bench/results/decode.md) */
         if (prefetch && stride == row_bytes) {
             prefetch_ahead(rows[0], 4 * row_bytes, ahead);
         } else if (prefetch) {
@@ -405,7 +390,7 @@ static void mul_mat_dot(const struct llm_cpu_params *p, struct llm_tensor *dst, 
     size_t xrow = llm_row_size(g->s.wt->vec_dot_type, g->s.K);
     const char *xs = convert_src1(p, g, work);
     /* Decode is bandwidth-bound and its threads run at the same pace: one equal share each, one
-     * run per matrix (qwen2-0.5B Q4_0 tg64, 2 threads: 104-108 against 94 t/s), dealt out without
+     * run per matrix (faster than the counter: bench/results/kernel_choices.md), dealt out without
      * the counter. Batches: about 8 tasks per thread from the counter, enough to balance, few
      * enough that each thread streams long runs of consecutive rows (short interleaved runs defeat
      * the hardware prefetcher). */

@@ -212,9 +212,9 @@ void cpu_rope(const struct llm_cpu_params *p, struct llm_tensor *dst)
     llm_cpu_rope_apply(p, dst, rope_table(p, dst, &rp));
 }
 
-/* Reference: the angles straight from the formula (../shared/spec/gguf.md §3.7), in double, sharing
- * nothing with the fast path above (no rope_params, rope_angle or table), so that a wrong angle in
- * either one shows as a difference: θ_i = pos · freq_scale · freq_base^(−2i/n_dims) / factor_i
+/* Reference: the angles straight from the formula (src/model/README.md: RoPE modes), in double,
+ * sharing nothing with the fast path above (no rope_params, rope_angle or table), so that a wrong
+ * angle in either one shows as a difference: θ_i = pos · freq_scale · freq_base^(−2i/n_dims) / factor_i
  * (factor_i = src[2][i], 1 without freq factors), pair i rotated by θ_i and scaled by attn_factor. */
 void llm_ref_rope(struct llm_tensor *dst)
 {

@@ -49,7 +49,7 @@ void AVX512 llm_vec_dot4_f16_avx512(int64_t n, float *s, const void *const *w, c
 /* One row with llm_vec_dot4_f16_avx512's sums for it (the same accumulators fed in the same
  * order): decode of long rows reads them one after the other, one sequential stream that the
  * hardware prefetcher follows at the core's full read rate, where four rows read side by side are
- * four streams (K = 4864, one core: 28-30 against 21-22 GB/s). */
+ * four streams (bench/results/kernel_choices.md). */
 void AVX512 llm_vec_dot1_f16_avx512(int64_t n, float *s, const void *w, const void *x)
 {
     const uint16_t *wh = w, *xh = x;
@@ -188,8 +188,8 @@ static inline __attribute__((always_inline)) AVX512 void finish_rows(enum llm_ty
 }
 
 /* ---- Q4_0 and Q5_0: four blocks of a row per zmm -------------------------------------------------
- * One block per ymm left most of the work per weight byte in unpacking, converting and scaling
- * (in cache ~28 GB/s, below what one core streams). Here the 16-byte quants of four consecutive
+ * One block per ymm left most of the work per weight byte in unpacking, converting and scaling,
+ * which ran slower than one core streams from memory. Here the 16-byte quants of four consecutive
  * blocks of a row fill one zmm: its low nibbles pair with the activations' first 16 bytes of each
  * block and its high nibbles with their last 16, so one AND, one shift and two vpdpbusd cover
  * 128 weights, and lane group j (4 lanes) holds block j's sum, scaled by a 16-float vector of the
