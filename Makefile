@@ -8,10 +8,16 @@ WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototyp
 CFLAGS  ?= -O2 -g
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -pthread -Isrc $(EXTRA_CFLAGS)
 # OpenBLAS is loaded at run time (src/ops/blas.c), so it is not on the link line.
-LDLIBS  := -ldl -largtable2 -lcjson -lm -pthread
+LDLIBS  = -ldl -largtable2 -lcjson -lm -pthread $(MPI_LIBS)
 TEST_LDLIBS := -lcjson
 
-SRC     := $(sort $(wildcard src/*.c src/*/*.c))
+# Pipeline stages over MPI (src/mpi): built on Open MPI when its mpicc is installed, else a stub
+# that runs one process (the MPI tests then say they are skipped).
+HAVE_MPI := $(shell command -v mpicc >/dev/null 2>&1 && echo 1)
+MPI_CFLAGS := $(if $(HAVE_MPI),$(patsubst -I%,-isystem %,$(shell mpicc --showme:compile)))
+MPI_LIBS := $(if $(HAVE_MPI),$(shell mpicc --showme:link))
+MPI_SRC := $(if $(HAVE_MPI),src/mpi/mpi_link.c,src/mpi/no_mpi.c)
+SRC     := $(sort $(filter-out src/mpi/%,$(wildcard src/*.c src/*/*.c)) $(MPI_SRC))
 TOOLS   := $(sort $(wildcard tools/*.c))
 TESTS   := $(sort $(wildcard tests/test_*.c))
 TEST_SCRIPTS := $(sort $(wildcard tests/test_*.sh))
@@ -20,7 +26,7 @@ TOOL_OBJ := $(TOOLS:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TESTS:tests/%.c=$(BUILD)/tests/%)
 LIB     := $(BUILD)/libllm.a
 
-DEB_PKGS := libopenblas-dev libargtable2-dev libcjson-dev clang unicode-data valgrind python3
+DEB_PKGS := libopenblas-dev libargtable2-dev libcjson-dev clang unicode-data valgrind python3 libopenmpi-dev openmpi-bin
 
 # The tests and benchmarks read the shared models and llama.cpp references: without them, stop at
 # once with one line (never skip the reference tests silently).
@@ -31,11 +37,13 @@ endif
 endif
 
 .PHONY: all deps run test test-unit test-asan fuzz bench clean mutants
-all: $(BIN)/llm $(BIN)/llm-run $(BIN)/llm-bench $(BIN)/llm-roofline $(BIN)/llm-repack-ab
+all: $(BIN)/llm $(BIN)/llm-run $(BIN)/llm-bench $(BIN)/llm-roofline $(BIN)/llm-repack-ab $(if $(HAVE_MPI),$(BIN)/llm-mpi-hop)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/src/mpi/mpi_link.o: ALL_CFLAGS += $(MPI_CFLAGS)
 
 $(LIB): $(OBJ)
 	@rm -f $@
@@ -55,6 +63,11 @@ $(BIN)/llm-roofline: bench/roofline.c $(BUILD)/tools/roofline.o $(LIB)
 
 # bench/repack_ab.c: decode's matrix-vector products on the file's layout against the repacked one.
 $(BIN)/llm-repack-ab: bench/repack_ab.c $(LIB)
+	@mkdir -p $(BIN)
+	$(CC) $(ALL_CFLAGS) $^ $(LDLIBS) -o $@
+
+# bench/mpi_hop.c: the transport's per-hop latency, under mpirun -np 2 (bench/results/mpi.md).
+$(BIN)/llm-mpi-hop: bench/mpi_hop.c $(LIB)
 	@mkdir -p $(BIN)
 	$(CC) $(ALL_CFLAGS) $^ $(LDLIBS) -o $@
 

@@ -12,6 +12,7 @@ enum llm_status {
     LLM_ERR_UNSUPPORTED, /* well-formed but not something we run   */
     LLM_ERR_ARG,       /* bad argument from the caller           */
     LLM_ERR_NOMEM,     /* allocation failed                      */
+    LLM_ERR_PEER,      /* another process of the job failed or went silent */
 };
 
 struct llm_error {

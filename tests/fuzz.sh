@@ -23,7 +23,9 @@ TARGETS=(gguf vocab model)
 declare -A MAX_LEN=([gguf]=65536 [vocab]=65536 [model]=524288)
 CFLAGS=(-std=c11 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Werror -Isrc)
 SAN=(-fsanitize=address,undefined -fno-sanitize-recover=all)
-SRC=(src/*.c src/*/*.c)
+# the fuzzers run one process: the MPI transport's stub stands in for Open MPI
+SRC=()
+for s in src/*.c src/*/*.c; do [ "$s" = src/mpi/mpi_link.c ] || SRC+=("$s"); done
 
 passed=0; failed=0
 result() {

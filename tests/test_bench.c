@@ -323,7 +323,7 @@ static const char *const extra_names[] = { "acl_graph", "graph_captures", "graph
                                            "ops_replayed", "host_launch_us_per_token", "host_match_us_per_token",
                                            "host_serial_us_per_token", "device_us_per_token", "host_waits",
                                            "host_waits_shared_cpu", "n_splits", "copy_bytes_per_token",
-                                           "use_mmap" };
+                                           "n_ranks", "ranks_split", "use_mmap" };
 
 static void test_json_exact(void)
 {
@@ -346,6 +346,7 @@ static void test_json_exact(void)
                                "    \"host_serial_us_per_token\": 0.000000,\n    \"device_us_per_token\": 0.000000,\n"
                                "    \"host_waits\": 0,\n    \"host_waits_shared_cpu\": 0,\n"
                                "    \"n_splits\": 0,\n    \"copy_bytes_per_token\": 0.000000,\n"
+                               "    \"n_ranks\": 0,\n    \"ranks_split\": \"\",\n"
                                "    \"use_mmap\": true,\n    \"samples_ns\"");
         CHECK_EQ_INT(n, 2);
         strip_all(ref, "    \"samples_ns\"");
@@ -382,7 +383,7 @@ static void test_jsonl_exact(void)
                                "\"ops_replayed\": 0, \"host_launch_us_per_token\": 0.000000, "
                                "\"host_match_us_per_token\": 0.000000, \"host_serial_us_per_token\": 0.000000, "
                                "\"device_us_per_token\": 0.000000, \"host_waits\": 0, \"host_waits_shared_cpu\": 0, "
-                               "\"n_splits\": 0, \"copy_bytes_per_token\": 0.000000, \"use_mmap\": true, ");
+                               "\"n_splits\": 0, \"copy_bytes_per_token\": 0.000000, \"n_ranks\": 0, \"ranks_split\": \"\", \"use_mmap\": true, ");
         CHECK_EQ_INT(n, 2);
         CHECK(strcmp(out, ref) == 0, "jsonl differs:\n%s\n--- want ---\n%s", out, ref);
         free(out);
@@ -483,9 +484,10 @@ static void test_csv(void)
             else
                 CHECK(is_fixed6(got[i]) && is_fixed6(want[i]), "%s: %s", names[i], got[i]);
         }
-        for (int i = nw; i < ng; i++) /* on cpu: acl_graph 1, counters 0, per-token times 0; mapped */
+        for (int i = nw; i < ng; i++) /* on cpu: acl_graph 1, counters 0, per-token times 0, no ranks; mapped */
             CHECK(!strcmp(got[i], i == nw || !strcmp(extra_names[i - nw], "use_mmap") ? "1"
                                   : strstr(extra_names[i - nw], "_per_token")          ? "0.000000"
+                                  : !strcmp(extra_names[i - nw], "ranks_split")        ? ""
                                                                                        : "0"),
                   "%s = %s", extra_names[i - nw], got[i]);
         rl = strchr(rl, '\n') + 1;
@@ -531,7 +533,8 @@ static const char sql_extra_create[] =
     "  graph_misses INTEGER,\n  graph_evictions INTEGER,\n  eager_launches INTEGER,\n  npu_launch_us INTEGER,\n"
     "  ops_replayed INTEGER,\n  host_launch_us_per_token REAL,\n  host_match_us_per_token REAL,\n"
     "  host_serial_us_per_token REAL,\n  device_us_per_token REAL,\n  host_waits INTEGER,\n"
-    "  host_waits_shared_cpu INTEGER,\n  n_splits INTEGER,\n  copy_bytes_per_token REAL\n);\n\n"
+    "  host_waits_shared_cpu INTEGER,\n  n_splits INTEGER,\n  copy_bytes_per_token REAL,\n  n_ranks INTEGER,\n"
+    "  ranks_split TEXT\n);\n\n"
     "CREATE TABLE IF NOT EXISTS llm_bench_load (\n  llama_bench_rowid INTEGER,\n  test_time TEXT,\n  avg_ns INTEGER,\n"
     "  use_mmap INTEGER\n);\n\n";
 
@@ -563,9 +566,10 @@ static void test_sql(void)
             fprintf(m, "INSERT INTO llm_bench_extra (llama_bench_rowid, test_time, avg_ns, acl_graph, graph_captures, "
                        "graph_replays, graph_hits, graph_misses, graph_evictions, eager_launches, npu_launch_us, "
                        "ops_replayed, host_launch_us_per_token, host_match_us_per_token, host_serial_us_per_token, "
-                       "device_us_per_token, host_waits, host_waits_shared_cpu, n_splits, copy_bytes_per_token) SELECT rowid, "
+                       "device_us_per_token, host_waits, host_waits_shared_cpu, n_splits, copy_bytes_per_token, n_ranks, "
+                       "ranks_split) SELECT rowid, "
                        "test_time, avg_ns, '1', '0', '0', '0', '0', '0', '0', '0', '0', '0.000000', '0.000000', '0.000000', "
-                       "'0.000000', '0', '0', '0', '0.000000' FROM llama_bench WHERE rowid = "
+                       "'0.000000', '0', '0', '0', '0.000000', '0', '' FROM llama_bench WHERE rowid = "
                        "last_insert_rowid() AND test_time = '%s' AND avg_ns = '%" PRIu64 "';\n",
                     r->test_time, bench_avg_ns(r->samples_ns, r->n_samples));
             fprintf(m, "INSERT INTO llm_bench_load (llama_bench_rowid, test_time, avg_ns, use_mmap) SELECT "
@@ -731,7 +735,7 @@ static void test_token_times(void)
     free(json);
 
     char *jsonl = print_all(&on, BENCH_OUT_JSONL);
-    CHECK(strstr(jsonl, "\"copy_bytes_per_token\": 0.000000, \"use_mmap\": true, \"ttft_ms\": 7.500000, \"itl_p50_ms\": 2.000000, \"itl_p90_ms\": "
+    CHECK(strstr(jsonl, "\"copy_bytes_per_token\": 0.000000, \"n_ranks\": 0, \"ranks_split\": \"\", \"use_mmap\": true, \"ttft_ms\": 7.500000, \"itl_p50_ms\": 2.000000, \"itl_p90_ms\": "
                         "4.000000, \"itl_p99_ms\": 4.000000, \"itl_max_ms\": 4.000000, \"token_ns\": [ [ 5000000, 1000000, "
                         "2000000 ], [ 6000000, 3000000, 4000000 ] ], \"samples_ns\": [ ") != NULL, "pg jsonl:\n%s", jsonl);
     CHECK(count_of(jsonl, "\"token_ns\"") == 3 && count_of(jsonl, "\"ttft_ms\"") == 1 && count_of(jsonl, "\n") == 3);

@@ -26,11 +26,11 @@ ref, out = open(ref_path, encoding='utf-8').read(), open(out_path, encoding='utf
 EXTRA = ['acl_graph', 'graph_captures', 'graph_replays', 'graph_hits', 'graph_misses', 'graph_evictions',
          'eager_launches', 'npu_launch_us', 'ops_replayed', 'host_launch_us_per_token', 'host_match_us_per_token',
          'host_serial_us_per_token', 'device_us_per_token', 'host_waits', 'host_waits_shared_cpu', 'n_splits',
-         'copy_bytes_per_token', 'use_mmap']
-# their values on cpu (no graph cache, one split; -lm auto maps the file) and sql types; use_mmap
-# goes to sql's llm_bench_load
-EXTRA_CPU = ['1'] + ['0'] * 8 + ['0.000000'] * 4 + ['0'] * 2 + ['1', '0.000000', '1']
-EXTRA_SQL = ['INTEGER'] * 9 + ['REAL'] * 4 + ['INTEGER'] * 3 + ['REAL']
+         'copy_bytes_per_token', 'n_ranks', 'ranks_split', 'use_mmap']
+# their values on cpu (no graph cache, one split, one rank; -lm auto maps the file) and sql types;
+# use_mmap goes to sql's llm_bench_load
+EXTRA_CPU = ['1'] + ['0'] * 8 + ['0.000000'] * 4 + ['0'] * 2 + ['1', '0.000000', '1', '5', '1']
+EXTRA_SQL = ['INTEGER'] * 9 + ['REAL'] * 4 + ['INTEGER'] * 3 + ['REAL', 'INTEGER', 'TEXT']
 VOLATILE = {'build_commit', 'build_number', 'cpu_info', 'test_time', 'avg_ns', 'stddev_ns', 'avg_ts', 'stddev_ts'}
 FORMATS = {'build_number': r'\d+', 'test_time': r'\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ', 'avg_ns': r'\d+',
            'stddev_ns': r'\d+', 'avg_ts': r'\d+\.\d{6}', 'stddev_ts': r'\d+\.\d{6}'}

@@ -251,7 +251,19 @@ static int measure(struct bench_state *s, struct llm_context *c, const struct be
 /* The context test t runs in (observers not set). */
 /* The context of test t; npu_opts (2 slots, read when the context is made) holds the npu's graph
  * mode and launch cost. */
-static struct llm_context_params test_context_params(const struct bench_instance *t,
+/* The pipeline stages of the test's context: how many, and the layers of each ("3/2"). */
+static void record_ranks(const struct llm_context *c, struct bench_result *res)
+{
+    struct llm_rank_info ri[64];
+    res->n_ranks = llm_context_ranks(c, ri, 64);
+    size_t len = 0;
+    res->ranks_split[0] = '\0';
+    for (int i = 0; i < res->n_ranks && len < sizeof res->ranks_split; i++)
+        len += (size_t)snprintf(res->ranks_split + len, sizeof res->ranks_split - len, "%s%d", i ? "/" : "",
+                                ri[i].end - ri[i].first);
+}
+
+static struct llm_context_params test_context_params(const struct bench_instance *t, const char *ranks_split,
                                                      struct llm_backend_option npu_opts[2])
 {
     struct llm_context_params cp = llm_context_default_params();
@@ -272,6 +284,8 @@ static struct llm_context_params test_context_params(const struct bench_instance
     npu_opts[1] = (struct llm_backend_option){ LLM_DEVICE_NPU, "launch_us", t->launch_us };
     cp.backend_options = npu_opts;
     cp.n_backend_options = 2;
+    cp.link = tool_job_link();
+    cp.ranks_split = ranks_split;
     return cp;
 }
 
@@ -289,7 +303,7 @@ static struct llm_context_params test_context_params(const struct bench_instance
 static int warm_up_machine(struct bench_state *s, const struct bench_instance *t)
 {
     struct llm_backend_option npu_opts[2];
-    struct llm_context_params cp = test_context_params(t, npu_opts);
+    struct llm_context_params cp = test_context_params(t, s->p->ranks_split, npu_opts);
     cp.n_ctx = WARM_TOKENS;
     struct llm_context *c = NULL;
     struct llm_error err = { 0 };
@@ -346,7 +360,7 @@ static int run_test(struct bench_state *s, const struct bench_instance *t, struc
             return rc;
     }
     struct llm_backend_option npu_opts[2];
-    struct llm_context_params cp = test_context_params(t, npu_opts);
+    struct llm_context_params cp = test_context_params(t, s->p->ranks_split, npu_opts);
     cp.trace = s->trace;
     if (s->prof) {
         memset(s->prof, 0, sizeof *s->prof);
@@ -378,6 +392,7 @@ static int run_test(struct bench_state *s, const struct bench_instance *t, struc
         rc = measure(s, c, t, samples, tok);
     res->n_stats = llm_context_stats(c, res->stats, LLM_BACKEND_MAX_STATS);
     res->n_splits = llm_context_n_splits(c);
+    record_ranks(c, res);
     res->copy_bytes_per_token = llm_context_copy_bytes_per_token(c);
     llm_context_free(c);
     if (s->prof)

@@ -88,6 +88,7 @@ struct bench_params {
     bool profile;                   /* --profile: per-op table per test, `profile` field in records */
     bool token_times;               /* --token-times: per-token times and latency summaries         */
     char *trace;                    /* --trace FILE: one Chrome trace of the whole run, or NULL   */
+    char *ranks_split;              /* --ranks-split a/b/...: layer shares per MPI rank, or NULL  */
     char empty[96];                 /* "-p '5-1'": the first value that gave no items (llama-bench
                                        then runs the default; bench_validate refuses it), or "" */
 };
@@ -187,6 +188,8 @@ struct bench_result {
     int n_stats;                  /* warm-up included (none on the cpu alone)              */
     int n_splits;                 /* the schedule of the test's last graph: its splits and the */
     double copy_bytes_per_token;  /* bytes copied between backends per token it evaluated    */
+    int n_ranks;                  /* pipeline stages over MPI (1: one process) and the layers */
+    char ranks_split[128];        /* of each, "3/2"                                           */
     const char *profile;          /* --profile: the test's profile as JSON text, else NULL */
     uint64_t n_tokens;            /* tokens the test evaluated, warm-up and depth included */
     const uint64_t *token_ns;     /* --token-times: n_samples rows of bench_token_count() ns, else NULL */

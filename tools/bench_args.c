@@ -135,6 +135,7 @@ void bench_params_free(struct bench_params *p)
         free(strs[k]->v);
     }
     free(p->trace);
+    free(p->ranks_split);
     struct bench_ints *lists[] = { &p->n_prompt, &p->n_gen, &p->n_pg, &p->n_depth, &p->n_batch, &p->n_ubatch,
                                    &p->type_k, &p->type_v, &p->n_threads, &p->n_gpu_layers, &p->flash_attn,
                                    &p->devices, &p->acl_graph, &p->launch_us, &p->no_kv_offload,
@@ -582,6 +583,7 @@ static const struct opt opts[] = {
     { NULL, "--profile", K_FLAG, F(profile) },
     { NULL, "--token-times", K_FLAG, F(token_times) },
     { NULL, "--trace", K_PATH, F(trace) },
+    { NULL, "--ranks-split", K_PATH, F(ranks_split) },
 };
 #undef F
 
@@ -924,6 +926,8 @@ void bench_usage(FILE *out, const char *prog, const struct bench_defaults *d)
     fprintf(out, "  --trace <file>                            Chrome trace (Perfetto) of every op and host step\n");
     fprintf(out, "  --token-times                             per-token times (json/jsonl `token_ns`, sql table\n"
                  "                                            llm_bench_tokens), TTFT and inter-token latency\n");
+    fprintf(out, "  --ranks-split <a/b/...>                   under mpirun -np K: shares of layers per rank\n"
+                 "                                            (default: equal); rows add n_ranks, ranks_split\n");
     fprintf(out, "\ntest parameters:\n");
     fprintf(out, "  -m, --model <filename>                    (default: %s)\n", DEFAULT_MODEL);
     fprintf(out, "  -p, --n-prompt <n>                        (default: 512)\n");

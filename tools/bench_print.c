@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "bench.h"
+#include "commands.h"
+#include "mpi/link.h"
 
 enum ftype { T_STRING, T_INT, T_BOOL, T_FLOAT };
 
@@ -19,7 +21,7 @@ enum field {
     /* ours: the A/B dimension and the ACL graph statistics */
     F_ACL_GRAPH, F_GRAPH_CAPTURES, F_GRAPH_REPLAYS, F_GRAPH_HITS, F_GRAPH_MISSES, F_GRAPH_EVICTIONS,
     F_EAGER_LAUNCHES, F_NPU_LAUNCH_US, F_OPS_REPLAYED, F_HOST_LAUNCH_US, F_HOST_MATCH_US, F_HOST_SERIAL_US, F_DEVICE_US,
-    F_HOST_WAITS, F_HOST_WAITS_SHARED_CPU, F_N_SPLITS, F_COPY_BYTES,
+    F_HOST_WAITS, F_HOST_WAITS_SHARED_CPU, F_N_SPLITS, F_COPY_BYTES, F_N_RANKS, F_RANKS_SPLIT,
     /* older llama-bench's use_mmap beside load_mode (sql: llm_bench_load) */
     F_USE_MMAP, N_FIELDS,
     N_LLAMA_FIELDS = F_ACL_GRAPH, /* llama-bench's fields are [0, N_LLAMA_FIELDS) */
@@ -63,6 +65,7 @@ static const struct {
     [F_HOST_SERIAL_US] = { "host_serial_us_per_token", T_FLOAT, "host_serial_us", true }, [F_DEVICE_US] = { "device_us_per_token", T_FLOAT, "device_us", true },
     [F_HOST_WAITS] = { "host_waits", T_INT, "host_waits" }, [F_HOST_WAITS_SHARED_CPU] = { "host_waits_shared_cpu", T_INT, "host_waits_shared_cpu" },
     [F_N_SPLITS] = { "n_splits", T_INT }, [F_COPY_BYTES] = { "copy_bytes_per_token", T_FLOAT },
+    [F_N_RANKS] = { "n_ranks", T_INT }, [F_RANKS_SPLIT] = { "ranks_split", T_STRING },
     [F_USE_MMAP] = { "use_mmap", T_BOOL },
 };
 
@@ -178,6 +181,8 @@ static const char *value(const struct record *rec, enum field f, char *buf)
         return stat_value(r, f, buf, cap);
     case F_N_SPLITS: snprintf(buf, cap, "%d", r->n_splits); return buf;
     case F_COPY_BYTES: snprintf(buf, cap, "%f", r->copy_bytes_per_token); return buf;
+    case F_N_RANKS: snprintf(buf, cap, "%d", r->n_ranks); return buf;
+    case F_RANKS_SPLIT: return r->ranks_split;
     case N_FIELDS: break;
     }
     return "";
@@ -230,6 +235,8 @@ static int md_columns(const struct bench_printer *pr, struct col *cols)
             bench_param_differs(pr->params, pr->defaults, fields[f].name))
             cols[n++] = (struct col){ C_FIELD, f, md_optional[i].title, md_optional[i].width };
     }
+    if (llm_link_size(tool_job_link()) > 1) /* pipeline stages over MPI: the layers of each rank */
+        cols[n++] = (struct col){ C_FIELD, F_RANKS_SPLIT, "ranks", -8 };
     cols[n++] = (struct col){ C_TEST, 0, "test", 15 };
     cols[n++] = (struct col){ C_TS, 0, "t/s", 20 };
     return n;

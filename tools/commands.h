@@ -12,6 +12,13 @@ int cmd_info(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 
+struct llm_link;
+/* Run cmd as this process's part of an mpirun job (rank 0 runs it, the others serve its pipeline
+ * stages), or alone when mpirun did not start it. */
+int tool_job_main(int (*cmd)(int argc, char **argv), int argc, char **argv);
+/* The job's link for a context's parameters (NULL outside mpirun). */
+struct llm_link *tool_job_link(void);
+
 /* Print "llm: error: <msg>" on stderr: always one line, whatever the message holds (control
  * characters, e.g. from a file name or a file's text, are shown escaped). */
 void tool_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -43,7 +43,7 @@ int main(int argc, char **argv)
     if (strncmp(prog, "llm-", 4) == 0) {
         const struct command *c = find(prog + 4);
         if (c && c->main)
-            return c->main(argc, argv);
+            return tool_job_main(c->main, argc, argv);
     }
     if (argc < 2) {
         usage(stderr);
@@ -58,5 +58,5 @@ int main(int argc, char **argv)
         tool_error("unknown command '%s' (try 'llm --help')", argv[1]);
         return 1;
     }
-    return c->main(argc - 1, argv + 1);
+    return tool_job_main(c->main, argc - 1, argv + 1);
 }

@@ -59,6 +59,7 @@ static const char *const unsupported[] = {
 struct run_opts {
     const char *model, *device, *dump_logits;
     char *tensor_overrides; /* every -ot value, joined by ',' (NULL: none) */
+    char *ranks_split;    /* --ranks-split a/b/... (NULL: equal shares) */
     char *prompt;
     FILE *dump;           /* dump_logits + ".tmp", opened before any work */
     struct llm_trace *trace; /* --trace FILE, opened before any work */
@@ -372,6 +373,7 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
     struct arg_int *mg = arg_int0(NULL, "main-gpu", "0", "-mg: the one device, 0");
     struct arg_str *ot = arg_strn(NULL, "override-tensor", "PAT=DEV,...", 0, 16,
                                   "-ot: weights whose names match the regex PAT live on DEV (cpu or npu)");
+    struct arg_str *rsplit = arg_str0(NULL, "ranks-split", "a/b/...", "under mpirun -np K: shares of layers per rank (default equal)");
     struct arg_lit *no_display = arg_lit0(NULL, "no-display-prompt", "print only the generated text");
     struct arg_lit *special = arg_lit0(NULL, "special", "-sp: print control tokens' text");
     struct arg_lit *no_parse = arg_lit0(NULL, "no-parse-special", "take <|im_end|>, </s>, ... in the prompt as plain text");
@@ -387,7 +389,7 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
     struct arg_lit *help = arg_lit0("h", "help", "print this help");
     struct arg_end *end = arg_end(5);
     void *table[] = { help, model, prompt, file, n_predict, n_ctx, n_batch, n_ubatch, threads, temp, top_k,
-                      top_p, min_p, rep_pen, rep_n, seed, ctk, ctv, fa, dev, ngl, nkvo, mmap_on, mmap_off, mlock, dio, cpu_mask, cpu_strict, poll, prio, numa, sm, ts, mg, ot, no_display, special,
+                      top_p, min_p, rep_pen, rep_n, seed, ctk, ctv, fa, dev, ngl, nkvo, mmap_on, mmap_off, mlock, dio, cpu_mask, cpu_strict, poll, prio, numa, sm, ts, mg, ot, rsplit, no_display, special,
                       no_parse, escape, no_escape, ignore_eos, no_cnv, no_warmup, dump, verbose, profile, trace, end };
     const int n_table = sizeof table / sizeof table[0];
     int rc = -1;
@@ -447,7 +449,7 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
     o->device = dev->count ? dev->sval[0] : "cpu";
     o->n_gpu_layers = ngl->count ? ngl->ival[0] : -1;
     o->no_kv_offload = nkvo->count > 0;
-    if (join_overrides(ot, o) != 0) {
+    if ((rsplit->count && !(o->ranks_split = strdup(rsplit->sval[0]))) || join_overrides(ot, o) != 0) {
         rc = 1;
         goto out;
     }
@@ -645,6 +647,27 @@ static void print_splits(const struct llm_context *ctx)
     }
 }
 
+/* -v under mpirun: each rank's layers, resident memory and where its decode time went. */
+static void print_ranks(const struct llm_context *ctx, uint32_t n_layer)
+{
+    struct llm_rank_info ri[64];
+    const int n = llm_context_ranks(ctx, ri, 64);
+    if (n < 2)
+        return;
+    for (int i = 0; i < n; i++) {
+        fprintf(stderr, "llm-run: rank %d of %d: layers %d-%d%s%s, resident %.1f MiB\n", ri[i].rank, n, ri[i].first,
+                ri[i].end - 1, ri[i].first == 0 ? " + token embedding" : "",
+                ri[i].end == (int32_t)n_layer ? " + output" : "", ri[i].rss_bytes / 1048576.0);
+        static const char *const phase[2] = { "prompt", "generation" };
+        for (int ph = 0; ph < 2; ph++) {
+            const double all = ri[i].busy_ms[ph] + ri[i].wait_ms[ph];
+            if (all > 0)
+                fprintf(stderr, "llm-run:   %s: computing %.2f ms, waiting %.2f ms (bubble %.0f%%)\n", phase[ph],
+                        ri[i].busy_ms[ph], ri[i].wait_ms[ph], 100.0 * ri[i].wait_ms[ph] / all);
+        }
+    }
+}
+
 /* -v: time per phase, tokens, KV cache use, the schedule, then the npu's graph statistics. */
 static void print_stats(const struct run_stats *rs, const struct llm_context *ctx, const struct llm_model *m,
                         const struct llm_context_params *cp)
@@ -667,6 +690,7 @@ static void print_stats(const struct run_stats *rs, const struct llm_context *ct
             used, cp->n_ctx, cp->n_ctx ? 100.0 * used / cp->n_ctx : 0.0, (long long)cells, hp->n_layer,
             llm_type_name(cp->type_k), llm_type_name(cp->type_v), bytes / 1048576.0);
     print_splits(ctx);
+    print_ranks(ctx, hp->n_layer);
     if (strcmp(llm_context_backend_name(ctx), "cpu") != 0) /* the cpu has no graph cache */
         print_device_stats(ctx, (int)(rs->n_prompt_done + rs->n_gen));
 }
@@ -826,6 +850,8 @@ static int generate(struct run_opts *o)
     cp.n_gpu_layers = o->n_gpu_layers;
     cp.no_kv_offload = o->no_kv_offload;
     cp.tensor_overrides = o->tensor_overrides;
+    cp.link = tool_job_link();
+    cp.ranks_split = o->ranks_split;
     static struct llm_profile prof; /* large: not on the stack */
     cp.profile = o->profile ? &prof : NULL;
     cp.trace = o->trace;
@@ -949,5 +975,6 @@ int cmd_run(int argc, char **argv)
     free((char *)o.model);
     free((char *)o.dump_logits);
     free(o.tensor_overrides);
+    free(o.ranks_split);
     return rc;
 }

@@ -60,10 +60,10 @@ struct llm_tensor *llm_build_forward(struct llm_ctx *ctx, const struct llm_model
     const struct llm_hparams *hp = &m->hp;
     const int64_t n = in->n_tokens;
     const float eps = hp->f_norm_rms_eps;
-    struct llm_tensor *x = llm_get_rows(ctx, m->tok_embd, in->tokens); /* [n_embd, n] */
-    llm_set_name(x, "inp_embd");
+    struct llm_tensor *x = in->layer_first > 0 ? in->embd : llm_get_rows(ctx, m->tok_embd, in->tokens);
+    llm_set_name(x, "inp_embd"); /* [n_embd, n] */
 
-    for (uint32_t il = 0; il < hp->n_layer; il++) {
+    for (uint32_t il = (uint32_t)in->layer_first; il < (uint32_t)in->layer_end; il++) {
         const struct llm_layer *L = &m->layers[il];
         struct llm_tensor *h = norm(ctx, x, L->attn_norm, eps);
 
@@ -98,6 +98,8 @@ struct llm_tensor *llm_build_forward(struct llm_ctx *ctx, const struct llm_model
         x = llm_add(ctx, f, ffn_in);
         llm_set_name(x, "l_out-%u", il);
     }
+    if ((uint32_t)in->layer_end < hp->n_layer)
+        return x; /* the next stage goes on from the residual */
     if (hp->n_layer == 0 && in->n_outputs < n)
         x = llm_get_rows(ctx, x, in->out_ids);
     x = norm(ctx, x, m->output_norm, eps);

@@ -12,10 +12,11 @@
 #include "../split_exec.h"
 #include "../trace.h"
 #include "build.h"
+#include "pipeline.h"
 #include "weights.h"
 
 /* Host-side contents of the input tensors and their home in backend memory. */
-enum { IN_TOKENS, IN_POS, IN_KV_IDX, IN_OUT_IDS, IN_MASK, IN_COUNT };
+enum { IN_TOKENS, IN_POS, IN_KV_IDX, IN_OUT_IDS, IN_MASK, IN_EMBD, IN_COUNT };
 
 /* -ot, compiled: the weights whose names match pattern live on device. */
 struct tensor_override {
@@ -52,6 +53,11 @@ struct llm_context {
     int64_t schedules;
     int32_t n_logits_rows;
     int32_t logits_cap_rows;
+    /* This process's pipeline stage: layers [first, end), and how activations travel (NULL: one
+     * process runs the whole model); pipe: rank 0's handle on the other ranks' stages. */
+    int32_t first, end;
+    const struct llm_stage_io *io;
+    struct llm_pipe *pipe;
 };
 
 struct llm_context_params llm_context_default_params(void)
@@ -69,6 +75,7 @@ void llm_context_free(struct llm_context *c)
         return;
     for (int b = 0; b < c->n_backends; b++)
         c->backends[b]->iface->synchronize(c->backends[b]);
+    llm_pipe_close(c->pipe);
     llm_split_exec_release(&c->exec);
     llm_kv_cache_release(&c->kv);
     llm_weights_release(&c->weights);
@@ -90,6 +97,20 @@ static void input_sizes(const struct llm_context *c, size_t size[IN_COUNT])
     const size_t nu = (size_t)c->p.n_ubatch;
     size[IN_TOKENS] = size[IN_POS] = size[IN_KV_IDX] = size[IN_OUT_IDS] = nu * sizeof(int32_t);
     size[IN_MASK] = nu * (size_t)c->kv.n_cells * sizeof(float);
+    size[IN_EMBD] = c->first > 0 ? nu * c->model->hp.n_embd * sizeof(float) : 0;
+}
+
+/* Is this the last stage (the one with the output layer)? */
+static bool last_stage(const struct llm_context *c)
+{
+    return c->end == (int32_t)c->model->hp.n_layer;
+}
+
+/* Floats per output row: logits, or the residual stream a later stage goes on from. */
+/* Floats per output row: logits, or hidden states (-embd, or a stage before the last: its residual). */
+static int32_t out_width(const struct llm_context *c)
+{
+    return (int32_t)(last_stage(c) && !c->p.embeddings ? c->model->hp.n_vocab : c->model->hp.n_embd);
 }
 
 static int init_inputs(struct llm_context *c, struct llm_error *err)
@@ -134,6 +155,13 @@ static void make_inputs(struct llm_context *c, struct llm_build_inputs *in, int3
     llm_set_name(in->out_ids, "inp_out_ids");
     in->tokens->flags = in->pos->flags = in->kv_idx->flags = LLM_TENSOR_INPUT;
     in->mask->flags = in->out_ids->flags = LLM_TENSOR_INPUT;
+    in->layer_first = c->first;
+    in->layer_end = c->end;
+    in->embd = NULL;
+    if (c->first > 0 && (in->embd = llm_new_tensor_2d(g, LLM_TYPE_F32, c->model->hp.n_embd, n))) {
+        in->embd->data = c->host[IN_EMBD]; /* the previous stage's residual arrives here */
+        in->embd->flags = LLM_TENSOR_INPUT;
+    }
 }
 
 /* Build the graph of one micro-batch; NULL when the tensor pool or memory ran out. */
@@ -248,6 +276,14 @@ static bool layer_offloaded(const struct llm_context *c, int64_t il)
     return c->n_backends > 1 && il >= 0 && (ngl < 0 || il >= n_layer + 1 - ngl);
 }
 
+/* Does this stage use layer il (n_layer: the output layer; -1: the embedding and the rest)? */
+static bool layer_here(const struct llm_context *c, int64_t il)
+{
+    if (il == (int64_t)c->model->hp.n_layer)
+        return last_stage(c);
+    return il < 0 || (il >= c->first && il < c->end);
+}
+
 /* Where -ot's device name puts a weight; -1 when it names none. */
 static int override_device(const char *name, size_t len)
 {
@@ -287,6 +323,8 @@ static bool offload_tensor(void *user, const struct llm_tensor *t, int64_t il)
 {
     const struct llm_context *c = user;
     struct llm_backend *npu = c->backends[0];
+    if (!layer_here(c, il))
+        return false; /* another rank's: never touched here */
     bool offload = layer_offloaded(c, il);
     for (int i = 0; i < c->n_overrides; i++)
         if (regexec(&c->overrides[i].pattern, t->name, 0, NULL, 0) == 0) {
@@ -358,7 +396,8 @@ static int context_init(struct llm_context *c, struct llm_error *err)
         rc = llm_weights_place(&c->weights, c->model, c->backends[0], offload_tensor, c, err);
     struct llm_backend *kv_home[LLM_MAX_LAYERS];
     for (uint32_t il = 0; il < c->model->hp.n_layer && il < LLM_MAX_LAYERS; il++) {
-        kv_home[il] = c->backends[layer_offloaded(c, il) && !c->p.no_kv_offload ? 0 : cpu_index(c)];
+        kv_home[il] = !layer_here(c, il) ? NULL /* another rank's */
+                      : c->backends[layer_offloaded(c, il) && !c->p.no_kv_offload ? 0 : cpu_index(c)];
     }
     if (!rc)
         rc = llm_kv_cache_init(&c->kv, &c->model->hp, kv_home, c->p.n_ctx, c->p.type_k, c->p.type_v, err);
@@ -367,6 +406,32 @@ static int context_init(struct llm_context *c, struct llm_error *err)
     if (!rc)
         rc = reserve(c, err);
     return rc;
+}
+
+/* The layers this process runs: all of them, a later rank's stage as given, or on rank 0 of a job
+ * the first stage, after the other ranks opened theirs. */
+static int stage_init(struct llm_context *c, struct llm_error *err)
+{
+    const int32_t n_layer = (int32_t)c->model->hp.n_layer;
+    c->first = 0;
+    c->end = n_layer;
+    if (c->p.layer_end > 0) {
+        if (c->p.layer_first < 0 || c->p.layer_first >= c->p.layer_end || c->p.layer_end > n_layer)
+            return llm_fail(err, LLM_ERR_ARG, "stage layers [%d, %d) outside the model's %d", c->p.layer_first,
+                            c->p.layer_end, n_layer);
+        if (!c->p.io)
+            return llm_fail(err, LLM_ERR_ARG, "a stage of layers [%d, %d) needs a transport", c->p.layer_first,
+                            c->p.layer_end);
+        c->first = c->p.layer_first;
+        c->end = c->p.layer_end;
+        c->io = c->p.io;
+    } else if (llm_link_size(c->p.link) > 1) {
+        int rc = llm_pipe_open(c->p.link, c->model, &c->p, &c->pipe, &c->end, err);
+        if (rc)
+            return rc;
+        c->io = llm_pipe_io(c->pipe);
+    }
+    return LLM_OK;
 }
 
 int llm_context_new(struct llm_model *model, const struct llm_context_params *p,
@@ -385,7 +450,9 @@ int llm_context_new(struct llm_model *model, const struct llm_context_params *p,
     c->p = *p;
     if (c->p.n_ubatch > c->p.n_batch)
         c->p.n_ubatch = c->p.n_batch;
-    int rc = context_init(c, err);
+    int rc = stage_init(c, err);
+    if (!rc)
+        rc = context_init(c, err);
     if (rc) {
         llm_context_free(c);
         return rc;
@@ -404,7 +471,7 @@ static void fill_inputs(struct llm_context *c, const int32_t *tokens, int32_t n)
     int32_t *out_ids = c->host[IN_OUT_IDS];
     float *mask = c->host[IN_MASK];
     for (int32_t i = 0; i < n; i++) {
-        tok[i] = tokens[i];
+        tok[i] = tokens ? tokens[i] : 0;
         pos[i] = idx[i] = n_past + i;
         float *row = mask + (size_t)i * (size_t)n_kv;
         for (int32_t j = 0; j < n_kv; j++)
@@ -440,17 +507,12 @@ static int prepare_graph(struct llm_context *c, int32_t n, int32_t n_kv, int32_t
     return LLM_OK;
 }
 
-/* Floats per output row: logits, or hidden states with -embd. */
-static size_t row_width(const struct llm_context *c)
+/* Room for rows of n_vocab floats (the widest rows: logits; hidden states with -embd and a stage's
+ * residual rows are n_embd wide). */
+static int logits_room(struct llm_context *c, int32_t rows, struct llm_error *err)
 {
-    return c->p.embeddings ? c->model->hp.n_embd : c->model->hp.n_vocab;
-}
-
-/* Append the n_out rows of the graph's logits to c->logits. */
-static int read_logits(struct llm_context *c, int32_t n_out, struct llm_error *err)
-{
-    const int32_t n_vocab = (int32_t)row_width(c); /* or n_embd: the output rows' width */
-    const int32_t rows = c->n_logits_rows + n_out;
+    const int32_t n_vocab = (int32_t)(c->model->hp.n_vocab > c->model->hp.n_embd ? c->model->hp.n_vocab
+                                                                                  : c->model->hp.n_embd);
     if (rows > c->logits_cap_rows) {
         float *nl = realloc(c->logits, (size_t)rows * (size_t)n_vocab * sizeof(float));
         if (!nl)
@@ -458,9 +520,19 @@ static int read_logits(struct llm_context *c, int32_t n_out, struct llm_error *e
         c->logits = nl;
         c->logits_cap_rows = rows;
     }
+    return LLM_OK;
+}
+
+/* Append the n_out rows of the graph's output (logits, or a stage's residual) to c->logits. */
+static int read_logits(struct llm_context *c, int32_t n_out, struct llm_error *err)
+{
+    const int32_t rows = c->n_logits_rows + n_out;
+    int rc = logits_room(c, rows, err);
+    if (rc)
+        return rc;
     const struct llm_tensor *logits = c->graph_logits;
-    float *dst = c->logits + (size_t)c->n_logits_rows * (size_t)n_vocab;
-    int rc = llm_tensor_get(logits, dst, 0, (size_t)n_out * logits->nb[1], err);
+    float *dst = c->logits + (size_t)c->n_logits_rows * (size_t)out_width(c);
+    rc = llm_tensor_get(logits, dst, 0, (size_t)n_out * logits->nb[1], err);
     if (!rc)
         c->n_logits_rows = rows;
     return rc;
@@ -475,7 +547,7 @@ static void host_span(struct llm_context *c, const char *name, double t0)
 static int decode_ubatch(struct llm_context *c, const int32_t *tokens, int32_t n, bool logits_all,
                          struct llm_error *err)
 {
-    const int32_t n_out = logits_all ? n : 1;
+    const int32_t n_out = logits_all || !last_stage(c) ? n : 1;
     struct llm_profile *prof = c->p.profile;
     const enum llm_phase phase = n > 1 ? LLM_PHASE_PREFILL : LLM_PHASE_DECODE;
     if (prof)
@@ -486,6 +558,8 @@ static int decode_ubatch(struct llm_context *c, const int32_t *tokens, int32_t n
     t0 = llm_now_us();
     if (!rc)
         fill_inputs(c, tokens, n);
+    if (!rc && c->first > 0) /* the previous stage's residual, into the fixed input buffer */
+        rc = c->io->recv(c->io->user, c->host[IN_EMBD], (size_t)n * c->model->hp.n_embd * sizeof(float), err);
     host_span(c, "input upload", t0);
     t0 = llm_now_us();
     if (!rc)
@@ -499,6 +573,11 @@ static int decode_ubatch(struct llm_context *c, const int32_t *tokens, int32_t n
     t0 = llm_now_us();
     if (!rc)
         rc = read_logits(c, n_out, err);
+    if (!rc && !last_stage(c)) { /* on to the next stage */
+        if (c->io->send)
+            rc = c->io->send(c->io->user, c->logits, (size_t)n * (size_t)out_width(c) * sizeof(float), err);
+        c->n_logits_rows = 0;
+    }
     host_span(c, "logits read", t0);
     llm_trace_flush(c->p.trace);
     if (!rc)
@@ -517,19 +596,35 @@ int llm_decode(struct llm_context *c, const int32_t *tokens, int32_t n, bool log
         return llm_fail(err, LLM_ERR_ARG, "context full: %d + %d tokens exceed n_ctx = %d",
                         c->kv.n_used, n, c->p.n_ctx);
     const int32_t n_vocab = (int32_t)c->model->hp.n_vocab;
-    for (int32_t i = 0; i < n; i++)
+    if (!tokens && c->first == 0)
+        return llm_fail(err, LLM_ERR_ARG, "decode: no tokens");
+    for (int32_t i = 0; tokens && i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= n_vocab)
             return llm_fail(err, LLM_ERR_ARG, "decode: token id %d out of range [0, %d)", tokens[i], n_vocab);
     c->n_logits_rows = 0;
+    if (c->io && c->io->begin) {
+        int rc = c->io->begin(c->io->user, n, logits_all, err);
+        if (rc)
+            return rc;
+    }
     for (int32_t done = 0; done < n;) {
         int32_t nu = n - done < c->p.n_ubatch ? n - done : c->p.n_ubatch;
         bool last = done + nu == n;
-        int rc = decode_ubatch(c, tokens + done, nu, logits_all, err);
+        int rc = decode_ubatch(c, tokens ? tokens + done : NULL, nu, logits_all, err);
         if (rc)
             return rc;
         if (!logits_all && !last)
             c->n_logits_rows = 0; /* only the final micro-batch's last row is kept */
         done += nu;
+    }
+    if (c->io && c->io->finish) { /* the logits come back from the last stage */
+        const int32_t rows = logits_all ? n : 1;
+        int rc = logits_room(c, rows, err);
+        if (!rc)
+            rc = c->io->finish(c->io->user, c->logits, rows, err);
+        if (rc)
+            return rc;
+        c->n_logits_rows = rows;
     }
     return LLM_OK;
 }
@@ -545,7 +640,7 @@ const float *llm_get_embeddings(const struct llm_context *c, int32_t i)
 {
     if (!c->p.embeddings || i < 0 || i >= c->n_logits_rows)
         return NULL;
-    return c->logits + (size_t)i * row_width(c);
+    return c->logits + (size_t)i * (size_t)out_width(c);
 }
 
 int32_t llm_n_past(const struct llm_context *c)
@@ -560,7 +655,19 @@ int32_t llm_n_ctx(const struct llm_context *c)
 
 void llm_kv_clear(struct llm_context *c)
 {
+    if (c->pipe)
+        llm_pipe_clear(c->pipe, NULL);
     c->kv.n_used = 0;
+}
+
+int llm_context_ranks(const struct llm_context *c, struct llm_rank_info *out, int cap)
+{
+    if (c->pipe)
+        return llm_pipe_ranks(c->pipe, out, cap);
+    if (cap < 1)
+        return 0;
+    out[0] = (struct llm_rank_info){ .rank = 0, .first = c->first, .end = c->end };
+    return 1;
 }
 
 const struct llm_model *llm_context_model(const struct llm_context *c)

@@ -10,6 +10,20 @@
 #include "../error.h"
 #include "model.h"
 
+struct llm_link;
+
+/* How a pipeline stage's activations and logits travel (src/model/pipeline.c fills it): the first
+ * stage announces each decode (begin), sends its output (send) and at the end takes the logits of
+ * the last stage (finish); a later stage receives its input (recv) and, unless it is the last,
+ * sends its output. A NULL slot is not called. */
+struct llm_stage_io {
+    int (*begin)(void *user, int32_t n_tokens, bool logits_all, struct llm_error *err);
+    int (*recv)(void *user, void *dst, size_t bytes, struct llm_error *err);
+    int (*send)(void *user, const void *src, size_t bytes, struct llm_error *err);
+    int (*finish)(void *user, float *logits, int32_t rows, struct llm_error *err);
+    void *user;
+};
+
 struct llm_context_params {
     int32_t n_ctx;         /* tokens the context can hold (cells are padded to 256)   */
     int32_t n_batch;       /* logical batch: max tokens per llm_decode call         */
@@ -35,6 +49,13 @@ struct llm_context_params {
     int n_backend_options;
     struct llm_profile *profile; /* per-op times by phase, or NULL (src/profile.h)  */
     struct llm_trace *trace;     /* timeline of host and backend threads, or NULL  */
+    struct llm_link *link;       /* the job mpirun started (src/mpi/link.h), or NULL: with more
+                                    than one rank this context is rank 0's first stage and drives
+                                    the others (src/model/pipeline.h)                          */
+    const char *ranks_split;     /* --ranks-split "a/b/...": shares of layers per rank; NULL or
+                                    "" for equal shares                                         */
+    int32_t layer_first, layer_end; /* a later rank's stage: layers [first, end) (0, 0: all)   */
+    const struct llm_stage_io *io;  /* that stage's transport; NULL                            */
 };
 
 struct llm_context_params llm_context_default_params(void);
@@ -91,5 +112,19 @@ void llm_context_schedule_time(const struct llm_context *c, double *us, int64_t 
 /* Bytes the last graph copied between backends, per token it evaluated (0 before any graph). */
 double llm_context_copy_bytes_per_token(const struct llm_context *c);
 void llm_context_split(const struct llm_context *c, int i, struct llm_split_info *out);
+
+/* The pipeline stages of a context driven over MPI (one stage, rank 0, otherwise): up to cap of
+ * them, each with its layers [first, end) (end == n_layer: it has the output layer) and resident
+ * memory, asked of each rank now. Returns how many were written. */
+struct llm_rank_info {
+    int rank;
+    int32_t first, end;
+    double rss_bytes; /* the rank process's resident memory (VmRSS), 0 when unknown */
+    /* time in this context's decodes, [0] prompts (more than one token) and [1] single tokens:
+     * computing its stage, and waiting for its input, for the next rank to take its output or
+     * (rank 0) for the logits; wait / (busy + wait) is the rank's share of pipeline bubble */
+    double busy_ms[2], wait_ms[2];
+};
+int llm_context_ranks(const struct llm_context *c, struct llm_rank_info *out, int cap);
 
 #endif

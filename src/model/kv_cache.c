@@ -33,6 +33,8 @@ int llm_kv_cache_init(struct llm_kv_cache *kv, const struct llm_hparams *hp, str
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         struct llm_backend *b = layer_backends[il];
         kv->n_layer = (int32_t)il + 1; /* what release must free from here on */
+        if (!b)
+            continue; /* another pipeline stage's layer */
         int rc = cache_tensor(b, &kv->k[il], type_k, n_k, kv->n_cells, "cache_k", il, err);
         if (!rc)
             rc = cache_tensor(b, &kv->v[il], type_v, n_v, kv->n_cells, "cache_v", il, err);

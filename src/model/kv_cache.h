@@ -18,7 +18,8 @@ struct llm_kv_cache {
 };
 
 /* Allocate and zero the cache for n_ctx tokens, layer il's in the memory of layer_backends[il]
- * (zero, so that masked cells never hold NaNs that 0·x would spread). */
+ * (zero, so that masked cells never hold NaNs that 0·x would spread); none for a NULL backend (a
+ * layer another pipeline stage runs). */
 int llm_kv_cache_init(struct llm_kv_cache *kv, const struct llm_hparams *hp, struct llm_backend *const *layer_backends,
                       int32_t n_ctx, enum llm_type type_k, enum llm_type type_v, struct llm_error *err);
 void llm_kv_cache_release(struct llm_kv_cache *kv);

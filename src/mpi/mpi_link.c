@@ -1,0 +1,184 @@
+/* The transport on Open MPI: MPI_COMM_WORLD with MPI_ERRORS_RETURN, receives polled against a
+ * deadline (MPI has no receive timeout of its own). */
+#include "link.h"
+
+#include <limits.h>
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Failure notes use a tag of their own, above every tag the callers use. */
+#define LINK_TAG_FAIL 32000
+
+struct llm_link {
+    int rank, size;
+};
+
+bool llm_link_built(void)
+{
+    return true;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int mpi_fail(struct llm_error *err, int rc, const char *what, int peer)
+{
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS)
+        len = 0;
+    text[len] = '\0';
+    return llm_fail(err, LLM_ERR_PEER, "rank %d: %s failed: %s", peer, what, text);
+}
+
+struct llm_link *llm_link_open(struct llm_error *err)
+{
+    if (!getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMIX_RANK")) {
+        if (err)
+        *err = (struct llm_error){ .code = LLM_OK };
+        return NULL; /* not started by mpirun: one process, no MPI at all */
+    }
+    struct llm_link *l = calloc(1, sizeof *l);
+    if (!l)
+        return llm_fail(err, LLM_ERR_NOMEM, "out of memory"), NULL;
+    int provided = 0;
+    if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+        free(l);
+        return llm_fail(err, LLM_ERR_PEER, "MPI_Init failed"), NULL;
+    }
+    /* a peer's failure must come back as an error we can report, not abort us silently */
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &l->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &l->size);
+    return l;
+}
+
+void llm_link_close(struct llm_link *l)
+{
+    if (!l)
+        return;
+    MPI_Finalize();
+    free(l);
+}
+
+int llm_link_rank(const struct llm_link *l)
+{
+    return l ? l->rank : 0;
+}
+
+int llm_link_size(const struct llm_link *l)
+{
+    return l ? l->size : 1;
+}
+
+/* Sleep between polls after a short spin, growing to 250 us: a busy poll would take a core from the
+ * ranks that compute (ranks share cores on one machine), a longer sleep would add to every hop. */
+#define SPIN_S 50e-6
+static void back_off(long *ns)
+{
+    struct timespec ts = { 0, *ns };
+    nanosleep(&ts, NULL);
+    *ns = *ns * 2 < 250000 ? *ns * 2 : 250000;
+}
+
+/* On rank 0: another rank's failure note, received into err (true when there was one). */
+static bool failure_noted(struct llm_error *err)
+{
+    int flag = 0;
+    MPI_Status st;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, LINK_TAG_FAIL, MPI_COMM_WORLD, &flag, &st) != MPI_SUCCESS || !flag)
+        return false;
+    char msg[sizeof err->msg];
+    int len = 0;
+    MPI_Get_count(&st, MPI_CHAR, &len);
+    if (len < 0 || len >= (int)sizeof msg)
+        len = (int)sizeof msg - 1;
+    MPI_Recv(msg, len, MPI_CHAR, st.MPI_SOURCE, LINK_TAG_FAIL, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    msg[len] = '\0';
+    llm_fail(err, LLM_ERR_PEER, "%s", msg);
+    return true;
+}
+
+/* Complete req (a send to or receive from peer) by the deadline, polling; on rank 0 a failure note
+ * from any rank ends the wait with that rank's error. */
+static int await(const struct llm_link *l, MPI_Request *req, MPI_Status *st, int peer, bool sending,
+                 double timeout_s, struct llm_error *err)
+{
+    const double start = now_s(), deadline = timeout_s > 0 ? start + timeout_s : 0;
+    long pause_ns = 20000;
+    for (;;) {
+        int done = 0;
+        int rc = MPI_Test(req, &done, st);
+        if (rc != MPI_SUCCESS)
+            return mpi_fail(err, rc, sending ? "send" : "receive", peer);
+        if (done)
+            return LLM_OK;
+        if (l->rank == 0 && err && failure_noted(err)) {
+            MPI_Cancel(req);
+            return LLM_ERR_PEER;
+        }
+        const double t = now_s();
+        if (deadline && t > deadline) {
+            MPI_Cancel(req);
+            return llm_fail(err, LLM_ERR_PEER, "rank %d did not %s for %.0f s (it died or hangs)", peer,
+                            sending ? "take a message" : "answer", timeout_s);
+        }
+        if (t - start > SPIN_S)
+            back_off(&pause_ns);
+    }
+}
+
+int llm_link_send(struct llm_link *l, int to, int tag, const void *buf, size_t bytes, double timeout_s,
+                  struct llm_error *err)
+{
+    if (bytes > (size_t)INT_MAX)
+        return llm_fail(err, LLM_ERR_ARG, "message of %zu bytes to rank %d is too large", bytes, to);
+    MPI_Request req;
+    MPI_Status st;
+    int rc = MPI_Isend(buf, (int)bytes, MPI_BYTE, to, tag, MPI_COMM_WORLD, &req);
+    if (rc != MPI_SUCCESS)
+        return mpi_fail(err, rc, "send", to);
+    return await(l, &req, &st, to, true, timeout_s, err);
+}
+
+int llm_link_recv(struct llm_link *l, int from, int tag, void *buf, size_t bytes, double timeout_s,
+                  struct llm_error *err)
+{
+    if (bytes > (size_t)INT_MAX)
+        return llm_fail(err, LLM_ERR_ARG, "message of %zu bytes from rank %d is too large", bytes, from);
+    MPI_Request req;
+    MPI_Status st;
+    int rc = MPI_Irecv(buf, (int)bytes, MPI_BYTE, from, tag, MPI_COMM_WORLD, &req);
+    if (rc != MPI_SUCCESS)
+        return mpi_fail(err, rc, "receive", from);
+    rc = await(l, &req, &st, from, false, timeout_s, err);
+    if (rc)
+        return rc;
+    int got = 0;
+    MPI_Get_count(&st, MPI_BYTE, &got);
+    if ((size_t)got != bytes)
+        return llm_fail(err, LLM_ERR_PEER, "rank %d sent %d bytes where %zu were expected", from, got, bytes);
+    return LLM_OK;
+}
+
+void llm_link_report(struct llm_link *l, const char *msg)
+{
+    if (l->rank == 0)
+        return;
+    MPI_Request req;
+    MPI_Status st;
+    if (MPI_Isend(msg, (int)strlen(msg), MPI_CHAR, 0, LINK_TAG_FAIL, MPI_COMM_WORLD, &req) == MPI_SUCCESS)
+        await(l, &req, &st, 0, true, 5.0, NULL);
+}
+
+void llm_link_abort(struct llm_link *l, int code)
+{
+    (void)l;
+    MPI_Abort(MPI_COMM_WORLD, code);
+}

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Pipeline stages over MPI (issue 31), on loopback: `mpirun --oversubscribe -np 2` and `-np 3` print
+# the same greedy text as one process (prompts in micro-batches too) for stories260K (5 layers),
+# qwen2-tiny and llama-k256 (2 layers each, so one layer per rank), on cpu and npu ranks;
+# --dump-logits is byte for byte the same (the same kernels run on every layer); --ranks-split 1/3
+# splits unevenly; -v reports each rank's layers, resident memory and bubble (computing and waiting
+# time); more ranks than layers, a bad split or a rank that cannot open its stage give one
+# "llm: error:" line from rank 0 naming the cause (and the rank); a rank killed mid-run ends the
+# job within seconds, with rank 0's line naming the rank when mpirun lets the job go on
+# (--enable-recovery); llm-bench rows carry n_ranks and ranks_split in every format. Skipped, and
+# said so, where mpirun is not installed.
+set -u
+LLM=${LLM:-bin/llm}
+SHARED=${SHARED:-../shared}
+M=$SHARED/models
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+passed=0; failed=0; skipped=0
+ok()   { passed=$((passed + 1)); }
+fail() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
+done_() { echo "test_mpi: $passed passed, $failed failed${skipped:+, $skipped skipped}" | sed 's/, 0 skipped//'; exit 0; }
+
+if ! command -v mpirun >/dev/null; then
+  skipped=1; echo "SKIP test_mpi: mpirun is not installed (make deps installs openmpi-bin)" >&2; done_
+fi
+# root may run Open MPI only when told so; Open MPI's own allocations are no leaks of ours
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
+MPIRUN=(timeout -k 5 120 mpirun --oversubscribe)
+
+one()  { "$LLM" run "$@" 2>"$tmp/err1"; }
+many() { local np=$1; shift; "${MPIRUN[@]}" -np "$np" "$LLM" run "$@" 2>"$tmp/errk"; }
+
+# Greedy text: K ranks against one process.
+for spec in "stories260K 2" "stories260K 3" "qwen2-tiny-q8_0 2" "llama-k256-q4_k_m 2"; do
+  set -- $spec
+  for dev in cpu npu; do
+    args=(-m "$M/$1.gguf" -p "Once upon a time" -n 40 --temp 0 -dev "$dev")
+    one "${args[@]}" >"$tmp/one" || fail "$1 $dev: one process failed: $(cat "$tmp/err1")"
+    many "$2" "${args[@]}" >"$tmp/many"; rc=$?
+    [ $rc -eq 0 ] && [ -s "$tmp/many" ] && cmp -s "$tmp/one" "$tmp/many" && ok \
+      || fail "$1 $dev -np $2 (exit $rc): text differs: $(head -c 200 "$tmp/many") $(head -c 300 "$tmp/errk")"
+  done
+done
+
+# Logits of every prompt position: bit-identical.
+for spec in "stories260K 3 cpu" "qwen2-tiny-q8_0 2 npu" "llama-k256-q4_k_m 2 cpu"; do
+  set -- $spec
+  args=(-m "$M/$1.gguf" -p "The quick brown fox jumps over the lazy dog" -n 1 --temp 0 -dev "$3")
+  one "${args[@]}" --dump-logits "$tmp/l1" >/dev/null
+  many "$2" "${args[@]}" --dump-logits "$tmp/lk" >/dev/null; rc=$?
+  [ $rc -eq 0 ] && [ -s "$tmp/l1" ] && cmp -s "$tmp/l1" "$tmp/lk" && ok || fail "$1 -np $2 $3: logits differ (exit $rc)"
+done
+
+# Micro-batches (-ub 2 on a 5-token prompt) flow through the stages one after the other.
+args=(-m "$M/stories260K.gguf" -p "Once upon a time" -n 40 --temp 0 -ub 2)
+one "${args[@]}" >"$tmp/one"
+many 3 "${args[@]}" >"$tmp/many"; rc=$?
+[ $rc -eq 0 ] && cmp -s "$tmp/one" "$tmp/many" && ok || fail "-ub 2 -np 3 (exit $rc): $(head -c 300 "$tmp/errk")"
+
+# Uneven split and one layer per rank: the text stays; -v names each rank's layers and memory.
+args=(-m "$M/stories260K.gguf" -p "Once upon a time" -n 40 --temp 0)
+one "${args[@]}" >"$tmp/one"
+many 2 "${args[@]}" --ranks-split 1/3 -v >"$tmp/many"; rc=$?
+[ $rc -eq 0 ] && cmp -s "$tmp/one" "$tmp/many" && ok || fail "--ranks-split 1/3 (exit $rc): $(head -c 300 "$tmp/errk")"
+grep -q '^llm-run: rank 0 of 2: layers 0-0 + token embedding, resident [0-9.]* MiB$' "$tmp/errk" && \
+  grep -q '^llm-run: rank 1 of 2: layers 1-4 + output, resident [0-9.]* MiB$' "$tmp/errk" && ok \
+  || fail "-v rank lines: $(grep rank "$tmp/errk")"
+[ "$(grep -c '^llm-run:   \(prompt\|generation\): computing [0-9.]* ms, waiting [0-9.]* ms (bubble [0-9]*%)$' "$tmp/errk")" -eq 4 ] && ok \
+  || fail "-v: each rank's computing and waiting time: $(grep -A2 rank "$tmp/errk")"
+args=(-m "$M/qwen2-tiny-q8_0.gguf" -p "Hello" -n 20 --temp 0)
+one "${args[@]}" >"$tmp/one"
+many 2 "${args[@]}" -v >"$tmp/many"; rc=$?
+[ $rc -eq 0 ] && cmp -s "$tmp/one" "$tmp/many" && grep -q '^llm-run: rank 1 of 2: layers 1-1 + output' "$tmp/errk" && ok \
+  || fail "one layer per rank (exit $rc): $(grep rank "$tmp/errk")"
+
+# llm-bench under mpirun: every format records the rank count and the layers of each rank.
+bench=(-m "$M/stories260K.gguf" -p 8 -n 4 -r 1 --no-warmup)
+for o in md csv json jsonl sql; do
+  "${MPIRUN[@]}" -np 2 "$LLM" bench "${bench[@]}" -o $o >"$tmp/b.$o" 2>"$tmp/errk"; rc=$?
+  [ $rc -eq 0 ] || fail "llm-bench -o $o under mpirun: exit $rc: $(head -c 300 "$tmp/errk")"
+done
+grep -q '| ranks    |' "$tmp/b.md" && [ "$(grep -c '| 3/2      |' "$tmp/b.md")" -eq 2 ] && ok || fail "md: $(cat "$tmp/b.md")"
+[ "$(grep -c '"2","3/2"$' "$tmp/b.csv")" -eq 2 ] && head -1 "$tmp/b.csv" | grep -q ',n_ranks,ranks_split$' && ok \
+  || fail "csv: $(cut -c 1-40 "$tmp/b.csv")"
+[ "$(grep -c '"n_ranks": 2,$' "$tmp/b.json")" -eq 2 ] && [ "$(grep -c '"ranks_split": "3/2",$' "$tmp/b.json")" -eq 2 ] && ok \
+  || fail "json: $(grep ranks "$tmp/b.json")"
+[ "$(grep -c '"n_ranks": 2, "ranks_split": "3/2"' "$tmp/b.jsonl")" -eq 2 ] && ok || fail "jsonl"
+grep -q 'CREATE TABLE IF NOT EXISTS llm_bench_extra' "$tmp/b.sql" && [ "$(grep -c "INSERT INTO llm_bench_extra.*n_ranks, ranks_split) SELECT.*'2', '3/2'" "$tmp/b.sql")" -eq 2 ] && ok \
+  || fail "sql: $(grep -i 'llm_bench_extra' "$tmp/b.sql" | head -c 600)"
+
+# expect_rank_error NAME PATTERN NP ARGS...: non-zero exit, exactly one "llm: error:" line, matching PATTERN.
+expect_rank_error() {
+  local name=$1 pat=$2 np=$3; shift 3
+  many "$np" "$@" >/dev/null; local rc=$?
+  local lines; lines=$(grep -c '^llm: error: ' "$tmp/errk")
+  [ $rc -ne 0 ] && [ "$lines" -eq 1 ] && grep -q "^llm: error: $pat" "$tmp/errk" && ok \
+    || fail "$name: exit $rc, $lines error lines: $(grep -v '^[-]' "$tmp/errk" | head -c 400)"
+}
+expect_rank_error "3 ranks, 2 layers" "3 ranks but the model has 2 layers" 3 -m "$M/qwen2-tiny-q8_0.gguf" -p Hi -n 1
+expect_rank_error "split of 3 shares on 2 ranks" "--ranks-split '1/2/3' has more shares" 2 \
+  -m "$M/stories260K.gguf" -p Hi -n 1 --ranks-split 1/2/3
+expect_rank_error "a rank without a layer" "--ranks-split '0/1' leaves rank 0 without a layer" 2 \
+  -m "$M/stories260K.gguf" -p Hi -n 1 --ranks-split 0/1
+expect_rank_error "a rank that cannot open its stage" "rank 1: -ot: '(' is not a regular expression" 2 \
+  -m "$M/stories260K.gguf" -p Hi -n 1 -ot "(=cpu"
+
+# A rank killed mid-run: the job ends within seconds. mpirun ends it itself by default (naming the
+# rank in its own message); with --enable-recovery it lets rank 0 notice, which names the rank.
+kill_rank() { # kill_rank SECONDS RANK: SIGKILL that rank of the job started below
+  sleep "$1"
+  for p in $(pgrep -f -- "$LLM run -m $M/stories260K.gguf -p Hello -n -1"); do
+    [ "$(tr '\0' '\n' </proc/"$p"/environ 2>/dev/null | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')" = "$2" ] && kill -9 "$p"
+  done
+}
+long=(-m "$M/stories260K.gguf" -p Hello -n -1 --ignore-eos --temp 0 -c 50000)
+for mode in default recovery; do
+  extra=(); [ $mode = recovery ] && extra=(--enable-recovery)
+  start=$SECONDS
+  kill_rank 1.5 1 &
+  LLM_MPI_TIMEOUT=2 "${MPIRUN[@]}" "${extra[@]}" -np 3 "$LLM" run "${long[@]}" >/dev/null 2>"$tmp/errk"
+  wait
+  took=$((SECONDS - start))
+  [ $took -le 20 ] && ok || fail "killed rank ($mode): the job took $took s to end"
+  if [ $mode = recovery ]; then
+    [ "$(grep -c '^llm: error: ' "$tmp/errk")" -eq 1 ] && grep -q '^llm: error: .*rank 1 ' "$tmp/errk" && ok \
+      || fail "killed rank: rank 0's line: $(grep -v '^[-]' "$tmp/errk" | head -c 400)"
+  else
+    grep -q 'rank 1 .*signal 9' "$tmp/errk" && ok || fail "killed rank: mpirun's message: $(head -c 400 "$tmp/errk")"
+  fi
+done
+done_
