@@ -130,7 +130,8 @@ test: test-unit test-asan fuzz
 # per test); without it, ours and the roofline only. ~20 min with it,
 # about half without, on 2 cores. BENCH_QUICK=1: a smoke test of bench/run.sh in seconds and nothing
 # else (run.sh has the other knobs). Then the NPU graph-mode A/B (installs gnuplot-nox if missing):
-# graph_ab.md, crossover.png; and one decode token of the 0.5B shape, eager against graph, as a
+# graph_ab.md, crossover.png; operator fusion off and on, eager and graph, at 0 and 20 µs per launch,
+# with the layout pass's report: fusion_ab.md; and one decode token of the 0.5B shape, eager against graph, as a
 # timeline: timeline.md, timeline.png; the 0.5B Q8_0 and Q4_K_M shapes at -ngl 0..99 on the npu:
 # ngl.md, ngl.png; tg128 on stories260K with and without --token-times: token_times_ab.md; a
 # 2048-token decode of the 0.5B Q8_0 shape with per-token times: depth.md, depth.png. Last,
@@ -141,6 +142,7 @@ BENCH_QUICK ?=
 bench: all
 	@SHARED=$(SHARED) BIN=$(BIN) LLAMA_BENCH=$(LLAMA_BENCH) BENCH_QUICK=$(BENCH_QUICK) bash bench/run.sh
 	@[ "$(BENCH_QUICK)" = 1 ] || SHARED=$(SHARED) BIN=$(BIN) bash bench/graph_ab.sh
+	@[ "$(BENCH_QUICK)" = 1 ] || SHARED=$(SHARED) BIN=$(BIN) bash bench/fusion_ab.sh
 	@[ "$(BENCH_QUICK)" = 1 ] || SHARED=$(SHARED) BIN=$(BIN) bash bench/timeline.sh
 	@[ "$(BENCH_QUICK)" = 1 ] || SHARED=$(SHARED) BIN=$(BIN) bash bench/ngl_sweep.sh
 	@[ "$(BENCH_QUICK)" = 1 ] || SHARED=$(SHARED) BIN=$(BIN) bash bench/token_times_ab.sh

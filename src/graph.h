@@ -63,6 +63,9 @@ struct llm_tensor *llm_swiglu(struct llm_ctx *ctx, struct llm_tensor *gate, stru
 struct llm_tensor *llm_silu(struct llm_ctx *ctx, struct llm_tensor *a);
 struct llm_tensor *llm_cpy(struct llm_ctx *ctx, struct llm_tensor *a, struct llm_tensor *dst);
 struct llm_tensor *llm_cont(struct llm_ctx *ctx, struct llm_tensor *a);
+/* The npu layout pass's conversion: a copy of a with rows padded to a multiple of 16 elements
+ * (pad) or dense (unpad); p[0] = pad. */
+struct llm_tensor *llm_channel_norm(struct llm_ctx *ctx, struct llm_tensor *a, bool pad);
 
 /* True for ops that compute nothing (NONE, VIEW, RESHAPE, PERMUTE, TRANSPOSE): op_table.h. */
 bool llm_op_is_noop(enum llm_op op);

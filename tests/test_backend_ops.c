@@ -1062,7 +1062,7 @@ static void test_host_pointer_rejected(int graph)
 }
 
 /* Ops that compute something and that a builder makes: each needs at least one case above (the
- * fused ops are made by the npu's fusion pass alone: tests/test_fusion.c). */
+ * fused ops and CHANNEL_NORM are made by the npu's passes alone: tests/test_fusion.c, test_layout.c). */
 static bool computing_op(enum llm_op op)
 {
     return !llm_op_is_noop(op) && op != LLM_OP_CHANNEL_NORM && op != LLM_OP_ADD_RMS_NORM &&

@@ -27,14 +27,13 @@ static struct llm_tensor *build_chain(struct llm_ctx *ctx, struct llm_tensor *w,
     return x;
 }
 
-/* Every op has a row: a name, and a cpu kernel with its reference kernel unless it computes nothing
- * (CHANNEL_NORM is the layout pass's, with no cpu kernel yet). */
+/* Every op has a row: a name, and a cpu kernel with its reference kernel unless it computes nothing. */
 static void test_op_table(void)
 {
     for (int op = 0; op < LLM_OP_COUNT; op++) {
         const struct llm_op_traits *t = llm_op_traits((enum llm_op)op);
         CHECK(t->name != NULL, "op %d has no row", op);
-        if (!t->name || t->is_noop || op == LLM_OP_CHANNEL_NORM)
+        if (!t->name || t->is_noop)
             continue;
         CHECK(t->supports && t->compute && t->ref, "%s lacks a kernel, its oracle or its supports", t->name);
         CHECK(t->n_src >= 1, "%s takes no source", t->name);

@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "../clock.h"
 
 #define MAX_RANKS 64
 #define MAX_STAGES 16 /* contexts a serving rank holds at once */
@@ -119,23 +119,16 @@ int llm_pipe_split(int32_t n_layer, int n_ranks, const char *spec, int32_t *firs
 
 /* ---- memory and time ------------------------------------------------------------------------- */
 
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
-}
-
 static void decode_begins(struct timing *t, int32_t n_tokens)
 {
     t->phase = n_tokens > 1 ? 0 : 1;
-    t->start_us = now_us();
+    t->start_us = llm_now_us();
     t->waited_us = 0;
 }
 
 static void decode_ends(struct timing *t)
 {
-    const double total = now_us() - t->start_us;
+    const double total = llm_now_us() - t->start_us;
     t->busy_us[t->phase] += total - t->waited_us;
     t->wait_us[t->phase] += t->waited_us;
 }
@@ -143,7 +136,7 @@ static void decode_ends(struct timing *t)
 /* A send or receive of the decode in progress, counted as waiting. */
 static int timed(struct timing *t, double t0, int rc)
 {
-    t->waited_us += now_us() - t0;
+    t->waited_us += llm_now_us() - t0;
     return rc;
 }
 
@@ -188,14 +181,14 @@ static int first_begin(void *user, int32_t n, bool logits_all, struct llm_error 
 static int first_send(void *user, const void *src, size_t bytes, struct llm_error *err)
 {
     struct llm_pipe *pp = user;
-    const double t0 = now_us();
+    const double t0 = llm_now_us();
     return timed(&pp->timing, t0, llm_link_send(pp->link, 1, TAG_ACT, src, bytes, llm_pipe_timeout_s(), err));
 }
 
 static int first_finish(void *user, float *logits, int32_t rows, struct llm_error *err)
 {
     struct llm_pipe *pp = user;
-    const double t0 = now_us();
+    const double t0 = llm_now_us();
     /* twice a hop's limit: the rank next to a silent one notices first and names it to us */
     int rc = timed(&pp->timing, t0, llm_link_recv(pp->link, pp->n_ranks - 1, TAG_LOGITS, logits,
                                                   (size_t)rows * (size_t)pp->n_vocab * sizeof(float),
@@ -343,7 +336,7 @@ struct server {
 static int later_recv(void *user, void *dst, size_t bytes, struct llm_error *err)
 {
     struct server *s = user;
-    const double t0 = now_us();
+    const double t0 = llm_now_us();
     return timed(&s->current->timing, t0,
                  llm_link_recv(s->link, s->rank - 1, TAG_ACT, dst, bytes, llm_pipe_timeout_s(), err));
 }
@@ -351,7 +344,7 @@ static int later_recv(void *user, void *dst, size_t bytes, struct llm_error *err
 static int later_send(void *user, const void *src, size_t bytes, struct llm_error *err)
 {
     struct server *s = user;
-    const double t0 = now_us();
+    const double t0 = llm_now_us();
     return timed(&s->current->timing, t0,
                  llm_link_send(s->link, s->rank + 1, TAG_ACT, src, bytes, llm_pipe_timeout_s(), err));
 }

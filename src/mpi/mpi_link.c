@@ -8,6 +8,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "../clock.h"
+
 /* Failure notes use a tag of their own, above every tag the callers use. */
 #define LINK_TAG_FAIL 32000
 
@@ -18,13 +20,6 @@ struct llm_link {
 bool llm_link_built(void)
 {
     return true;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static int mpi_fail(struct llm_error *err, int rc, const char *what, int peer)
@@ -110,7 +105,7 @@ static bool failure_noted(struct llm_error *err)
 static int await(const struct llm_link *l, MPI_Request *req, MPI_Status *st, int peer, bool sending,
                  double timeout_s, struct llm_error *err)
 {
-    const double start = now_s(), deadline = timeout_s > 0 ? start + timeout_s : 0;
+    const double start = (llm_now_us() / 1e6), deadline = timeout_s > 0 ? start + timeout_s : 0;
     long pause_ns = 20000;
     for (;;) {
         int done = 0;
@@ -123,7 +118,7 @@ static int await(const struct llm_link *l, MPI_Request *req, MPI_Status *st, int
             MPI_Cancel(req);
             return LLM_ERR_PEER;
         }
-        const double t = now_s();
+        const double t = (llm_now_us() / 1e6);
         if (deadline && t > deadline) {
             MPI_Cancel(req);
             return llm_fail(err, LLM_ERR_PEER, "rank %d did not %s for %.0f s (it died or hangs)", peer,

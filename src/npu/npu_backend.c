@@ -25,6 +25,7 @@
 #include "aclnn.h"
 #include "fusion.h"
 #include "launch_cost.h"
+#include "layout.h"
 #include "npu_backend.h"
 
 #define MAX_RETIRED 16
@@ -42,7 +43,8 @@ struct npu_backend {
     int n_workers;
     bool graph_mode, prefill_graph;
     bool fusion;                 /* GGML_CANN_OPERATOR_FUSION                                    */
-    char fusion_log[192];        /* the last fusion summary logged, so each is said once         */
+    bool layout_align;           /* LLM_NPU_LAYOUT_ALIGN (default on): the layout pass's report  */
+    char fusion_log[384];        /* the last pass summary logged, so each is said once           */
     struct llm_graph_lru *lru;
     struct npu_launch_cost cost;
     void *workspace;             /* stream-ordered: every launch uses it from offset 0          */
@@ -147,8 +149,25 @@ static int npu_graph_reserve(struct llm_backend *b, const struct llm_graph *g, s
     return rc;
 }
 
+/* The layout pass's verdict on the split (LLM_NPU_LAYOUT_ALIGN), appended to line: the device
+ * still runs dense rows, so the pass reports and inserts nothing. */
+static void layout_report(const struct llm_graph *g, int first, int end, char *line, size_t cap)
+{
+    struct llm_graph sub = { .nodes = g->nodes + first, .n_nodes = end - first, .leafs = g->leafs,
+                             .n_leafs = g->n_leafs };
+    enum npu_layout *modes = malloc(((size_t)sub.n_nodes + 1) * sizeof *modes);
+    struct npu_layout_report r;
+    const double t0 = llm_now_us();
+    if (modes && npu_layout_align(&sub, NULL, modes, &r) == 0) {
+        const size_t n = strlen(line);
+        snprintf(line + n, cap - n, "; layout align (report only): %d CHANNEL_NORM nodes, %d by a naive pass, "
+                 "%zu bytes of padding, %.0f us", r.inserted, r.naive, r.padding_bytes, llm_now_us() - t0);
+    }
+    free(modes);
+}
+
 /* Fuse the split's nodes when GGML_CANN_OPERATOR_FUSION is on; either way say once per kind of
- * graph (-v) how many kernels a graph launches, fused and unfused. */
+ * graph (-v) how many kernels a graph launches, fused and unfused, and what the layout pass finds. */
 static void npu_graph_optimize(struct llm_backend *b, struct llm_graph *g, int first, int end)
 {
     struct npu_backend *nb = b->ctx;
@@ -162,6 +181,8 @@ static void npu_graph_optimize(struct llm_backend *b, struct llm_graph *g, int f
              "(MUL_MAT+ADD %d, RMS_NORM+MUL %d, ADD+RMS_NORM %d), RoPE tables aside",
              nb->fusion ? "on" : "off", (int)llm_graph_query_len(g), launches - (absorbed > 0 ? absorbed : 0), launches,
              c.mul_mat_add, c.rms_norm_mul, c.add_rms_norm);
+    if (nb->layout_align)
+        layout_report(g, first, end, line, sizeof line);
     if (strcmp(line, nb->fusion_log) != 0) {
         llm_log(LLM_LOG_INFO, "%s", line);
         memcpy(nb->fusion_log, line, sizeof line);
@@ -545,6 +566,7 @@ static int npu_init(struct npu_backend *nb, const struct llm_backend_params *p, 
     nb->graph_mode = llm_backend_option(p, "acl_graph", llm_env_flag("GGML_CANN_ACL_GRAPH", true)) != 0;
     nb->prefill_graph = llm_env_flag("GGML_CANN_PREFILL_USE_GRAPH", false);
     nb->fusion = llm_env_flag("GGML_CANN_OPERATOR_FUSION", false);
+    nb->layout_align = llm_env_flag("LLM_NPU_LAYOUT_ALIGN", true);
     npu_launch_cost_init(&nb->cost, llm_backend_option(p, "launch_us", -1));
     nb->lru = llm_graph_lru_new(llm_graph_cache_capacity(getenv("GGML_CANN_GRAPH_CACHE_CAPACITY")), destroy_ri, NULL);
     if (!nb->lru)

@@ -149,8 +149,9 @@ static const struct llm_op_traits table[] = {
     [LLM_OP_RESHAPE] = NOOP("RESHAPE", 1),
     [LLM_OP_PERMUTE] = NOOP("PERMUTE", 1),
     [LLM_OP_TRANSPOSE] = NOOP("TRANSPOSE", 1),
-    /* a name only until the layout pass gives it a constructor and kernels */
-    [LLM_OP_CHANNEL_NORM] = { .name = "CHANNEL_NORM", .n_src = 1 },
+    /* the layout pass's row conversion: a copy into other strides */
+    [LLM_OP_CHANNEL_NORM] = { "CHANNEL_NORM", 1, 0, false, check_cpy, cpu_cont_supported, cpu_cpy, llm_ref_cpy,
+                              NULL, NULL, NULL },
     [LLM_OP_FUSED] = NOOP("FUSED", 0),
     [LLM_OP_ADD_RMS_NORM] = { "ADD_RMS_NORM", 3, 1, false, check_add_rms_norm, cpu_add_rms_norm_supported,
                               cpu_add_rms_norm, llm_ref_add_rms_norm, NULL, NULL, NULL },
