@@ -6,7 +6,8 @@ bench.SUITE.MODEL.PROG.rR (PROG llm or llama, R the round), its probes bench.SUI
 seconds). Of the rounds, each program's best per test (highest mean t/s) is reported."""
 import argparse, datetime, json, os, re, subprocess
 
-SUITES = {'main': '2 threads', 'long': 'Long context, 2 threads', '1t': '1 thread'}
+SUITES = {'main': '2 threads', 'long': 'Long context, 2 threads', '1t': '1 thread',
+          'chat': 'Chat-sized prompts, 2 threads (`-p 16,64 -n 0`)'}
 ISA = ('avx2', 'avx512f', 'avx512_vnni', 'avx512_bf16', 'avx_vnni')
 
 

@@ -12,7 +12,8 @@
 #     then per model and program the peak RSS (-p 512 -n 1) and the start-up time (-p 0 -n 1, best of 3);
 #   long context, -d 4096, 2 threads, on BENCH_LONG (default: the 0.5B Q8_0);
 #   1 thread on BENCH_1T (default: the 0.5B Q8_0 and Q4_0 mix, stories260K);
-#   BENCH_LONG and BENCH_1T models run only when they are in BENCH_MODELS too.
+#   chat-sized prompts, -p 16,64 -n 0, 2 threads, on BENCH_CHAT (default: the 0.5B Q8_0 and Q4_K_M);
+#   BENCH_LONG, BENCH_1T and BENCH_CHAT models run only when they are in BENCH_MODELS too.
 # BENCH_QUICK=1: a smoke test of the whole script in seconds (tiny-q4_0 and stories260K, -p 64 -n 16
 # -d 256 -r 1), written to bench/results/tmp/quick.md instead.
 set -euo pipefail
@@ -44,11 +45,13 @@ specs=(
 
 if [ "${BENCH_QUICK:-0}" = 1 ]; then
   models=${BENCH_MODELS:-tiny-q4_0 stories260K} long=${BENCH_LONG:-tiny-q4_0} one=${BENCH_1T:-tiny-q4_0}
+  chat=${BENCH_CHAT:-tiny-q4_0}
   PP=64 TG=16 DEPTH=256 REPS=1 ROUNDS=1 md=$TMP/quick.md quick=1
 else
   all=$(printf '%s\n' "${specs[@]%%|*}" | grep -vx tiny-q4_0 | tr '\n' ' ')
   models=${BENCH_MODELS:-$all} long=${BENCH_LONG:-qwen2-0.5b-q8_0}
   one=${BENCH_1T:-qwen2-0.5b-q8_0 qwen2-0.5b-q4_0 stories260K}
+  chat=${BENCH_CHAT:-qwen2-0.5b-q8_0 qwen2-0.5b-q4_k_m}
   PP=512 TG=128 DEPTH=4096 REPS=3 ROUNDS=${BENCH_ROUNDS:-2} md=$OUT/latest.md quick=
 fi
 
@@ -120,13 +123,14 @@ for m in $models; do spec_of "$m" >/dev/null; done # a typo fails before anythin
 rm -f "$TMP"/bench.*
 # keep only the long-context and 1-thread models that are in the run
 in_run() { local m; for m in $1; do [[ " $models " == *" $m "* ]] && printf '%s ' "$m"; done; true; }
-long=$(in_run "$long") one=$(in_run "$one")
+long=$(in_run "$long") one=$(in_run "$one") chat=$(in_run "$chat")
 start=$(date +%s)
 load=$(cut -d' ' -f1-3 /proc/loadavg)
 tests=(-p "$PP" -n "$TG" -r "$REPS")
 suite main "$models" "${tests[@]}" -t 2
 suite long "$long" "${tests[@]}" -t 2 -d "$DEPTH"
 suite 1t "$one" "${tests[@]}" -t 1
+suite chat "$chat" -p 16,64 -n 0 -r "$REPS" -t 2
 elapsed=$(($(date +%s) - start))
 
 python3 bench/report.py --tmp "$TMP" --bin "$BIN" --perf "$SHARED/ref/perf.md" --side-by-side "${LLAMA_BENCH:+yes}" \
