@@ -1,8 +1,8 @@
-/* LayoutAlignToNPU (seed 002, DESIGN.md "Layout-align pass"): every node of an npu graph gets a row
+/* LayoutAlignToNPU (src/npu/README.md): every node of an npu graph gets a row
  * layout, ALIGN (rows padded to a multiple of 16 elements, the cube unit's fractal width) or NALIGN
  * (dense), and a CHANNEL_NORM node (pad or unpad) goes on each edge whose ends disagree.
  *
- * Modes, seed 002's rules mapped onto our ops:
+ * Modes, the Ascend layout rules mapped onto our ops:
  *   ALIGN only   MUL_MAT, MUL_MAT_ADD (gemm); RMS_NORM and the fused norms, SOFT_MAX, FLASH_ATTN
  *                (reductions); CONT (a transpose made real); SET_ROWS (a scatter)
  *   NALIGN only  graph inputs (leaves flagged INPUT) and outputs (nodes flagged OUTPUT: the host
