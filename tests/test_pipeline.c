@@ -68,8 +68,9 @@ static int fifo_recv(void *user, void *dst, size_t bytes, struct llm_error *err)
 
 #define MAX_ST 3
 
-/* Run a 40-token prompt (every row's logits) and 5 greedy decode steps through stages
- * [bounds[i], bounds[i+1]) and through the whole model: every logits row must be equal. */
+/* Run a 40-token prompt (every row's logits), a 24-token one (the last row's) and 4 greedy decode
+ * steps through stages [bounds[i], bounds[i+1]) and through the whole model: every logits row must
+ * be equal. */
 static void chain(struct llm_model *m, enum llm_device dev, const int32_t *bounds, int n_st, int32_t n_ubatch)
 {
     struct llm_error err = { 0 };
@@ -99,7 +100,8 @@ static void chain(struct llm_model *m, enum llm_device dev, const int32_t *bound
     for (int i = 0; i < 40; i++)
         tokens[i] = (i * 37 + 1) % n_vocab;
     for (int step = 0; ok && step < 6; step++) {
-        const int32_t n = step == 0 ? 40 : 1;
+        /* a prompt with every row's logits, one with the last row's only, then single tokens */
+        const int32_t n = step == 0 ? 40 : step == 1 ? 24 : 1;
         const bool all = step == 0;
         CHECK(llm_decode(whole, tokens, n, all, &err) == 0, "%s", err.msg);
         for (int i = 0; i < n_st && ok; i++) {
