@@ -9,7 +9,8 @@
 # between tokens plus max(host launching, device), or at 0 us their sum where the device thread sat
 # on the host's cpu (the host then runs the queue); in graph mode the host's matching and the one
 # replay launch come before the device's work, so they add up) and bench/results/crossover.png
-# (gnuplot: tg t/s against launch µs). The jsonl and the plot data stay in bench/results/tmp.
+# (gnuplot: tg t/s against launch µs), then what a capture costs (bench/capture_cost.sh). The jsonl
+# and the plot data stay in bench/results/tmp.
 # Installs gnuplot-nox when missing (bench only, not `make deps`).
 set -euo pipefail
 BIN=${BIN:-bin}
@@ -209,5 +210,6 @@ EOF
 
 command -v gnuplot >/dev/null || { echo "make bench: gnuplot not found (apt-get install gnuplot-nox)" >&2; exit 1; }
 gnuplot "$TMP/crossover.gp"
+BIN=$BIN SHARED=$SHARED bash "$(dirname "$0")/capture_cost.sh" >>"$OUT/graph_ab.md"
 echo "make bench: wrote $OUT/graph_ab.md and $OUT/crossover.png (A/B ${elapsed}s)" >&2
 cat "$OUT/graph_ab.md"

@@ -8,8 +8,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "clock.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -44,13 +45,6 @@ struct worker_arg {
     int ith;
 };
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void futex(atomic_uint *word, int op, unsigned val)
 {
     syscall(SYS_futex, (unsigned *)word, op, val, NULL, NULL, 0);
@@ -63,14 +57,14 @@ static void futex(atomic_uint *word, int op, unsigned val)
 static void wait_change(struct llm_threadpool *p, atomic_uint *word, unsigned old, uint64_t spin_ns,
                         atomic_int *also)
 {
-    const uint64_t t0 = now_ns();
+    const uint64_t t0 = llm_now_ns();
     do {
         for (int k = 0; k < 32; k++) {
             if (atomic_load_explicit(word, memory_order_acquire) != old)
                 return;
             cpu_relax();
         }
-    } while (now_ns() - t0 < spin_ns);
+    } while (llm_now_ns() - t0 < spin_ns);
     atomic_fetch_add(&p->sleepers, 1);
     if (also)
         atomic_fetch_add(also, 1);

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #define TRACE_BUFFER (1 << 16) /* the bound on what the trace holds in memory */
@@ -28,13 +27,6 @@ struct llm_trace {
     bool first;            /* no comma before the first event */
     bool failed;           /* a write failed */
 };
-
-double llm_now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
 
 static bool write_all(int fd, const char *p, size_t len)
 {

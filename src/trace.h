@@ -16,6 +16,7 @@
 #include <stdbool.h>
 
 #include "error.h"
+#include "clock.h"
 
 #define LLM_TRACE_HOST 1
 #define LLM_TRACE_WORKER 100
@@ -28,9 +29,6 @@ struct llm_trace *llm_trace_open(const char *path, struct llm_error *err);
 void llm_trace_flush(struct llm_trace *t);
 /* Close the array and the file; returns non-zero (err filled) if any write failed. */
 int llm_trace_close(struct llm_trace *t, struct llm_error *err);
-
-/* The monotonic clock every span is measured with, in µs. */
-double llm_now_us(void);
 
 /* Name track tid (a "thread_name" metadata event). */
 void llm_trace_track(struct llm_trace *t, int tid, const char *name);

@@ -49,8 +49,17 @@ for g in on off; do
     || fail "npu story (graph $g, exit $rc) differs: $(head -c 300 "$tmp/err.npu")"
   grep -q 'backend npu' "$tmp/err.npu" && ok || fail "npu summary (graph $g): $(cat "$tmp/err.npu")"
 done
+# The simplest wait policy (LLM_NPU_WAIT=simple: futex waits, no spinning or hand-over) tells the same
+# story in graph mode; an unknown policy is one error line.
+LLM_NPU_WAIT=simple "$LLM" run -m "$M/stories260K.gguf" -p "Once upon a time" -n 200 --temp 0 -dev npu >"$tmp/story.simple" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 0 ] && cmp -s "$tmp/story" "$tmp/story.simple" && ok || fail "LLM_NPU_WAIT=simple story (exit $rc) differs: $(head -c 300 "$tmp/err")"
+LLM_NPU_WAIT=bogus "$LLM" run -m "$M/stories260K.gguf" -p "Once" -n 4 -dev npu >/dev/null 2>"$tmp/err"
+rc=$?
+[ $rc -ne 0 ] && [ "$(wc -l <"$tmp/err")" = 1 ] && grep -q '^llm: error: .*LLM_NPU_WAIT=bogus (tuned or simple)' "$tmp/err" && ok \
+  || fail "LLM_NPU_WAIT=bogus (exit $rc): $(cat "$tmp/err")"
 # Confined to one cpu, host and device threads share it: every wait then sleeps instead of spinning
-# (acl_stream.c on_cpu_of), and the story must come out the same, graph on and off, without hanging;
+# (acl_wait_tuned.c acl_on_cpu_of), and the story must come out the same, graph on and off, without hanging;
 # -v counts each of the host's waits as one with the device on its cpu (but perhaps the first: the
 # device thread may not have taken a task yet).
 if command -v taskset >/dev/null && taskset -c 0 true 2>/dev/null; then

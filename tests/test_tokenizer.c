@@ -8,9 +8,9 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <stdint.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "harness.h"
 #include "model/gguf.h"
 #include "model/unicode.h"
@@ -28,17 +28,14 @@ static struct loaded load(const char *rel)
 {
     struct loaded l = { 0 };
     struct llm_error err = { 0 };
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const double t0 = llm_now_us();
     if (gguf_open(test_path(rel), &l.f, &err) != 0 || vocab_load(l.f, &l.v, &err) != 0) {
         fprintf(stderr, "cannot load %s: %s\n", rel, err.msg);
         gguf_close(l.f);
         l.f = NULL;
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
     if (l.v)
-        printf("loaded %s: %d tokens in %.1f ms\n", rel, vocab_n_tokens(l.v),
-               (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
+        printf("loaded %s: %d tokens in %.1f ms\n", rel, vocab_n_tokens(l.v), (llm_now_us() - t0) / 1e3);
     return l;
 }
 

@@ -72,13 +72,6 @@ static void print_headers(struct bench_state *s)
     s->header_done = true;
 }
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* --token-times: where one repetition's entries go. */
 struct token_log {
     uint64_t *ns;     /* this repetition's bench_token_count() entries */
@@ -90,7 +83,7 @@ struct token_log {
 /* One entry ends now: consecutive stamps, so the entries add up to the repetition's time. */
 static void log_token(struct token_log *lg, int32_t depth)
 {
-    const uint64_t t = now_ns();
+    const uint64_t t = llm_now_ns();
     lg->ns[lg->i] = t - lg->last;
     lg->depth[lg->i++] = depth;
     lg->last = t;
@@ -226,7 +219,7 @@ static int measure(struct bench_state *s, struct llm_context *c, const struct be
         struct token_log lg = { .ns = tok.ns + (size_t)r * stride, .depth = tok.depth + (size_t)r * stride };
         struct token_log *plg = tok.ns ? &lg : NULL;
         const int32_t depth0 = plg ? llm_n_past(c) : 0;
-        uint64_t t0 = now_ns();
+        uint64_t t0 = llm_now_ns();
         lg.last = t0;
         if (t->n_prompt > 0) {
             progress(s, "prompt run", r + 1);
@@ -238,7 +231,7 @@ static int measure(struct bench_state *s, struct llm_context *c, const struct be
             progress(s, "generation run", r + 1);
             rc = test_gen(s, c, t->n_gen, plg, &err);
         }
-        samples[r] = now_ns() - t0;
+        samples[r] = llm_now_ns() - t0;
     }
     if (rc == RUN_FAILED)
         tool_error("decode failed in %s: %s", s->model_path, err.msg);
@@ -292,15 +285,15 @@ static int warm_up_machine(struct bench_state *s, const struct bench_instance *t
         tool_error("failed to create context with model '%s': %s", t->model, err.msg);
         return RUN_FAILED;
     }
-    const uint64_t start = now_ns();
+    const uint64_t start = llm_now_ns();
     uint64_t best = UINT64_MAX;
     int rounds = 0, steady = 0, rc = RUN_OK;
-    for (uint64_t el = 0; (steady < 3 || el < WARM_MIN_NS) && el < WARM_MAX_NS; el = now_ns() - start) {
+    for (uint64_t el = 0; (steady < 3 || el < WARM_MIN_NS) && el < WARM_MAX_NS; el = llm_now_ns() - start) {
         llm_kv_clear(c);
-        const uint64_t t0 = now_ns();
+        const uint64_t t0 = llm_now_ns();
         if ((rc = test_gen(s, c, WARM_TOKENS, NULL, &err)) != RUN_OK)
             break;
-        const uint64_t dt = now_ns() - t0;
+        const uint64_t dt = llm_now_ns() - t0;
         steady = best != UINT64_MAX && dt * 5 <= best * 6 ? steady + 1 : 0;
         best = dt < best ? dt : best;
         rounds++;
@@ -310,7 +303,7 @@ static int warm_up_machine(struct bench_state *s, const struct bench_instance *t
         tool_error("decode failed in %s: %s", s->model_path, err.msg);
     else if (s->p->verbose)
         fprintf(stderr, "llm-bench: machine warm-up: %d rounds of %d tokens in %.1f ms%s\n", rounds, WARM_TOKENS,
-                (double)(now_ns() - start) / 1e6, steady < 3 ? " (not steady yet)" : "");
+                (double)(llm_now_ns() - start) / 1e6, steady < 3 ? " (not steady yet)" : "");
     return rc;
 }
 

@@ -1,6 +1,7 @@
 /* Memory read bandwidth and FP32 FMA peak of this machine (see roofline.h). */
 #include "roofline.h"
 
+#include "clock.h"
 #include "ops/cpu_features.h"
 
 #include <immintrin.h>
@@ -9,7 +10,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define FMA_ITERS 40000000L /* ~0.1 s per run at 2 FMA/cycle, 12 chains of 8 lanes */
 #define FMA_CHAINS 12       /* independent accumulators: latency 4 x 2 ports needs >= 8 */
@@ -17,13 +17,6 @@
 #define READ_PASSES 5
 
 static volatile uint64_t sink; /* keeps the measured loops from being optimised away */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* The widest FMA kernel the inference kernels may use (LLM_CPU_ISA caps both alike, so a fraction
  * of peak compares kernels of one width), and its lanes. */
@@ -163,7 +156,7 @@ static double run_parallel(struct job proto, int n)
     if (n < 1 || n > 64)
         return -1;
     size_t part = proto.n / (size_t)n / 128 * 128;
-    double t0 = now_s();
+    double t0 = (llm_now_us() / 1e6);
     int started = 0;
     for (int i = 0; i < n; i++) {
         jobs[i] = proto;
@@ -177,7 +170,7 @@ static double run_parallel(struct job proto, int n)
         pthread_join(th[i], NULL);
         sink += jobs[i].result;
     }
-    return started == n ? now_s() - t0 : -1;
+    return started == n ? (llm_now_us() / 1e6) - t0 : -1;
 }
 
 static double best_of(struct job proto, int n, int trials)

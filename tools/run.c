@@ -78,13 +78,6 @@ static void on_sigint(int sig)
     interrupted = 1;
 }
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 /* The whole file, NUL-terminated; NULL with errno set when it cannot be read (a directory opens on
  * Linux but fails to read with EISDIR: that is an error, not an empty prompt). */
 static char *read_file(const char *path)
@@ -620,7 +613,7 @@ static int eval_prompt(struct llm_context *ctx, const int32_t *tokens, struct ru
                        bool logits_all)
 {
     struct llm_error err = { 0 };
-    const double t = now_ms();
+    const double t = (llm_now_us() / 1e3);
     while (rs->n_prompt_done < rs->n_prompt && !interrupted) {
         int64_t left = rs->n_prompt - rs->n_prompt_done;
         int32_t n = (int32_t)(left < n_batch ? left : n_batch);
@@ -630,7 +623,7 @@ static int eval_prompt(struct llm_context *ctx, const int32_t *tokens, struct ru
         }
         rs->n_prompt_done += n;
     }
-    rs->t_prompt = now_ms() - t;
+    rs->t_prompt = (llm_now_us() / 1e3) - t;
     return 0;
 }
 
@@ -657,10 +650,10 @@ static int eval_gen(const struct run_opts *o, struct llm_context *ctx, const str
     struct utf8_out u = { .n = 0 };
     const float *logits = llm_get_logits(ctx, first_row);
     int rc = 0;
-    const double t = now_ms();
+    const double t = (llm_now_us() / 1e3);
     double last = t; /* -v: when the previous token was drawn */
     while ((o->n_predict < 0 || rs->n_gen < o->n_predict) && !interrupted) {
-        const double ts = now_ms();
+        const double ts = (llm_now_us() / 1e3);
         if (eog) { /* --ignore-eos: those tokens can never be drawn */
             memcpy(scratch, logits, (size_t)n_vocab * sizeof *scratch);
             for (const int32_t *e = eog; *e >= 0; e++)
@@ -670,10 +663,10 @@ static int eval_gen(const struct run_opts *o, struct llm_context *ctx, const str
         }
         int32_t tok = llm_sampler_sample(smpl, logits);
         llm_sampler_accept(smpl, tok);
-        rs->t_sample += now_ms() - ts;
+        rs->t_sample += (llm_now_us() / 1e3) - ts;
         rs->n_gen++;
         if (rs->n_tok < rs->cap_tok) {
-            const double drawn = now_ms();
+            const double drawn = (llm_now_us() / 1e3);
             rs->tok_ns[rs->n_tok++] = (uint64_t)((drawn - last) * 1e6);
             last = drawn;
         }
@@ -697,7 +690,7 @@ static int eval_gen(const struct run_opts *o, struct llm_context *ctx, const str
         logits = llm_get_logits(ctx, 0);
     }
     utf8_flush(&u);
-    rs->t_gen = now_ms() - t;
+    rs->t_gen = (llm_now_us() / 1e3) - t;
     return rc;
 }
 
@@ -722,12 +715,12 @@ static int generate(struct run_opts *o)
     struct run_stats rs = { .stop = "" };
     int rc = 1;
 
-    double t = now_ms();
+    double t = (llm_now_us() / 1e3);
     if (llm_model_load(o->model, &model, &err)) {
         tool_error("%s", err.msg);
         return 1;
     }
-    rs.t_load = now_ms() - t;
+    rs.t_load = (llm_now_us() / 1e3) - t;
     const struct vocab *voc = model->vocab;
     const int32_t n_vocab = (int32_t)model->hp.n_vocab;
 
@@ -747,7 +740,7 @@ static int generate(struct run_opts *o)
     cp.profile = o->profile ? &prof : NULL;
     cp.trace = o->trace;
 
-    t = now_ms();
+    t = (llm_now_us() / 1e3);
     const size_t plen = strlen(o->prompt);
     int64_t n_prompt = vocab_tokenize(voc, o->prompt, plen, true, o->parse_special, NULL, 0);
     if (n_prompt < 0 || !(tokens = malloc(((size_t)n_prompt + 1) * sizeof *tokens))) {
@@ -755,7 +748,7 @@ static int generate(struct run_opts *o)
         goto out;
     }
     vocab_tokenize(voc, o->prompt, plen, true, o->parse_special, tokens, n_prompt);
-    rs.t_tokenize = now_ms() - t;
+    rs.t_tokenize = (llm_now_us() / 1e3) - t;
     rs.n_prompt = n_prompt;
     if (n_prompt == 0) {
         tool_error("the prompt is empty (give one with -p or -f)");
@@ -771,15 +764,15 @@ static int generate(struct run_opts *o)
         goto out;
     }
     if (!o->seed_given)
-        o->sp.seed = (uint32_t)time(NULL) ^ (uint32_t)(now_ms() * 1000.0);
+        o->sp.seed = (uint32_t)time(NULL) ^ (uint32_t)((llm_now_us() / 1e3) * 1000.0);
     if (o->verbose)
         llm_log_set_level(LLM_LOG_INFO);
-    t = now_ms();
+    t = (llm_now_us() / 1e3);
     if (llm_context_new(model, &cp, &ctx, &err)) {
         tool_error("%s", err.msg);
         goto out;
     }
-    rs.t_context = now_ms() - t;
+    rs.t_context = (llm_now_us() / 1e3) - t;
     smpl = llm_sampler_new(&o->sp, n_vocab);
     if (o->ignore_eos) {
         eog = eog_tokens(voc);

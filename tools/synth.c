@@ -2,21 +2,14 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include <argtable2.h>
 
 #include "args.h"
+#include "clock.h"
 #include "commands.h"
 #include "model/model.h"
 #include "model/synth.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 int cmd_synth(int argc, char **argv)
 {
@@ -65,12 +58,12 @@ int cmd_synth(int argc, char **argv)
     }
     if (tool_check_output("-o", out->filename[0]) != 0)
         goto done;
-    double t0 = now_s();
+    double t0 = (llm_now_us() / 1e6);
     if (llm_synth_write(&o, out->filename[0], &err) != 0) {
         tool_error("%s", err.msg);
         goto done;
     }
-    double dt = now_s() - t0;
+    double dt = (llm_now_us() / 1e6) - t0;
     char size[32], params[32];
     llm_format_size(plan.n_bytes, size, sizeof size);
     llm_format_params(plan.n_params, params, sizeof params);

@@ -10,11 +10,6 @@
 #include "../ops/blas.h"
 #include "../ops/types.h"
 
-const char *llm_arch_name(enum llm_arch a)
-{
-    return a == LLM_ARCH_QWEN2 ? "qwen2" : "llama";
-}
-
 /* ---- text from the file ---------------------------------------------------------------------- */
 
 /* Length of the valid UTF-8 sequence at s[0..n) and its code point, or 0 when it is not one. */
@@ -221,8 +216,8 @@ static int read_hparams(const struct loader *l, struct llm_hparams *hp)
         return r;
     if (hp->n_rot == 0 || hp->n_rot > hp->n_embd_head_k || hp->n_rot % 2 != 0)
         return bad_hparam(l, "rope.dimension_count must be even and at most the head size");
-    if (hp->arch == LLM_ARCH_LLAMA && hp->n_rot != hp->n_embd_head_k)
-        return bad_hparam(l, "llama needs rope.dimension_count == head size");
+    if (llm_arch_info(hp->arch)->rope_whole_head && hp->n_rot != hp->n_embd_head_k)
+        return bad_hparam(l, "this architecture needs rope.dimension_count == head size");
 
     if ((r = read_f32(l, "attention.layer_norm_rms_epsilon", true, &hp->f_norm_rms_eps)) < 0)
         return r;
@@ -235,7 +230,7 @@ static int read_hparams(const struct loader *l, struct llm_hparams *hp)
         return bad_hparam(l, "rope.freq_base must be > 0");
     if ((r = read_rope_scaling(l, hp)) < 0)
         return r;
-    hp->rope_type = hp->arch == LLM_ARCH_QWEN2 ? LLM_ROPE_NEOX : LLM_ROPE_NORMAL;
+    hp->rope_type = llm_arch_info(hp->arch)->rope;
 
     uint64_t ft;
     hp->file_type = -1;
@@ -334,37 +329,31 @@ static int bind(struct binder *b, const char *name, int64_t ne0, int64_t ne1, en
     return 1;
 }
 
+/* How a row of LLM_LAYER_TENSORS binds: its role, and whether the file must have it. */
+#define LAYER_ROLE_MATRIX ROLE_MATRIX
+#define LAYER_ROLE_NORM ROLE_VECTOR
+#define LAYER_ROLE_BIAS ROLE_VECTOR
+#define LAYER_REQUIRED_REQUIRED true
+#define LAYER_REQUIRED_QKV_BIAS false
+#define LAYER_REQUIRED_OPTIONAL false
+
 static int bind_layer(struct binder *b, uint32_t il)
 {
     const struct llm_hparams *hp = &b->m->hp;
     struct llm_layer *L = &b->m->layers[il];
-    const int64_t d = hp->n_embd, q = (int64_t)hp->n_head * hp->n_embd_head_k;
-    const int64_t kv = (int64_t)hp->n_head_kv * hp->n_embd_head_k, ff = hp->n_ff;
+    const int64_t D = hp->n_embd, Q = (int64_t)hp->n_head * hp->n_embd_head_k;
+    const int64_t KV = (int64_t)hp->n_head_kv * hp->n_embd_head_k, FF = hp->n_ff;
     char name[LLM_MAX_NAME];
     int r;
-#define BIND(field, suffix, ne0, ne1, role, req)                             \
-    do {                                                                     \
-        snprintf(name, sizeof name, "blk.%u.%s", il, suffix);                \
-        if ((r = bind(b, name, ne0, ne1, role, req, &L->field)) < 0)         \
-            return r;                                                        \
-    } while (0)
     snprintf(name, sizeof name, "blk.%u.attn_qkv.weight", il);
     if (gguf_find_tensor(b->m->file, name))
         return -llm_fail(b->err, LLM_ERR_UNSUPPORTED,
                          "%s: tensor '%s': fused QKV weights are not supported", b->path, name);
-    BIND(attn_norm, "attn_norm.weight", d, 0, ROLE_VECTOR, true);
-    BIND(wq, "attn_q.weight", d, q, ROLE_MATRIX, true);
-    BIND(wk, "attn_k.weight", d, kv, ROLE_MATRIX, true);
-    BIND(wv, "attn_v.weight", d, kv, ROLE_MATRIX, true);
-    BIND(bq, "attn_q.bias", q, 0, ROLE_VECTOR, false);
-    BIND(bk, "attn_k.bias", kv, 0, ROLE_VECTOR, false);
-    BIND(bv, "attn_v.bias", kv, 0, ROLE_VECTOR, false);
-    BIND(wo, "attn_output.weight", q, d, ROLE_MATRIX, true);
-    BIND(bo, "attn_output.bias", d, 0, ROLE_VECTOR, false);
-    BIND(ffn_norm, "ffn_norm.weight", d, 0, ROLE_VECTOR, true);
-    BIND(ffn_gate, "ffn_gate.weight", d, ff, ROLE_MATRIX, true);
-    BIND(ffn_up, "ffn_up.weight", d, ff, ROLE_MATRIX, true);
-    BIND(ffn_down, "ffn_down.weight", ff, d, ROLE_MATRIX, true);
+#define BIND(field, suffix, ne0, ne1, role, presence)                                                      \
+    snprintf(name, sizeof name, "blk.%u.%s", il, suffix);                                                 \
+    if ((r = bind(b, name, ne0, ne1, LAYER_ROLE_##role, LAYER_REQUIRED_##presence, &L->field)) < 0)       \
+        return r;
+    LLM_LAYER_TENSORS(BIND)
 #undef BIND
     return 0;
 }
@@ -448,13 +437,11 @@ static int read_arch(const struct gguf_file *f, const char *path, enum llm_arch 
     if (r == 0)
         return -llm_fail(err, LLM_ERR_FORMAT, "%s: missing required key 'general.architecture'",
                          path);
-    if (gguf_str_eq(s, "llama"))
-        *arch = LLM_ARCH_LLAMA;
-    else if (gguf_str_eq(s, "qwen2"))
-        *arch = LLM_ARCH_QWEN2;
-    else
+    const int a = llm_arch_find(s.ptr, s.len);
+    if (a < 0)
         return -llm_fail(err, LLM_ERR_UNSUPPORTED, "%s: unknown architecture '%s'", path,
                          esc_name(name, sizeof name, s.ptr, s.len));
+    *arch = (enum llm_arch)a;
     return 0;
 }
 

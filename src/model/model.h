@@ -9,13 +9,12 @@
 
 #include "../error.h"
 #include "../tensor.h"
+#include "arch.h"
 #include "gguf.h"
 #include "vocab.h"
 
 #define LLM_MAX_LAYERS 512
 
-enum llm_arch { LLM_ARCH_LLAMA, LLM_ARCH_QWEN2 };
-enum llm_rope_type { LLM_ROPE_NORMAL = 0, LLM_ROPE_NEOX = 2 };
 
 struct llm_hparams {
     enum llm_arch arch;
@@ -32,19 +31,35 @@ struct llm_hparams {
     float f_norm_rms_eps;     /* attention.layer_norm_rms_epsilon                        */
     float rope_freq_base;     /* rope.freq_base (default 10000)                          */
     float rope_freq_scale;    /* 1 / rope.scaling.factor for linear scaling, else 1      */
-    enum llm_rope_type rope_type; /* NORMAL for llama, NEOX for qwen2                    */
+    enum llm_rope_type rope_type; /* the architecture's (arch.h)                         */
     int32_t file_type;        /* general.file_type or -1 when absent                     */
 };
 
+/* The tensors of one layer, listed once: the struct, binding (model.c), placement and upload
+ * (weights.c) and synthetic files (synth.c) all follow this list. Each row: field, GGUF name after
+ * "blk.N.", shape [ne0, ne1] in the sizes D (n_embd), Q (n_head·head), KV (n_head_kv·head), FF (n_ff)
+ * (ne1 0 for a vector), role (MATRIX: a dot-product weight; NORM: an F32 norm weight; BIAS: an F32
+ * bias), and presence (REQUIRED; QKV_BIAS: optional, written by synth for architectures with q/k/v
+ * biases; OPTIONAL). */
+#define LLM_LAYER_TENSORS(X)                                   \
+    X(attn_norm, "attn_norm.weight", D, 0, NORM, REQUIRED)     \
+    X(wq, "attn_q.weight", D, Q, MATRIX, REQUIRED)             \
+    X(wk, "attn_k.weight", D, KV, MATRIX, REQUIRED)            \
+    X(wv, "attn_v.weight", D, KV, MATRIX, REQUIRED)            \
+    X(bq, "attn_q.bias", Q, 0, BIAS, QKV_BIAS)                 \
+    X(bk, "attn_k.bias", KV, 0, BIAS, QKV_BIAS)                \
+    X(bv, "attn_v.bias", KV, 0, BIAS, QKV_BIAS)                \
+    X(wo, "attn_output.weight", Q, D, MATRIX, REQUIRED)        \
+    X(bo, "attn_output.bias", D, 0, BIAS, OPTIONAL)            \
+    X(ffn_norm, "ffn_norm.weight", D, 0, NORM, REQUIRED)       \
+    X(ffn_gate, "ffn_gate.weight", D, FF, MATRIX, REQUIRED)    \
+    X(ffn_up, "ffn_up.weight", D, FF, MATRIX, REQUIRED)        \
+    X(ffn_down, "ffn_down.weight", FF, D, MATRIX, REQUIRED)
+
 struct llm_layer {
-    struct llm_tensor *attn_norm;  /* [n_embd]                                  */
-    struct llm_tensor *wq, *wk, *wv; /* [n_embd, n_head*hd], [n_embd, n_head_kv*hd] x2 */
-    struct llm_tensor *bq, *bk, *bv; /* optional biases (qwen2 has them)         */
-    struct llm_tensor *wo;         /* [n_head*hd, n_embd]                       */
-    struct llm_tensor *bo;         /* optional                                  */
-    struct llm_tensor *ffn_norm;   /* [n_embd]                                  */
-    struct llm_tensor *ffn_gate, *ffn_up; /* [n_embd, n_ff]                     */
-    struct llm_tensor *ffn_down;   /* [n_ff, n_embd]                            */
+#define LLM_LAYER_FIELD(field, name, ne0, ne1, role, presence) struct llm_tensor *field;
+    LLM_LAYER_TENSORS(LLM_LAYER_FIELD)
+#undef LLM_LAYER_FIELD
 };
 
 struct llm_model {
@@ -75,8 +90,6 @@ struct llm_model {
  * runs: every op its graph builds supports these types. On error *out is NULL. */
 int llm_model_load(const char *path, struct llm_model **out, struct llm_error *err);
 void llm_model_free(struct llm_model *m);
-
-const char *llm_arch_name(enum llm_arch a);
 
 /* Set m->ftype, m->ftype_guessed and m->desc ("<arch> <size class> <ftype name>",
  * src/model/README.md) from the hyper-parameters and the tensors' types. llm_model_load calls it. */

@@ -75,29 +75,7 @@ static int32_t guess_ftype(const struct llm_model *m)
 
 const char *llm_model_size_class(const struct llm_hparams *hp)
 {
-    if (hp->arch == LLM_ARCH_LLAMA) {
-        switch (hp->n_layer) {
-        case 16: case 22: return "1B";
-        case 26: case 28: return "3B";
-        case 32: return hp->n_vocab < 40000 ? "7B" : "8B";
-        case 40: return "13B";
-        case 48: return "34B";
-        case 60: return "30B";
-        case 80: return hp->n_head == hp->n_head_kv ? "65B" : "70B";
-        default: return "?B";
-        }
-    }
-    switch (hp->n_layer) {
-    case 24: return hp->n_embd == 1024 ? "0.5B" : "1B";
-    case 28: return hp->n_embd == 1536 ? "1.5B" : "7B";
-    case 32: return "7B";
-    case 36: return "3B";
-    case 40: return hp->n_head == 20 ? "4B" : "13B";
-    case 48: return "14B";
-    case 64: return "32B";
-    case 80: return "70B";
-    default: return "?B";
-    }
+    return llm_arch_info(hp->arch)->size_class(hp);
 }
 
 void llm_model_describe(struct llm_model *m)

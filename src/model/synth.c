@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include "../ops/types.h"
+#include "model.h"
 
 struct preset {
     const char *name;
@@ -50,7 +51,7 @@ struct tensor {
 struct synth {
     const struct llm_synth_opts *o;
     const struct preset *p;
-    bool qwen2;
+    const struct llm_arch_info *arch;
     enum llm_type base;
     int32_t ftype;
     uint32_t n_vocab;
@@ -87,7 +88,7 @@ static enum llm_type matrix_type(const struct synth *s, const char *name, uint32
 {
     enum llm_type b = s->base, t = b;
     bool is_float = b == LLM_TYPE_F32 || b == LLM_TYPE_F16 || b == LLM_TYPE_BF16;
-    bool is_output = !strcmp(name, "output.weight") || (s->qwen2 && !strcmp(name, "token_embd.weight"));
+    bool is_output = !strcmp(name, "output.weight") || (s->arch->tied_output && !strcmp(name, "token_embd.weight"));
     uint32_t nl = s->p->n_layer;
     if (s->o->pure || is_float) {
         t = b;
@@ -140,31 +141,28 @@ static void push(struct synth *s, enum kind k, uint32_t il, int64_t ne0, int64_t
 static int build_tensors(struct synth *s, struct llm_error *err)
 {
     const struct preset *p = s->p;
-    const int64_t d = p->n_embd, hd = p->n_embd / p->n_head;
-    const int64_t q = hd * p->n_head, kv = hd * p->n_head_kv, ff = p->n_ff, V = s->n_vocab;
-    s->t = llm_calloc(3 + (size_t)p->n_layer * 12, sizeof *s->t);
+    const int64_t D = p->n_embd, hd = p->n_embd / p->n_head;
+    const int64_t Q = hd * p->n_head, KV = hd * p->n_head_kv, FF = p->n_ff, V = s->n_vocab;
+    s->t = llm_calloc(3 + (size_t)p->n_layer * 16, sizeof *s->t);
     if (!s->t)
         return llm_fail(err, LLM_ERR_NOMEM, "synth: out of memory");
-    push(s, K_MATRIX, 0, d, V, "token_embd.weight");
+    push(s, K_MATRIX, 0, D, V, "token_embd.weight");
     for (uint32_t il = 0; il < p->n_layer; il++) {
-        push(s, K_NORM, il, d, 1, "blk.%u.attn_norm.weight", il);
-        push(s, K_MATRIX, il, d, q, "blk.%u.attn_q.weight", il);
-        push(s, K_MATRIX, il, d, kv, "blk.%u.attn_k.weight", il);
-        push(s, K_MATRIX, il, d, kv, "blk.%u.attn_v.weight", il);
-        if (s->qwen2) {
-            push(s, K_BIAS, il, q, 1, "blk.%u.attn_q.bias", il);
-            push(s, K_BIAS, il, kv, 1, "blk.%u.attn_k.bias", il);
-            push(s, K_BIAS, il, kv, 1, "blk.%u.attn_v.bias", il);
-        }
-        push(s, K_MATRIX, il, q, d, "blk.%u.attn_output.weight", il);
-        push(s, K_NORM, il, d, 1, "blk.%u.ffn_norm.weight", il);
-        push(s, K_MATRIX, il, d, ff, "blk.%u.ffn_gate.weight", il);
-        push(s, K_MATRIX, il, d, ff, "blk.%u.ffn_up.weight", il);
-        push(s, K_MATRIX, il, ff, d, "blk.%u.ffn_down.weight", il);
+#define PUSH(field, suffix, ne0, ne1, role, presence)                                                      \
+        if (WRITES_##presence)                                                                           \
+            push(s, K_##role, il, ne0, (ne1) ? (ne1) : 1, "blk.%u." suffix, il);
+#define WRITES_REQUIRED true
+#define WRITES_QKV_BIAS s->arch->qkv_bias
+#define WRITES_OPTIONAL false
+        LLM_LAYER_TENSORS(PUSH)
+#undef PUSH
+#undef WRITES_REQUIRED
+#undef WRITES_QKV_BIAS
+#undef WRITES_OPTIONAL
     }
-    push(s, K_NORM, 0, d, 1, "output_norm.weight");
-    if (!s->qwen2)
-        push(s, K_MATRIX, 0, d, V, "output.weight"); /* qwen2 ties the output to token_embd */
+    push(s, K_NORM, 0, D, 1, "output_norm.weight");
+    if (!s->arch->tied_output)
+        push(s, K_MATRIX, 0, D, V, "output.weight");
     return 0;
 }
 
@@ -180,12 +178,13 @@ static int setup(struct synth *s, const struct llm_synth_opts *o, struct llm_err
                         "synth: unknown preset '%s' (qwen2-0.5b, tinyllama-1.1b, tiny)",
                         o->preset ? o->preset : "");
     const char *arch = o->arch ? o->arch : s->p->arch ? s->p->arch : "llama";
-    if (strcmp(arch, "llama") != 0 && strcmp(arch, "qwen2") != 0)
+    const int a = llm_arch_find(arch, strlen(arch));
+    if (a < 0)
         return llm_fail(err, LLM_ERR_ARG, "synth: unknown architecture '%s' (llama, qwen2)", arch);
     if (s->p->arch && strcmp(arch, s->p->arch) != 0)
         return llm_fail(err, LLM_ERR_ARG, "synth: preset '%s' is a %s model, not %s", s->p->name,
                         s->p->arch, arch);
-    s->qwen2 = !strcmp(arch, "qwen2");
+    s->arch = llm_arch_info((enum llm_arch)a);
     size_t ti = 0;
     while (ti < N_TYPE_SPECS && (!o->type || strcasecmp(o->type, type_specs[ti].name) != 0))
         ti++;
@@ -419,7 +418,7 @@ static int generate(struct synth *s, struct llm_error *err)
 static int add_metadata(const struct synth *s, struct gguf_writer *w, struct llm_error *err)
 {
     const struct preset *p = s->p;
-    const char *arch = s->qwen2 ? "qwen2" : "llama";
+    const char *arch = s->arch->name;
     char key[96], name[96];
     snprintf(name, sizeof name, "synth %s %s%s", p->name, s->o->type, s->o->pure ? " pure" : "");
     gguf_writer_add_str(w, "general.architecture", arch);
@@ -435,11 +434,11 @@ static int add_metadata(const struct synth *s, struct gguf_writer *w, struct llm
     gguf_writer_add_u32(w, KEY("attention.head_count"), p->n_head);
     gguf_writer_add_u32(w, KEY("attention.head_count_kv"), p->n_head_kv);
     gguf_writer_add_u32(w, KEY("rope.dimension_count"), p->n_embd / p->n_head);
-    gguf_writer_add_f32(w, KEY("rope.freq_base"), s->qwen2 ? 1000000.0f : 10000.0f);
-    gguf_writer_add_f32(w, KEY("attention.layer_norm_rms_epsilon"), s->qwen2 ? 1e-6f : 1e-5f);
+    gguf_writer_add_f32(w, KEY("rope.freq_base"), s->arch->rope_freq_base);
+    gguf_writer_add_f32(w, KEY("attention.layer_norm_rms_epsilon"), s->arch->rms_eps);
 #undef KEY
     if (!s->vocab_src)
-        return llm_synth_vocab(w, s->qwen2, s->n_vocab, err);
+        return llm_synth_vocab(w, s->arch->bpe_vocab, s->n_vocab, err);
     for (uint64_t i = 0; i < s->vocab_src->n_kv; i++) {
         const struct gguf_kv *kv = &s->vocab_src->kv[i];
         if (kv->key.len > 10 && memcmp(kv->key.ptr, "tokenizer.", 10) == 0)

@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <time.h>
 
+#include "../clock.h"
 #include "model.h"
 #include "vocab_impl.h"
 
@@ -86,9 +86,7 @@ static uint64_t new_hash_seed(const void *salt)
     uint64_t seed;
     if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) == (ssize_t)sizeof seed)
         return seed;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ((uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull) ^ (uint64_t)ts.tv_sec ^ (uint64_t)(uintptr_t)salt;
+    return (llm_now_ns() * 0x9e3779b97f4a7c15ull) ^ (uint64_t)(uintptr_t)salt;
 }
 
 static int load_tokens(struct vocab *v, const struct gguf_file *f, struct llm_error *err)

@@ -22,19 +22,9 @@ static struct llm_tensor *remap(const struct llm_weights *w, const struct llm_te
 
 static void remap_layer(const struct llm_weights *w, const struct llm_layer *src, struct llm_layer *dst)
 {
-    dst->attn_norm = remap(w, src->attn_norm);
-    dst->wq = remap(w, src->wq);
-    dst->wk = remap(w, src->wk);
-    dst->wv = remap(w, src->wv);
-    dst->bq = remap(w, src->bq);
-    dst->bk = remap(w, src->bk);
-    dst->bv = remap(w, src->bv);
-    dst->wo = remap(w, src->wo);
-    dst->bo = remap(w, src->bo);
-    dst->ffn_norm = remap(w, src->ffn_norm);
-    dst->ffn_gate = remap(w, src->ffn_gate);
-    dst->ffn_up = remap(w, src->ffn_up);
-    dst->ffn_down = remap(w, src->ffn_down);
+#define REMAP(field, ...) dst->field = remap(w, src->field);
+    LLM_LAYER_TENSORS(REMAP)
+#undef REMAP
 }
 
 int64_t llm_weights_layer_of(const char *name, uint32_t n_layer)

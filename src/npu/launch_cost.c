@@ -6,16 +6,10 @@
 #include <sys/prctl.h>
 #include <time.h>
 
+#include "../clock.h"
 #include "../log.h"
 
 #define SLEEP_MIN_NS 50000 /* sleep once at least this much is owed */
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 void npu_launch_cost_init(struct npu_launch_cost *c, double us)
 {
@@ -45,11 +39,11 @@ void npu_launch_cost_pay(struct npu_launch_cost *c, aclrtStream stream)
         return;
     /* 1 ns timer slack for this thread: the default 50 µs would add that much to every sleep. */
     prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
-    int64_t t0 = now_ns();
+    int64_t t0 = (int64_t)llm_now_ns();
     struct timespec ts = { .tv_sec = c->debt_ns / 1000000000, .tv_nsec = c->debt_ns % 1000000000 };
     aclrtStreamSetHostAway(stream, 1);
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
     aclrtStreamSetHostAway(stream, 0);
-    c->debt_ns -= now_ns() - t0;
+    c->debt_ns -= (int64_t)llm_now_ns() - t0;
 }

@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "../graphcache/graphcache.h"
 #include "../log.h"
@@ -57,13 +56,6 @@ struct npu_backend {
     struct llm_profile *prof;    /* observers, NULL when off */
     struct llm_trace *trace;
 };
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
 
 /* What CANN runs (ggml-cann's supports_op, 3f545be): its matmul takes float weights, and Q8_0 and
  * Q4_0 ones with both operands contiguous, no K-quants, Q4_1 or Q5_x; GET_ROWS reads float and
@@ -153,7 +145,7 @@ static void rope_key_of(const struct llm_tensor *rope, struct rope_key *k)
 /* Phase 2 of one executor: the workspace (grown outside capture only), then the launch. */
 static int launch(struct npu_backend *nb, aclOpExecutor *ex, uint64_t ws, struct llm_error *err)
 {
-    const double t0 = now_us();
+    const double t0 = llm_now_us();
     if (ws > nb->workspace_size) {
         int rc = grow_device_buffer(nb, &nb->workspace, &nb->workspace_size, ws, err);
         if (rc) {
@@ -167,7 +159,7 @@ static int launch(struct npu_backend *nb, aclOpExecutor *ex, uint64_t ws, struct
         npu_launch_cost_pay(&nb->cost, nb->stream);
         nb->stats.eager_launches++;
     }
-    nb->launch_acc_us += now_us() - t0;
+    nb->launch_acc_us += llm_now_us() - t0;
     ACL_CHECK(rc);
     return LLM_OK;
 }
@@ -213,9 +205,9 @@ static int launch_graph(struct npu_backend *nb, const struct llm_graph *g, struc
         const struct llm_tensor *node = g->nodes[i];
         if (llm_op_is_noop(node->op) || llm_nelements(node) == 0)
             continue;
-        const double t0 = now_us(), in_launch = nb->launch_acc_us;
+        const double t0 = llm_now_us(), in_launch = nb->launch_acc_us;
         int rc = launch_node(nb, node, err);
-        const double t1 = now_us();
+        const double t1 = llm_now_us();
         nb->stats.host_launch_us += t1 - t0;
         if (nb->prof) { /* executor build, then launch and the driver's cost */
             const double launching = nb->launch_acc_us - in_launch;
@@ -233,14 +225,14 @@ static int launch_graph(struct npu_backend *nb, const struct llm_graph *g, struc
 static int capture(struct npu_backend *nb, const struct llm_graph *g, struct llm_graph_entry *entry,
                    struct llm_error *err)
 {
-    double t0 = now_us();
+    double t0 = llm_now_us();
     ACL_CHECK(aclmdlRICaptureBegin(nb->stream, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL));
-    llm_trace_span(nb->trace, LLM_TRACE_HOST, "aclmdlRICaptureBegin", "graph", t0, now_us() - t0, NULL);
+    llm_trace_span(nb->trace, LLM_TRACE_HOST, "aclmdlRICaptureBegin", "graph", t0, llm_now_us() - t0, NULL);
     int rc = launch_graph(nb, g, err);
     aclmdlRI ri = NULL;
-    t0 = now_us();
+    t0 = llm_now_us();
     aclError end = aclmdlRICaptureEnd(nb->stream, &ri);
-    llm_trace_span(nb->trace, LLM_TRACE_HOST, "aclmdlRICaptureEnd", "graph", t0, now_us() - t0, NULL);
+    llm_trace_span(nb->trace, LLM_TRACE_HOST, "aclmdlRICaptureEnd", "graph", t0, llm_now_us() - t0, NULL);
     if (rc || end != ACL_SUCCESS) {
         if (ri)
             aclmdlRIDestroy(ri);
@@ -256,13 +248,13 @@ static int npu_graph_compute(struct llm_backend *b, struct llm_graph *g, struct 
 {
     struct npu_backend *nb = b->ctx;
     if (nb->last_sync_us > 0)
-        nb->stats.host_serial_us += now_us() - nb->last_sync_us;
+        nb->stats.host_serial_us += llm_now_us() - nb->last_sync_us;
     bool use_graph = nb->graph_mode && (nb->prefill_graph || llm_graph_query_len(g) <= 1);
     if (!use_graph) {
         nb->stats.eager_graphs++;
         return launch_graph(nb, g, err);
     }
-    double t0 = now_us();
+    double t0 = llm_now_us();
     const uint64_t evictions = llm_graph_lru_evictions(nb->lru);
     struct llm_graph_entry *entry = llm_graph_lru_find(nb->lru, g);
     if (entry) {
@@ -273,7 +265,7 @@ static int npu_graph_compute(struct llm_backend *b, struct llm_graph *g, struct 
         if (!entry)
             return llm_fail(err, LLM_ERR_NOMEM, "npu: out of memory for a graph record");
     }
-    double t1 = now_us();
+    double t1 = llm_now_us();
     nb->stats.host_match_us += t1 - t0;
     if (nb->prof)
         llm_profile_host(nb->prof, "match", t1 - t0);
@@ -286,9 +278,9 @@ static int npu_graph_compute(struct llm_backend *b, struct llm_graph *g, struct 
         if (rc)
             return rc;
     }
-    t0 = now_us();
+    t0 = llm_now_us();
     ACL_CHECK(aclmdlRIExecuteAsync(entry->graph, nb->stream));
-    t1 = now_us();
+    t1 = llm_now_us();
     nb->stats.host_launch_us += t1 - t0;
     if (nb->prof)
         llm_profile_host(nb->prof, "replay", t1 - t0);
@@ -301,9 +293,9 @@ static int npu_graph_compute(struct llm_backend *b, struct llm_graph *g, struct 
 static void npu_synchronize(struct llm_backend *b)
 {
     struct npu_backend *nb = b->ctx;
-    const double t0 = now_us();
+    const double t0 = llm_now_us();
     aclrtSynchronizeStream(nb->stream);
-    nb->last_sync_us = now_us();
+    nb->last_sync_us = llm_now_us();
     llm_trace_span(nb->trace, LLM_TRACE_HOST, "aclrtSynchronizeStream", "sync", t0, nb->last_sync_us - t0, NULL);
 }
 
