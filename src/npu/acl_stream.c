@@ -152,7 +152,7 @@ static void wait_done(struct acl_stream *s, uint64_t target)
 
 /* The next free slot (waiting while the ring is full); publish it with commit(). A full ring is
  * waited on until half of it is free: waking the host for every finished task kept three threads
- * switching on two cores (the 0.5B shape's eager decode lost a third of its speed). */
+ * switching on two cores (bench/results/kernel_choices.md). */
 static struct task *slot_begin(struct acl_stream *s)
 {
     uint64_t tail = atomic_load_explicit(&s->tail, memory_order_relaxed);
