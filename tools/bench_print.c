@@ -394,8 +394,10 @@ static void put_token_times(FILE *out, const struct record *rec, const char *ind
  *   (SQLite 3.40 does) and a deleted last rowid is reused. So the extra row keeps test_time and
  *   avg_ns, joins match them too (a stale link drops out instead of pairing wrong rows), and they
  *   can relink it.
- * llm_bench_extra's columns must never change (CREATE TABLE IF NOT EXISTS keeps an older one, and
- * our INSERTs would fail in it): new fields get a new table keyed the same way.
+ * llm_bench_extra's columns should not change (CREATE TABLE IF NOT EXISTS keeps an older one, and
+ * our INSERTs fail in it, dropping the extra rows): new fields get a new table keyed the same way.
+ * n_splits, copy_bytes_per_token, n_ranks and ranks_split broke that rule; a database made before
+ * them keeps its llama_bench rows but gets no llm_bench_extra rows until that table is dropped.
  * The load row (llm_bench_load: use_mmap), the --profile row (llm_bench_profile) and the --token-times rows (llm_bench_tokens) are keyed the
  * same way too. By then last_insert_rowid() is llm_bench_extra's, and it moves with every row
  * inserted, so they take the link from the newest llm_bench_extra row with the test's test_time and
