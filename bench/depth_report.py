@@ -58,8 +58,18 @@ def main():
                   '"%s/depth%d.dat" using 1:3 with points lc %d pt 7 ps 0.6 notitle' % (tmp, k, k + 1)]
     md.append("")
     if llama:
-        md += ["llama.cpp's llama-bench on the same file, same sitting: " +
-               ", ".join("tg%d @ d%d %.1f t/s" % (r["n_gen"], r["n_depth"], r["avg_ts"]) for r in llama), ""]
+        cpu = next((r["token_ns"][0] for r in rows if name(r) == "cpu"), None)
+        md += ["llama.cpp's llama-bench on the same file, same sitting (`-p 0 -n 128 -d 0,512,1024,2048 -r 3 -t 2`), "
+               "against our cpu's steps over the same depths (the 128 steps from d: 1 / their median time):", "",
+               "| depth | llama.cpp tg128 t/s | ours, cpu t/s | ours / llama.cpp |", "|---:|---:|---:|---:|"]
+        for r in llama:
+            d, n_gen = r["n_depth"], r["n_gen"]
+            a = min(d, len(cpu) - n_gen) if cpu else 0  # past our decode's end: its last steps
+            ours = 1e9 / statistics.median(cpu[a:a + n_gen]) if cpu and a >= 0 else None
+            md.append("| %d%s | %.1f | %s | %s |" % (d, "" if a == d else " (ours: %d-%d)" % (a, a + n_gen - 1),
+                                                     r["avg_ts"], "%.1f" % ours if ours else "-",
+                                                     "%.2f" % (ours / r["avg_ts"]) if ours else "-"))
+        md.append("")
     else:
         md += ["llama.cpp's figures at `-d 0,512,1024,2048` need `LLAMA_BENCH` (built by "
                "`../shared/tools/llama-anchor.sh`); this run had none.", ""]
