@@ -72,16 +72,6 @@ double llm_backend_option(const struct llm_backend_params *p, const char *name, 
     return def;
 }
 
-double llm_backend_stat(struct llm_backend *b, const char *name)
-{
-    struct llm_backend_stat st[LLM_BACKEND_MAX_STATS];
-    const int n = b->iface->get_stats(b, st, LLM_BACKEND_MAX_STATS);
-    for (int i = 0; i < n && i < LLM_BACKEND_MAX_STATS; i++)
-        if (!strcmp(st[i].name, name))
-            return st[i].value;
-    return 0;
-}
-
 /* ---- buffers ---------------------------------------------------------------------------------- */
 
 struct llm_buffer *llm_buffer_new(struct llm_backend *b, size_t size)
@@ -89,7 +79,7 @@ struct llm_buffer *llm_buffer_new(struct llm_backend *b, size_t size)
     struct llm_buffer *buf = malloc(sizeof *buf);
     if (!buf)
         return NULL;
-    *buf = (struct llm_buffer){ .backend = b, .size = size };
+    *buf = (struct llm_buffer){ .backend = b };
     buf->base = b ? b->iface->mem_alloc(b, size) : aligned_alloc(64, (size + 64) & ~(size_t)63);
     if (!buf->base) {
         free(buf);

@@ -31,7 +31,6 @@ struct llm_backend_stat {
 struct llm_buffer {
     struct llm_backend *backend;
     void *base;
-    size_t size;
 };
 
 struct llm_backend_iface {
@@ -136,9 +135,6 @@ struct llm_backend *llm_backend_new(const struct llm_backend_params *p, struct l
  * long idle pool threads busy-wait before they sleep (0: the pool's default); short beside a
  * device, whose threads need the cores. */
 struct llm_backend *llm_backend_cpu_new(const struct llm_backend_params *p, struct llm_error *err);
-
-/* b's figure called name (0 when b keeps none of that name). */
-double llm_backend_stat(struct llm_backend *b, const char *name);
 
 /* ---- buffers and the data of the tensors in them -------------------------------------------- */
 
