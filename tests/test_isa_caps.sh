@@ -29,8 +29,8 @@ under_cap() {
   done
 }
 
-under_cap scalar test_vec_dot test_dequant test_quants test_ops test_backend_ops test_decode test_gemm test_gemm_f16
-under_cap avx2 test_gemm test_gemm_f16 test_vec_dot test_decode test_ops test_backend_ops
+under_cap scalar test_vec_dot test_dequant test_quants test_ops test_backend_ops test_decode test_gemm test_gemm_f16 test_repack
+under_cap avx2 test_gemm test_gemm_f16 test_vec_dot test_decode test_ops test_backend_ops test_repack
 
 # The kernel's own flag says whether the CPU has AVX-VNNI, apart from our CPUID reading: with it,
 # the cap must choose the AVX-VNNI kernels (test_gemm names them) and the tests pass on them.

@@ -79,7 +79,8 @@ static void check_shapes(const struct llm_model *m, const char *what)
     }
     CHECK(bad == 0, "%s: %d layer tensors with a wrong shape", what, bad);
     /* strides and data: contiguous rows inside the mapping, or (issue 26) matrices repacked into
-     * the model's own memory whose rows unpack to the file's */
+     * the model's own memory whose rows unpack to the file's, and then every other tensor copied
+     * there too */
     int bad_nb = 0;
     for (int64_t i = 0; i < m->n_tensors; i++) {
         const struct llm_tensor *t = &m->tensors[i];
@@ -96,7 +97,12 @@ static void check_shapes(const struct llm_model *m, const char *what)
                       memcmp(rows, in_file, llm_nbytes(t)) != 0;
             free(rows);
         } else {
-            bad_nb += t->data != (const void *)in_file || t->flags != LLM_TENSOR_WEIGHT ||
+            /* with any matrix repacked, the others are copied beside them (repack_load.c) */
+            const char *mem = m->repacked;
+            const bool copied = mem && (const char *)t->data >= mem &&
+                                (const char *)t->data + llm_nbytes(t) <= mem + m->repacked_bytes;
+            bad_nb += (mem ? !copied || memcmp(t->data, in_file, llm_nbytes(t)) != 0 : t->data != (const void *)in_file) ||
+                      t->flags != LLM_TENSOR_WEIGHT ||
                       (t->ne[2] == 1 && llm_repack_type_ok(t->type) && llm_repack_kernel(t->type));
         }
     }

@@ -1,16 +1,20 @@
-/* Weights repacked at load for decode (issue 26, src/ops/repack.h): every repacked type, odd row
- * counts and the last group that four rows do not fill, block counts with and without a partial
- * chunk of 8 blocks.
+/* Weights repacked at load for decode (issue 26, src/ops/repack.h): every repacked type (Q4_0,
+ * Q5_0, Q8_0, Q4_K, Q6_K), odd row counts and the last group that four rows do not fill, block
+ * counts with and without a partial chunk of 8 blocks.
  *  - layout: unpacking gives back the file's bytes (0 tolerance), dequantizing a repacked row the
  *    file row's floats, a matrix packed in pieces (as the loader does) the same bytes as in one go;
  *  - kernels: the oracle (llm_vec_dot_packed_ref) gives each row vec_dot_ref's float; the fast
- *    kernel gives each row the bits vec_dot4 gives it (so greedy text does not move) and stays
- *    within 1e-4 relative of the oracle; the padding rows give 0;
+ *    kernel gives each row the bits the type's AVX2 kernel on the file's rows gives it (the
+ *    four-row vec_dot4 of Q4_0 / Q5_0 / Q8_0, the one-row vec_dot of Q4_K / Q6_K: so greedy text
+ *    does not move), and against the oracle (the unrepacked reference dot) each row is within
+ *    1e-4 x (1 + |oracle|) and the NMSE over the matrix at most 1e-9 (the integer sums are exact;
+ *    only the order of the float scaling differs, ~1e-7 relative); the padding rows give 0;
  *  - MUL_MAT on the dot, integer GEMM and BLAS paths and GET_ROWS give, on 1-3 threads, the bits of
  *    the same node on the file's layout;
  *  - loading ../shared/models/qwen2-tiny-q8_0.gguf repacks its matrices and drops their file pages:
  *    the file-backed resident memory grows by at most the file's bytes not repacked (plus the
- *    pages matrices share at their ends).
+ *    pages matrices share at their ends); loading llama-k256-q4_k_m.gguf repacks its Q4_K and
+ *    Q6_K matrices (the loader's code is the same for every type).
  * Without a fast kernel on this CPU (no AVX2, or a CPU whose vec_dot4 is another kernel) the
  * checks that need one are skipped. */
 #include <stdint.h>
@@ -21,11 +25,24 @@
 #include "harness.h"
 #include "model/model.h"
 #include "mul_mat_job.h"
+#include "ops/blocks.h"
 #include "ops/cpu.h"
+#include "ops/quants.h"
 #include "ops/repack.h"
 #include "ops/types.h"
 
-static const enum llm_type types[] = { LLM_TYPE_Q4_0, LLM_TYPE_Q5_0, LLM_TYPE_Q8_0 };
+/* Each repacked type with the AVX2 kernel of the file's rows whose bits its repacked kernel keeps:
+ * four rows at once (dot4) or one (dot1). */
+static const struct {
+    enum llm_type type;
+    llm_vec_dot4_fn dot4;
+    llm_vec_dot_fn dot1;
+} types[] = {
+    { LLM_TYPE_Q4_0, llm_vec_dot4_q4_0_avx2, NULL }, { LLM_TYPE_Q5_0, llm_vec_dot4_q5_0_avx2, NULL },
+    { LLM_TYPE_Q8_0, llm_vec_dot4_q8_0_avx2, NULL }, { LLM_TYPE_Q4_K, NULL, llm_vec_dot_q4_K_avx2 },
+    { LLM_TYPE_Q6_K, NULL, llm_vec_dot_q6_K_avx2 },
+};
+#define N_TYPES (sizeof types / sizeof types[0])
 
 static float frand(void)
 {
@@ -79,12 +96,30 @@ static void test_layout(enum llm_type t, int64_t K, int64_t M)
     free(want), free(got), free(back), free(zero), free(p), free(q), free(rows);
 }
 
-static void test_kernels(enum llm_type t, int64_t K, int64_t M)
+/* The bits of rows [4g, 4g + 4) of the file's matrix (M rows) under the AVX2 kernel of the file's
+ * layout (rows past M: 0, what the padding gives). */
+static void file_bits(size_t ti, int64_t K, int64_t M, const char *rows, size_t row, int64_t g, const void *x,
+                      float out[4])
 {
+    const void *r4[4];
+    for (int r = 0; r < 4; r++)
+        r4[r] = rows + (size_t)(g * 4 + r < M ? g * 4 + r : M - 1) * row;
+    if (types[ti].dot4)
+        types[ti].dot4(K, out, r4, x);
+    else
+        for (int r = 0; r < 4; r++)
+            types[ti].dot1(K, &out[r], r4[r], x);
+    for (int r = 0; r < 4; r++)
+        out[r] = g * 4 + r < M ? out[r] : 0.0f;
+}
+
+static void test_kernels(size_t ti, int64_t K, int64_t M)
+{
+    const enum llm_type t = types[ti].type;
     const struct llm_type_traits *tt = llm_type_traits(t);
     const size_t row = llm_row_size(t, K);
     char *rows = typed_rows(t, K, M, row, value), *p = packed(t, K, M, rows, 0);
-    char *x = typed_rows(LLM_TYPE_Q8_0, K, 1, llm_row_size(LLM_TYPE_Q8_0, K), value);
+    char *x = typed_rows(tt->vec_dot_type, K, 1, llm_row_size(tt->vec_dot_type, K), value);
     const int64_t groups = n_groups(M), all = groups * LLM_REPACK_ROWS;
     float *ref = malloc((size_t)all * sizeof(float)), *fast = malloc((size_t)all * sizeof(float));
     llm_vec_dot_packed_ref(t, K, groups, ref, p, x);
@@ -98,30 +133,29 @@ static void test_kernels(enum llm_type t, int64_t K, int64_t M)
     CHECK(bad == 0, "%s K%lld M%lld: oracle differs from vec_dot_ref in %lld rows", llm_type_name(t), (long long)K,
           (long long)M, (long long)bad);
     llm_vec_dot_packed_fn kern = llm_repack_kernel(t);
-    if (!kern || !tt->vec_dot4) {
+    if (!kern) {
         SKIP("%s K%lld M%lld: no repacked kernel on this CPU", llm_type_name(t), (long long)K, (long long)M);
     } else {
         kern(K, groups, fast, p, x);
         int64_t not_bits = 0, far = 0;
+        double err2 = 0.0, ref2 = 0.0;
         for (int64_t g = 0; g < groups; g++) {
-            const void *r4[4];
-            float s4[4];
-            for (int r = 0; r < 4; r++) {
-                const int64_t m = g * 4 + r < M ? g * 4 + r : M - 1;
-                r4[r] = rows + (size_t)m * row;
-            }
-            tt->vec_dot4(K, s4, r4, x);
+            float want[4];
+            file_bits(ti, K, M, rows, row, g, x, want);
             for (int r = 0; r < 4; r++) {
                 const int64_t m = g * 4 + r;
-                const float want = m < M ? s4[r] : 0.0f;
-                not_bits += memcmp(&want, &fast[m], sizeof want) != 0;
-                far += !(fabs((double)fast[m] - ref[m]) <= 1e-4 * (1.0 + fabs((double)ref[m])));
+                const double d = (double)fast[m] - ref[m];
+                not_bits += memcmp(&want[r], &fast[m], sizeof want[r]) != 0;
+                far += !(fabs(d) <= 1e-4 * (1.0 + fabs((double)ref[m])));
+                err2 += d * d, ref2 += (double)ref[m] * ref[m];
             }
         }
-        CHECK(not_bits == 0, "%s K%lld M%lld: %lld rows differ from vec_dot4's bits", llm_type_name(t), (long long)K,
-              (long long)M, (long long)not_bits);
+        CHECK(not_bits == 0, "%s K%lld M%lld: %lld rows differ from the file layout's bits", llm_type_name(t),
+              (long long)K, (long long)M, (long long)not_bits);
         CHECK(far == 0, "%s K%lld M%lld: %lld rows off the oracle", llm_type_name(t), (long long)K, (long long)M,
               (long long)far);
+        CHECK(err2 <= 1e-9 * ref2, "%s K%lld M%lld: NMSE %g against the oracle", llm_type_name(t), (long long)K,
+              (long long)M, ref2 > 0 ? err2 / ref2 : err2);
     }
     free(ref), free(fast), free(x), free(p), free(rows);
 }
@@ -164,6 +198,10 @@ static void test_nodes(enum llm_type t, int64_t K, int64_t M)
 {
     char what[96];
     struct llm_tensor w, x, ids;
+    if (!llm_repack_kernel(t)) { /* the loader repacks nothing then, and decode has no kernel for it */
+        SKIP("%s K%lld M%lld nodes: no repacked kernel on this CPU", llm_type_name(t), (long long)K, (long long)M);
+        return;
+    }
     init_tensor(&w, t, K, M);
     free(w.data);
     w.data = typed_rows(t, K, M, w.nb[1], value);
@@ -236,21 +274,58 @@ static void test_load(void)
     llm_model_free(m);
 }
 
+/* One model's matrices of type t: how many, and how many of them are repacked. */
+static void count_repacked(const struct llm_model *m, enum llm_type t, int64_t *n, int64_t *n_repacked)
+{
+    *n = *n_repacked = 0;
+    for (int64_t i = 0; i < m->n_tensors; i++) {
+        const struct llm_tensor *w = &m->tensors[i];
+        if (w->type == t && w->ne[1] > 1) {
+            ++*n;
+            *n_repacked += (w->flags & LLM_TENSOR_REPACKED) != 0;
+        }
+    }
+}
+
+static void test_load_k(void)
+{
+    const char *path = test_path("models/llama-k256-q4_k_m.gguf");
+    struct llm_model *m = NULL;
+    struct llm_error err = { 0 };
+    CHECK(llm_model_load(path, &m, &err) == 0, "%s: %s", path, err.msg);
+    if (!m)
+        return;
+    static const enum llm_type kt[] = { LLM_TYPE_Q4_K, LLM_TYPE_Q6_K };
+    for (size_t i = 0; i < 2; i++) {
+        int64_t n, n_repacked;
+        count_repacked(m, kt[i], &n, &n_repacked);
+        const int64_t want = llm_repack_kernel(kt[i]) ? n : 0;
+        CHECK(n > 0 && n_repacked == want, "%s: %lld of %lld %s matrices repacked (want %lld)", path,
+              (long long)n_repacked, (long long)n, llm_type_name(kt[i]), (long long)want);
+    }
+    llm_model_free(m);
+}
+
 int main(void)
 {
-    /* K: one partial chunk (2 blocks), whole chunks (8, 16 blocks), whole chunks and a partial one
-     * (9, 28 blocks: qwen2-0.5B's 896); M: fewer than a group, odd counts, whole groups */
-    static const int64_t Ks[] = { 64, 256, 288, 512, 896 }, Ms[] = { 1, 3, 4, 5, 7, 13, 64 };
-    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
-        for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++)
+    /* K in blocks: legacy types one partial chunk (2 blocks), whole chunks (8, 16 blocks), whole
+     * chunks and a partial one (9, 28 blocks: qwen2-0.5B's 896); K-quants 1, 2 and 5 super-blocks.
+     * M: fewer than a group, odd counts, whole groups */
+    static const int64_t blocks_legacy[] = { 2, 8, 9, 16, 28 }, blocks_k[] = { 1, 2, 5 }, Ms[] = { 1, 3, 4, 5, 7, 13, 64 };
+    for (size_t ti = 0; ti < N_TYPES; ti++) {
+        const int64_t bk = llm_type_info(types[ti].type)->blck_size;
+        const bool k = bk == QK_K;
+        const size_t nk = k ? sizeof blocks_k / sizeof blocks_k[0] : sizeof blocks_legacy / sizeof blocks_legacy[0];
+        for (size_t ki = 0; ki < nk; ki++)
             for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++) {
-                test_layout(types[ti], Ks[ki], Ms[mi]);
-                test_kernels(types[ti], Ks[ki], Ms[mi]);
+                const int64_t K = (k ? blocks_k[ki] : blocks_legacy[ki]) * bk;
+                test_layout(types[ti].type, K, Ms[mi]);
+                test_kernels(ti, K, Ms[mi]);
             }
-    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
-        test_nodes(types[ti], 896, 37);
-        test_nodes(types[ti], 288, 130);
+        test_nodes(types[ti].type, k ? 5 * bk : 896, 37);
+        test_nodes(types[ti].type, k ? bk : 288, 130);
     }
     test_load();
+    test_load_k();
     return test_done("test_repack");
 }

@@ -1,13 +1,20 @@
 /* Weight matrices repacked at load into the decode layout of src/ops/repack.h, tensor by tensor,
  * into one anonymous mapping the model owns. The file's pages of each matrix are dropped as soon
  * as they are copied (a few MiB at a time), so resident memory holds one copy of the weights, not
- * two, and never more than DROP_BYTES beyond it while loading. */
+ * two, and never more than DROP_BYTES beyond it while loading.
+ *
+ * When any matrix is repacked, the other tensors (norms, biases, matrices of types without a
+ * repacked layout) are copied into the same mapping and the file's whole data section is dropped:
+ * a read of a tensor left in the file would map back the dropped pages around it (the kernel maps
+ * the whole large folio of the page cache a fault lands in, several MiB of neighbouring matrices). */
 #include "model.h"
 
 #include <stdint.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "../graph.h"
 #include "../ops/repack.h"
 
 #define DROP_BYTES (4u << 20)
@@ -33,33 +40,45 @@ static void drop_pages(const char *from, const char *to)
         madvise((void *)a, b - a, MADV_DONTNEED); /* advice: on failure the pages just stay */
 }
 
-/* Repack t into dst, DROP_BYTES of the file's rows at a time, dropping each run's pages after it. */
-static void repack_tensor(struct llm_tensor *t, char *dst)
+/* Repack t into dst (or copy it, when its type has no repacked layout here), DROP_BYTES of the
+ * file's rows at a time, dropping each run's pages after it. */
+static void move_tensor(struct llm_tensor *t, char *dst)
 {
-    const int64_t K = t->ne[0], M = t->ne[1], groups = (M + LLM_REPACK_ROWS - 1) / LLM_REPACK_ROWS;
-    const size_t gs = llm_repack_group_size(t->type, K);
-    const int64_t step = DROP_BYTES / gs > 0 ? DROP_BYTES / gs : 1;
+    const bool repack = repackable(t);
+    const int64_t K = t->ne[0], M = llm_nrows(t), groups = repack ? (M + LLM_REPACK_ROWS - 1) / LLM_REPACK_ROWS : M;
+    const size_t gs = repack ? llm_repack_group_size(t->type, K) : t->nb[1];
+    const int64_t step = gs && DROP_BYTES / gs > 0 ? DROP_BYTES / gs : 1, rows_per_group = repack ? LLM_REPACK_ROWS : 1;
     const char *src = t->data, *dropped = src;
     for (int64_t g = 0; g < groups; g += step) {
         const int64_t g1 = g + step < groups ? g + step : groups;
-        llm_repack_groups(t->type, K, M, src, t->nb[1], g, g1, dst);
-        const int64_t rows = g1 * LLM_REPACK_ROWS < M ? g1 * LLM_REPACK_ROWS : M;
+        if (repack)
+            llm_repack_groups(t->type, K, M, src, t->nb[1], g, g1, dst);
+        else
+            memcpy(dst + (size_t)g * gs, src + (size_t)g * gs, (size_t)(g1 - g) * gs);
+        const int64_t rows = g1 * rows_per_group < M ? g1 * rows_per_group : M;
         const char *done = src + (size_t)rows * t->nb[1];
         drop_pages(dropped, done);
         dropped = (const char *)((uintptr_t)done & ~((uintptr_t)sysconf(_SC_PAGESIZE) - 1));
     }
     t->data = dst;
-    t->flags |= LLM_TENSOR_REPACKED;
+    t->flags |= repack ? LLM_TENSOR_REPACKED : 0u;
+}
+
+/* Bytes t takes in the model's mapping. */
+static size_t moved_size(const struct llm_tensor *t)
+{
+    return align_up(repackable(t) ? llm_repack_size(t->type, t->ne[0], t->ne[1]) : llm_nbytes(t));
 }
 
 int llm_model_repack(struct llm_model *m, struct llm_error *err)
 {
     size_t total = 0;
+    bool any = false;
     for (int64_t i = 0; i < m->n_tensors; i++) {
-        const struct llm_tensor *t = &m->tensors[i];
-        total += repackable(t) ? align_up(llm_repack_size(t->type, t->ne[0], t->ne[1])) : 0;
+        total += moved_size(&m->tensors[i]);
+        any |= repackable(&m->tensors[i]);
     }
-    if (!total)
+    if (!any)
         return 0;
     void *mem = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED)
@@ -71,11 +90,13 @@ int llm_model_repack(struct llm_model *m, struct llm_error *err)
     size_t offs = 0;
     for (int64_t i = 0; i < m->n_tensors; i++) {
         struct llm_tensor *t = &m->tensors[i];
-        if (!repackable(t))
-            continue;
-        repack_tensor(t, (char *)mem + offs);
-        offs += align_up(llm_repack_size(t->type, t->ne[0], t->ne[1]));
+        const size_t size = moved_size(t);
+        move_tensor(t, (char *)mem + offs);
+        offs += size;
     }
+    /* the pages tensors share at their ends; caller memory (no mapping of the file's) stays */
+    if (m->file->map_len)
+        drop_pages((const char *)m->file->base + m->file->data_offset, (const char *)m->file->base + m->file->size);
     return 0;
 }
 

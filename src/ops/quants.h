@@ -94,10 +94,13 @@ void llm_vec_dot4_bf16_avx2(int64_t n, float *s, const void *const *w, const voi
 void llm_vec_dot4_q4_0_avx2(int64_t n, float *s, const void *const *w, const void *x);
 void llm_vec_dot4_q5_0_avx2(int64_t n, float *s, const void *const *w, const void *x);
 void llm_vec_dot4_q8_0_avx2(int64_t n, float *s, const void *const *w, const void *x);
-/* vec_dot4_avx2 over groups of rows repacked at load (repack.h): the same floats per row */
+/* Over groups of rows repacked at load (repack.h), the same floats per row as the AVX2 kernel decode
+ * runs on the file's layout: vec_dot4_avx2 (Q4_0, Q5_0, Q8_0), vec_dot_avx2 (Q4_K, Q6_K) */
 void llm_vec_dot_packed_q4_0_avx2(int64_t n, int64_t groups, float *s, const void *w, const void *x);
 void llm_vec_dot_packed_q5_0_avx2(int64_t n, int64_t groups, float *s, const void *w, const void *x);
 void llm_vec_dot_packed_q8_0_avx2(int64_t n, int64_t groups, float *s, const void *w, const void *x);
+void llm_vec_dot_packed_q4_K_avx2(int64_t n, int64_t groups, float *s, const void *w, const void *x);
+void llm_vec_dot_packed_q6_K_avx2(int64_t n, int64_t groups, float *s, const void *w, const void *x);
 void llm_vec_dot_q4_0_avx2(int64_t n, float *s, const void *x, const void *y);
 void llm_vec_dot_q4_1_avx2(int64_t n, float *s, const void *x, const void *y);
 void llm_vec_dot_q5_0_avx2(int64_t n, float *s, const void *x, const void *y);

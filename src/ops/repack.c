@@ -1,29 +1,51 @@
-/* The repacked decode layout of Q4_0 / Q5_0 / Q8_0 matrices (repack.h): packing, unpacking and the oracle. */
+/* The repacked decode layout of Q4_0 / Q5_0 / Q8_0 / Q4_K / Q6_K matrices (repack.h): packing,
+ * unpacking and the oracle. */
 #include "repack.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "blocks.h"
 #include "types.h"
 
-#define CHUNK_BLOCKS 8 /* blocks per chunk: the fast kernels convert 8 scales of a row at once */
-#define SCALE_BYTES 2  /* the fp16 d that starts a Q4_0 / Q5_0 / Q8_0 block */
+/* Where a block's scales sit in the file's block (its other bytes, before and after them, are its
+ * quants) and how many blocks a chunk holds: the legacy types' fast kernels convert the fp16 scales
+ * of 8 blocks of a row at once; a K-quant block of 256 elements is a chunk of its own. */
+struct layout {
+    enum llm_type type;
+    size_t scale_off, scale_len;
+    int64_t chunk;
+};
+
+static const struct layout layouts[] = {
+    { LLM_TYPE_Q4_0, 0, sizeof(uint16_t), 8 },
+    { LLM_TYPE_Q5_0, 0, sizeof(uint16_t), 8 },
+    { LLM_TYPE_Q8_0, 0, sizeof(uint16_t), 8 },
+    { LLM_TYPE_Q4_K, 0, offsetof(struct block_q4_K, qs), 1 },                                   /* d, dmin, scales */
+    { LLM_TYPE_Q6_K, offsetof(struct block_q6_K, scales), sizeof(struct block_q6_K) - offsetof(struct block_q6_K, scales), 1 },
+};
+
+#define MAX_CHUNK_BYTES (8 * sizeof(struct block_q8_0)) /* the largest chunk of any layout above */
+_Static_assert(sizeof(struct block_q6_K) <= MAX_CHUNK_BYTES, "a Q6_K chunk fits the buffer");
+
+static const struct layout *layout_of(enum llm_type t)
+{
+    for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++)
+        if (layouts[i].type == t)
+            return &layouts[i];
+    return NULL;
+}
 
 bool llm_repack_type_ok(enum llm_type t)
 {
-    return t == LLM_TYPE_Q4_0 || t == LLM_TYPE_Q5_0 || t == LLM_TYPE_Q8_0;
+    return layout_of(t) != NULL;
 }
 
 llm_vec_dot_packed_fn llm_repack_kernel(enum llm_type t)
 {
     const struct llm_type_traits *tt = llm_type_traits(t);
     return tt ? tt->vec_dot_packed : NULL;
-}
-
-static size_t quant_bytes(enum llm_type t)
-{
-    return llm_type_info(t)->type_size - SCALE_BYTES;
 }
 
 size_t llm_repack_group_size(enum llm_type t, int64_t K)
@@ -36,76 +58,82 @@ size_t llm_repack_size(enum llm_type t, int64_t K, int64_t M)
     return (size_t)((M + LLM_REPACK_ROWS - 1) / LLM_REPACK_ROWS) * llm_repack_group_size(t, K);
 }
 
-/* Offsets within its group of block b's scale and quants of row r. */
-static void block_place(enum llm_type t, int64_t K, int64_t b, int r, size_t *scale, size_t *quants)
+/* Offsets within its group of block b's scales and quants of row r. */
+static void block_place(const struct layout *L, int64_t K, int64_t b, int r, size_t *scale, size_t *quants)
 {
-    const size_t q = quant_bytes(t);
-    const int64_t nb = K / QK, c = b / CHUNK_BLOCKS * CHUNK_BLOCKS, k = b - c;
-    const int64_t nbc = nb - c < CHUNK_BLOCKS ? nb - c : CHUNK_BLOCKS;
-    const size_t base = (size_t)c * LLM_REPACK_ROWS * (SCALE_BYTES + q);
-    *scale = base + (size_t)(r * nbc + k) * SCALE_BYTES;
-    *quants = base + (size_t)(LLM_REPACK_ROWS * nbc) * SCALE_BYTES + (size_t)(k * LLM_REPACK_ROWS + r) * q;
+    const size_t bs = llm_type_info(L->type)->type_size, q = bs - L->scale_len;
+    const int64_t nb = K / llm_type_info(L->type)->blck_size, c = b / L->chunk * L->chunk, k = b - c;
+    const int64_t nbc = nb - c < L->chunk ? nb - c : L->chunk;
+    const size_t base = (size_t)c * LLM_REPACK_ROWS * bs;
+    *scale = base + (size_t)(r * nbc + k) * L->scale_len;
+    *quants = base + (size_t)(LLM_REPACK_ROWS * nbc) * L->scale_len + (size_t)(k * LLM_REPACK_ROWS + r) * q;
+}
+
+/* Copies a file block's scales to scale and its quants (the bytes around the scales, in order) to
+ * quants, or the other way round (to_file). */
+static void move_block(const struct layout *L, char *blk, char *scale, char *quants, bool to_file)
+{
+    const size_t bs = llm_type_info(L->type)->type_size, tail = L->scale_off + L->scale_len;
+    char *parts[3][2] = { { blk + L->scale_off, scale }, { blk, quants }, { blk + tail, quants + L->scale_off } };
+    const size_t lens[3] = { L->scale_len, L->scale_off, bs - tail };
+    for (int i = 0; i < 3; i++)
+        memcpy(parts[i][!to_file], parts[i][to_file], lens[i]);
 }
 
 void llm_repack_groups(enum llm_type t, int64_t K, int64_t M, const void *src, size_t stride, int64_t g0,
                        int64_t g1, void *dst)
 {
-    const size_t bs = llm_type_info(t)->type_size, q = bs - SCALE_BYTES;
-    const int64_t nb = K / QK;
-    char *out = (char *)dst + (size_t)g0 * llm_repack_group_size(t, K);
-    for (int64_t g = g0; g < g1; g++) {
-        const char *rows[LLM_REPACK_ROWS];
-        for (int r = 0; r < LLM_REPACK_ROWS; r++) {
-            const int64_t m = g * LLM_REPACK_ROWS + r;
-            rows[r] = m < M ? (const char *)src + (size_t)m * stride : NULL;
-        }
-        for (int64_t c = 0; c < nb; c += CHUNK_BLOCKS) {
-            const int64_t nbc = nb - c < CHUNK_BLOCKS ? nb - c : CHUNK_BLOCKS;
-            char *quants = out + (size_t)(LLM_REPACK_ROWS * nbc) * SCALE_BYTES;
-            for (int r = 0; r < LLM_REPACK_ROWS; r++)
+    const struct layout *L = layout_of(t);
+    const size_t bs = llm_type_info(t)->type_size, q = bs - L->scale_len;
+    const int64_t nb = K / llm_type_info(t)->blck_size;
+    char *out = (char *)dst + (size_t)g0 * llm_repack_group_size(t, K), zero[sizeof(struct block_q6_K)] = { 0 };
+    for (int64_t g = g0; g < g1; g++)
+        for (int64_t c = 0; c < nb; c += L->chunk) {
+            const int64_t nbc = nb - c < L->chunk ? nb - c : L->chunk;
+            char *quants = out + (size_t)(LLM_REPACK_ROWS * nbc) * L->scale_len;
+            for (int r = 0; r < LLM_REPACK_ROWS; r++) {
+                const int64_t m = g * LLM_REPACK_ROWS + r;
                 for (int64_t k = 0; k < nbc; k++) {
-                    const char *blk = rows[r] ? rows[r] + (size_t)(c + k) * bs : NULL;
-                    char *sd = out + (size_t)(r * nbc + k) * SCALE_BYTES, *qd = quants + (size_t)(k * LLM_REPACK_ROWS + r) * q;
-                    if (blk) {
-                        memcpy(sd, blk, SCALE_BYTES);
-                        memcpy(qd, blk + SCALE_BYTES, q);
-                    } else { /* the rows past M of the last group */
-                        memset(sd, 0, SCALE_BYTES);
-                        memset(qd, 0, q);
-                    }
+                    /* the rows past M of the last group are zero blocks: scale 0, they add nothing */
+                    char *blk = m < M ? (char *)src + (size_t)m * stride + (size_t)(c + k) * bs : zero;
+                    move_block(L, blk, out + (size_t)(r * nbc + k) * L->scale_len,
+                               quants + (size_t)(k * LLM_REPACK_ROWS + r) * q, false);
                 }
+            }
             out = quants + (size_t)(LLM_REPACK_ROWS * nbc) * q;
         }
-    }
 }
 
 /* Blocks [b0, b1) of row m of w, as the file stores them, into dst. */
-static void unpack_blocks(enum llm_type t, int64_t K, const void *w, int64_t m, int64_t b0, int64_t b1, char *dst)
+static void unpack_blocks(const struct layout *L, int64_t K, const void *w, int64_t m, int64_t b0, int64_t b1,
+                          char *dst)
 {
-    const size_t bs = llm_type_info(t)->type_size;
-    const char *group = (const char *)w + (size_t)(m / LLM_REPACK_ROWS) * llm_repack_group_size(t, K);
+    const size_t bs = llm_type_info(L->type)->type_size;
+    char *group = (char *)w + (size_t)(m / LLM_REPACK_ROWS) * llm_repack_group_size(L->type, K);
     for (int64_t b = b0; b < b1; b++) {
         size_t so, qo;
-        block_place(t, K, b, (int)(m % LLM_REPACK_ROWS), &so, &qo);
-        memcpy(dst + (size_t)(b - b0) * bs, group + so, SCALE_BYTES);
-        memcpy(dst + (size_t)(b - b0) * bs + SCALE_BYTES, group + qo, bs - SCALE_BYTES);
+        block_place(L, K, b, (int)(m % LLM_REPACK_ROWS), &so, &qo);
+        move_block(L, dst + (size_t)(b - b0) * bs, group + so, group + qo, true);
     }
 }
 
 void llm_repack_unpack(enum llm_type t, int64_t K, const void *w, int64_t m0, int64_t m1, void *dst, size_t stride)
 {
+    const struct layout *L = layout_of(t);
     for (int64_t m = m0; m < m1; m++)
-        unpack_blocks(t, K, w, m, 0, K / QK, (char *)dst + (size_t)(m - m0) * stride);
+        unpack_blocks(L, K, w, m, 0, K / llm_type_info(t)->blck_size, (char *)dst + (size_t)(m - m0) * stride);
 }
 
 void llm_repack_row_to_float(enum llm_type t, int64_t K, const void *w, int64_t m, float *dst)
 {
-    char blocks[CHUNK_BLOCKS * sizeof(struct block_q8_0)]; /* the largest block of a repacked type */
+    const struct layout *L = layout_of(t);
+    const int64_t bk = llm_type_info(t)->blck_size, nb = K / bk;
+    char blocks[MAX_CHUNK_BYTES];
     llm_to_float_fn to_float = llm_type_traits(t)->to_float_fast;
-    for (int64_t b0 = 0; b0 < K / QK; b0 += CHUNK_BLOCKS) {
-        const int64_t b1 = b0 + CHUNK_BLOCKS < K / QK ? b0 + CHUNK_BLOCKS : K / QK;
-        unpack_blocks(t, K, w, m, b0, b1, blocks);
-        to_float(blocks, dst + b0 * QK, (b1 - b0) * QK);
+    for (int64_t b0 = 0; b0 < nb; b0 += L->chunk) {
+        const int64_t b1 = b0 + L->chunk < nb ? b0 + L->chunk : nb;
+        unpack_blocks(L, K, w, m, b0, b1, blocks);
+        to_float(blocks, dst + b0 * bk, (b1 - b0) * bk);
     }
 }
 

@@ -1,11 +1,14 @@
-/* Weights repacked at load for decode: a matrix of Q4_0 / Q5_0 / Q8_0 rows in groups of LLM_REPACK_ROWS
- * rows, each group one contiguous run that a matrix-vector product streams front to back.
+/* Weights repacked at load for decode: a matrix of Q4_0 / Q5_0 / Q8_0 / Q4_K / Q6_K rows in groups of
+ * LLM_REPACK_ROWS rows, each group one contiguous run that a matrix-vector product streams front
+ * to back.
  *
- * Layout of a group (rows 4g .. 4g+3 of K elements, nb = K / 32 blocks), chunk after chunk of up to
- * 8 blocks (the last chunk holds what remains): first the chunk's fp16 scales row by row (row r's
- * scales of the chunk side by side, so one load converts them), then its quants block by block,
- * the four rows' bytes after d of a block (Q5_0: qh, then quants) one after the other, each exactly
- * as the file stores them.
+ * Layout of a group (rows 4g .. 4g+3 of K elements, nb blocks a row), chunk after chunk of blocks
+ * (Q4_0 / Q5_0 / Q8_0: up to 8 blocks, the last chunk holds what remains; Q4_K / Q6_K: one block
+ * of 256 elements): first the chunk's scales row by row (row r's scale bytes of the chunk's blocks
+ * side by side, so one load converts a row's 8 fp16 scales), then its quants block by block, the
+ * four rows' quants of a block one after the other. A block's scales are its fp16 d (Q4_0, Q5_0,
+ * Q8_0), its d, dmin and 12 scale bytes (Q4_K) or its 16 scales and d (Q6_K); its quants are its
+ * other bytes in the order the file stores them (Q5_0: qh then qs; Q6_K: ql then qh).
  * A group takes the bytes of its four rows in the file; the last group of a matrix whose row count
  * is not a multiple of 4 is padded with rows of zeros (scale 0: they add nothing).
  *
@@ -21,8 +24,8 @@
 
 #include "types.h"
 
-/* Rows per group: the four accumulators of the four-row dot kernels, whose sums the repacked
- * kernel reproduces (so greedy text is the same with and without repacking). */
+/* Rows per group: the four accumulators of the AVX2 four-row dot kernels, whose sums the repacked
+ * kernels reproduce (bench/results/kernel_choices.md explains why it holds on every AVX2 CPU). */
 #define LLM_REPACK_ROWS 4
 
 /* The fast kernel of repacked rows of type t on this CPU (its traits' vec_dot_packed), or NULL:

@@ -107,7 +107,8 @@ static struct row rows[LLM_TYPE_COUNT] = {
         .t = { .to_float = llm_to_float_q4_K, .from_float = llm_from_float_q4_K,
                .vec_dot_ref = llm_vec_dot_q4_K_ref, .vec_dot_type = LLM_TYPE_Q8_K },
         .to_float_avx2 = llm_to_float_q4_K_avx2,
-        .vec_dot_avx2 = llm_vec_dot_q4_K_avx2 },
+        .vec_dot_avx2 = llm_vec_dot_q4_K_avx2,
+        .vec_dot_packed_avx2 = llm_vec_dot_packed_q4_K_avx2 },
     [LLM_TYPE_Q5_K] = {
         .t = { .to_float = llm_to_float_q5_K, .vec_dot_ref = llm_vec_dot_q5_K_ref,
                .vec_dot_type = LLM_TYPE_Q8_K },
@@ -117,7 +118,8 @@ static struct row rows[LLM_TYPE_COUNT] = {
         .t = { .to_float = llm_to_float_q6_K, .from_float = llm_from_float_q6_K,
                .vec_dot_ref = llm_vec_dot_q6_K_ref, .vec_dot_type = LLM_TYPE_Q8_K },
         .to_float_avx2 = llm_to_float_q6_K_avx2,
-        .vec_dot_avx2 = llm_vec_dot_q6_K_avx2 },
+        .vec_dot_avx2 = llm_vec_dot_q6_K_avx2,
+        .vec_dot_packed_avx2 = llm_vec_dot_packed_q6_K_avx2 },
     [LLM_TYPE_Q8_K] = {
         .t = { .to_float = llm_to_float_q8_K, .from_float = llm_from_float_q8_K },
         .from_float_avx2 = llm_from_float_q8_K_avx2 },
@@ -152,7 +154,10 @@ static void init_traits(void)
                             : r->t.vec_dot4 == r->vec_dot4_avx2 ? r->vec_dot_rows_avx2
                                                                  : NULL;
         r->t.vec_dot1 = r->t.vec_dot4 == r->vec_dot4_avx512 ? r->vec_dot1_avx512 : NULL;
-        r->t.vec_dot_packed = r->t.vec_dot4 == r->vec_dot4_avx2 && repack ? r->vec_dot_packed_avx2 : NULL;
+        /* every AVX2 CPU, AVX-512 and AVX-VNNI ones too: there is no wider repacked kernel, and on
+         * them the AVX2 one still reads one stream where their wider kernels read the file's four
+         * rows (bench/results/cpus.md says what we expect there) */
+        r->t.vec_dot_packed = avx2 && repack ? r->vec_dot_packed_avx2 : NULL;
         r->t.gemm = avx512 && r->gemm_avx512   ? r->gemm_avx512
                     : vnni && r->gemm_avxvnni ? r->gemm_avxvnni
                     : avx2                    ? r->gemm_avx2

@@ -47,10 +47,11 @@ struct llm_type_traits {
     /* one row with the sums vec_dot4 gives it (decode of long rows streamed from memory reads them
      * one after the other: one sequential stream instead of four), or NULL. Its oracle is vec_dot4. */
     llm_vec_dot_fn vec_dot1;
-    /* vec_dot4 over weights repacked at load (repack.h), or NULL: the type is not repacked on this
-     * CPU. Each row gets the floats vec_dot4 gives it, so only a CPU whose vec_dot4 is the AVX2
-     * kernel has one; LLM_REPACK=0 in the environment takes it away (A/B runs). Its oracle is
-     * llm_vec_dot_packed_ref. */
+    /* decode's product over weights repacked at load (repack.h), or NULL: the type is not repacked
+     * on this CPU. An AVX2 kernel, installed on every CPU with AVX2 (AVX-512 ones too); each row gets
+     * the floats the type's AVX2 four-row kernel gives it (vec_dot4, Q4_0 / Q5_0 / Q8_0) or its AVX2
+     * vec_dot (Q4_K / Q6_K). LLM_REPACK=0 in the environment takes it away (A/B runs). Its oracle
+     * is llm_vec_dot_packed_ref. */
     llm_vec_dot_packed_fn vec_dot_packed;
     /* integer GEMM of many rows at once (prefill), AVX2 or AVX-512 VNNI, or NULL. Its oracle is
      * vec_dot_ref per pair of rows. */

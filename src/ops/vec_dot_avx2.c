@@ -1,5 +1,6 @@
 /* AVX2/FMA/F16C dot products (twins of vec_dot.c). Integer work per block, one float FMA per
  * block into 8-lane accumulators; lane sums are exact in float (< 2^24) before scaling. */
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -470,42 +471,104 @@ void AVX2 llm_vec_dot_q5_K_avx2(int64_t n, float *s, const void *x, const void *
     *s = hsum_ps(_mm256_sub_ps(acc, accm));
 }
 
+/* Integer part of one Q6_K super-block (ql, qh and its 16 scales) against Q8_K block y, the +32 of
+ * the stored quants taken off. */
+static inline __attribute__((always_inline)) AVX2 __m256i q6_K_sumi(const uint8_t *ql, const uint8_t *qh,
+                                                                   const int8_t *scales,
+                                                                   const struct block_q8_K *y)
+{
+    const __m256i low = _mm256_set1_epi8(0x0f), top = _mm256_set1_epi8(0x30);
+    __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)scales));
+    const int8_t *q8 = y->qs;
+    /* quants are stored +32: subtract 32 * sum_k sc[k] * bsums[k] at the end */
+    __m256i sumi = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int half = 0; half < 2; half++, q8 += 128) {
+        __m256i l0 = loadu256(ql + 64 * half), l1 = loadu256(ql + 64 * half + 32);
+        __m256i h = loadu256(qh + 32 * half);
+        __m256i q[4] = {
+            _mm256_or_si256(_mm256_and_si256(l0, low), _mm256_and_si256(_mm256_slli_epi16(h, 4), top)),
+            _mm256_or_si256(_mm256_and_si256(l1, low), _mm256_and_si256(_mm256_slli_epi16(h, 2), top)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low), _mm256_and_si256(h, top)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low),
+                            _mm256_and_si256(_mm256_srli_epi16(h, 2), top)),
+        };
+        __m256i s8 = half_scales(sc, half);
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; g++) {
+            __m256i p = _mm256_maddubs_epi16(q[g], loadu256(q8 + 32 * g));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, pick_pair(s8, g)));
+        }
+    }
+    __m256i bias = _mm256_madd_epi16(loadu256(y->bsums), sc);
+    return _mm256_sub_epi32(sumi, _mm256_slli_epi32(bias, 5));
+}
+
 void AVX2 llm_vec_dot_q6_K_avx2(int64_t n, float *s, const void *x, const void *y)
 {
     const struct block_q6_K *xb = x;
     const struct block_q8_K *yb = y;
-    const __m256i low = _mm256_set1_epi8(0x0f), top = _mm256_set1_epi8(0x30);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
-        __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)xb[i].scales));
-        const int8_t *q8 = yb[i].qs;
-        /* quants are stored +32: subtract 32 * sum_k sc[k] * bsums[k] at the end */
-        __m256i sumi = _mm256_setzero_si256();
-#pragma GCC unroll 4
-        for (int half = 0; half < 2; half++, q8 += 128) {
-            __m256i l0 = loadu256(xb[i].ql + 64 * half), l1 = loadu256(xb[i].ql + 64 * half + 32);
-            __m256i h = loadu256(xb[i].qh + 32 * half);
-            __m256i q[4] = {
-                _mm256_or_si256(_mm256_and_si256(l0, low),
-                                _mm256_and_si256(_mm256_slli_epi16(h, 4), top)),
-                _mm256_or_si256(_mm256_and_si256(l1, low),
-                                _mm256_and_si256(_mm256_slli_epi16(h, 2), top)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low),
-                                _mm256_and_si256(h, top)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low),
-                                _mm256_and_si256(_mm256_srli_epi16(h, 2), top)),
-            };
-            __m256i s8 = half_scales(sc, half);
-#pragma GCC unroll 4
-            for (int g = 0; g < 4; g++) {
-                __m256i p = _mm256_maddubs_epi16(q[g], loadu256(q8 + 32 * g));
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, pick_pair(s8, g)));
-            }
-        }
-        __m256i bias = _mm256_madd_epi16(loadu256(yb[i].bsums), sc);
-        sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(bias, 5));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(yb[i].d * fp16_avx2(xb[i].d)),
-                              _mm256_cvtepi32_ps(sumi), acc);
+        __m256i sumi = q6_K_sumi(xb[i].ql, xb[i].qh, xb[i].scales, &yb[i]);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(yb[i].d * fp16_avx2(xb[i].d)), _mm256_cvtepi32_ps(sumi), acc);
     }
     *s = hsum_ps(acc);
+}
+
+/* ---- repacked rows (repack.h) ------------------------------------------------------------- */
+
+/* Groups of four Q4_K / Q6_K rows in the repacked layout, streamed front to back: per super-block
+ * the four rows' scale bytes, then their four quant runs. Each row is summed exactly as the one-row
+ * kernels above sum it (same accumulators, same order), so it keeps their bits; the activation
+ * block stays in L1 for the four rows. */
+void AVX2 llm_vec_dot_packed_q4_K_avx2(int64_t n, int64_t groups, float *s, const void *w, const void *x)
+{
+    enum { HEAD = offsetof(struct block_q4_K, qs), QS = sizeof(struct block_q4_K) - HEAD };
+    const struct block_q8_K *yb = x;
+    const uint8_t *p = w;
+    for (int64_t g = 0; g < groups; g++) {
+        __m256 acc[4], accm[4];
+        for (int r = 0; r < 4; r++)
+            acc[r] = accm[r] = _mm256_setzero_ps();
+        for (int64_t i = 0; i < n / QK_K; i++, p += 4 * sizeof(struct block_q4_K)) {
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++) {
+                const uint8_t *head = p + r * HEAD;
+                uint16_t d, dmin;
+                memcpy(&d, head + offsetof(struct block_q4_K, d), sizeof d);
+                memcpy(&dmin, head + offsetof(struct block_q4_K, dmin), sizeof dmin);
+                __m256i sc, mn;
+                k4_scales(head + offsetof(struct block_q4_K, scales), &sc, &mn);
+                __m256i sumi = k45_sumi(p + 4 * HEAD + r * QS, NULL, yb[i].qs, sc);
+                k45_accumulate(&acc[r], &accm[r], &yb[i], d, dmin, sumi, mn);
+            }
+        }
+        for (int r = 0; r < 4; r++)
+            s[4 * g + r] = hsum_ps(_mm256_sub_ps(acc[r], accm[r]));
+    }
+}
+
+void AVX2 llm_vec_dot_packed_q6_K_avx2(int64_t n, int64_t groups, float *s, const void *w, const void *x)
+{
+    enum { HEAD = sizeof(struct block_q6_K) - offsetof(struct block_q6_K, scales), QS = offsetof(struct block_q6_K, scales) };
+    const struct block_q8_K *yb = x;
+    const uint8_t *p = w;
+    for (int64_t g = 0; g < groups; g++) {
+        __m256 acc[4];
+        for (int r = 0; r < 4; r++)
+            acc[r] = _mm256_setzero_ps();
+        for (int64_t i = 0; i < n / QK_K; i++, p += 4 * sizeof(struct block_q6_K)) {
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++) {
+                const uint8_t *head = p + r * HEAD, *qs = p + 4 * HEAD + r * QS;
+                uint16_t d;
+                memcpy(&d, head + offsetof(struct block_q6_K, d) - QS, sizeof d);
+                __m256i sumi = q6_K_sumi(qs, qs + offsetof(struct block_q6_K, qh), (const int8_t *)head, &yb[i]);
+                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(yb[i].d * fp16_avx2(d)), _mm256_cvtepi32_ps(sumi), acc[r]);
+            }
+        }
+        for (int r = 0; r < 4; r++)
+            s[4 * g + r] = hsum_ps(acc[r]);
+    }
 }
