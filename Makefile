@@ -129,7 +129,9 @@ test: test-unit test-asan fuzz
 # model in two rounds of alternating order, for the side-by-side ratios (each program's better round
 # per test); without it, ours and the roofline only. ~20 min with it,
 # about half without, on 2 cores. BENCH_QUICK=1: a smoke test of bench/run.sh in seconds and nothing
-# else (run.sh has the other knobs). Then the NPU graph-mode A/B (installs gnuplot-nox if missing):
+# else (run.sh has the other knobs). BENCH_LONG=1 adds the Qwen2.5-1.5B / 3B and Llama-2-7B Q4_0 shapes
+# to the 2-thread suite (decode's bytes per second against model size; ~6 GiB more of models/, and
+# an hour more with LLAMA_BENCH); make test never runs them. Then the NPU graph-mode A/B (installs gnuplot-nox if missing):
 # graph_ab.md, crossover.png; operator fusion off and on, eager and graph, at 0 and 20 µs per launch,
 # with the layout pass's report: fusion_ab.md; and one decode token of the 0.5B shape, eager against graph, as a
 # timeline: timeline.md, timeline.png; the 0.5B Q8_0 and Q4_K_M shapes at -ngl 0..99 on the npu:
@@ -139,8 +141,9 @@ test: test-unit test-asan fuzz
 # against the build before them (built once into build/profile_ab/): profile_ab.md.
 LLAMA_BENCH ?=
 BENCH_QUICK ?=
+BENCH_LONG ?=
 bench: all
-	@SHARED=$(SHARED) BIN=$(BIN) LLAMA_BENCH=$(LLAMA_BENCH) BENCH_QUICK=$(BENCH_QUICK) bash bench/run.sh
+	@SHARED=$(SHARED) BIN=$(BIN) LLAMA_BENCH=$(LLAMA_BENCH) BENCH_QUICK=$(BENCH_QUICK) BENCH_LONG=$(BENCH_LONG) bash bench/run.sh
 	@[ "$(BENCH_QUICK)" = 1 ] || SHARED=$(SHARED) BIN=$(BIN) bash bench/graph_ab.sh
 	@[ "$(BENCH_QUICK)" = 1 ] || SHARED=$(SHARED) BIN=$(BIN) bash bench/fusion_ab.sh
 	@[ "$(BENCH_QUICK)" = 1 ] || SHARED=$(SHARED) BIN=$(BIN) bash bench/timeline.sh

@@ -6,7 +6,7 @@ bench.SUITE.MODEL.PROG.rR (PROG llm or llama, R the round), its probes bench.SUI
 seconds). Of the rounds, each program's best per test (highest mean t/s) is reported."""
 import argparse, datetime, json, os, re, subprocess
 
-SUITES = {'main': '2 threads', 'long': 'Long context, 2 threads', '1t': '1 thread',
+SUITES = {'main': '2 threads', 'depth': 'Long context, 2 threads', '1t': '1 thread',
           'chat': 'Chat-sized prompts, 2 threads (`-p 16,64 -n 0`)'}
 ISA = ('avx2', 'avx512f', 'avx512_vnni', 'avx512_bf16', 'avx_vnni')
 
@@ -151,7 +151,8 @@ def header(a, run, side):
         print('  in %d rounds of alternating order (ours first, then theirs first); each program\'s better round per'
               % a.rounds)
         print('  test is shown (this VM has minutes at up to half speed, which one round hands to whichever ran then)')
-    print('- models: synthetic Qwen2.5-0.5B and TinyLlama-1.1B shapes (`llm synth --seed 1`, random weights,')
+    print('- models: synthetic Qwen2.5-0.5B and TinyLlama-1.1B shapes (with BENCH_LONG=1 also Qwen2.5-1.5B and 3B,')
+    print('  Llama-2-7B; `llm synth --seed 1`, random weights,')
     print('  cached in models/) and stories260K; "mix" = llama-quantize\'s default type mix, "pure" = every')
     print('  matrix of the type')
     if a.quick:
@@ -164,7 +165,7 @@ def speed_tables(a, run, side):
         names = [(m, label) for s, m, _, label in run.runs if s == suite]
         if not names:
             continue
-        depth = ' (`-d %s`)' % a.depth if suite == 'long' else ''
+        depth = ' (`-d %s`)' % a.depth if suite == 'depth' else ''
         subset = '' if suite == 'main' else ': %s only, to keep the run short' % ', '.join(l for _, l in names)
         print('\n## %s%s%s\n' % (heading, depth, subset))
         # perf.md: another machine, another day: an order of magnitude, never a ratio
@@ -216,6 +217,29 @@ def memory_table(a, run, side):
     table(cols, rows)
 
 
+def per_byte_table(run, side):
+    """Decode's read rate against model size: model bytes x tg t/s, which stays flat as the model
+    grows past the caches when decode is bound by memory alone (BENCH_LONG=1 adds the larger shapes)."""
+    rows = []
+    for s, m, _, label in run.runs:
+        if s != 'main':
+            continue
+        theirs = {same_test(t): t for t, _ in run.best(s, m, 'llama')}
+        for t, _ in run.best(s, m, 'llm'):
+            if t.get('n_gen', 0) and not t.get('n_prompt', 0):
+                their = theirs.get(same_test(t))
+                row = [label, size(t['model_size']), '%.2f' % (t['model_size'] * t['avg_ts'] / 1e9)]
+                if side:
+                    row += ['%.2f' % (their['model_size'] * their['avg_ts'] / 1e9) if their else 'n/a']
+                rows.append((t['model_size'], row))
+    if not rows:
+        return
+    print('\n## Decode: weight bytes read per second against model size, 2 threads\n')
+    print('Model bytes x tg t/s; flat from the smallest file that misses the L3 cache to the largest when decode')
+    print('is bound by memory alone.\n')
+    table(['model', 'size', 'llm GB/s'] + (['llama.cpp GB/s'] if side else []), [r for _, r in sorted(rows)])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--quick', action='store_true')
@@ -226,6 +250,7 @@ def main():
     run, side = Run(a.tmp, a.rounds), a.side_by_side == 'yes'
     header(a, run, side)
     speed_tables(a, run, side)
+    per_byte_table(run, side)
     memory_table(a, run, side)
 
 

@@ -10,10 +10,13 @@
 # Suites (a full run of 2 rounds takes ~20 min on 2 cores, -d 4096 about half of it):
 #   2 threads, -p 512 -n 128 -r 3, every model of BENCH_MODELS (default: all of `specs` but tiny-q4_0),
 #     then per model and program the peak RSS (-p 512 -n 1) and the start-up time (-p 0 -n 1, best of 3);
-#   long context, -d 4096, 2 threads, on BENCH_LONG (default: the 0.5B Q8_0);
+#   long context, -d 4096, 2 threads, on BENCH_DEPTH (default: the 0.5B Q8_0);
 #   1 thread on BENCH_1T (default: the 0.5B Q8_0 and Q4_0 mix, stories260K);
 #   chat-sized prompts, -p 16,64 -n 0, 2 threads, on BENCH_CHAT (default: the 0.5B Q8_0 and Q4_K_M);
-#   BENCH_LONG, BENCH_1T and BENCH_CHAT models run only when they are in BENCH_MODELS too.
+#   BENCH_DEPTH, BENCH_1T and BENCH_CHAT models run only when they are in BENCH_MODELS too.
+# BENCH_LONG=1 adds the larger shapes (Qwen2.5-1.5B and 3B, Llama-2-7B, Q4_0 mix: 0.9-3.6 GiB, past
+# any L3 cache) to the 2-thread suite, for decode's cost per byte against model size (the report's
+# last table); the 7B file alone takes ~4 GiB of models/ and minutes to generate.
 # BENCH_QUICK=1: a smoke test of the whole script in seconds (tiny-q4_0 and stories260K, -p 64 -n 16
 # -d 256 -r 1), written to bench/results/tmp/quick.md instead.
 set -euo pipefail
@@ -41,15 +44,20 @@ specs=(
   "tinyllama-1.1b-q8_0|--arch llama --preset tinyllama-1.1b --type Q8_0|llama 1.1B Q8_0"
   "stories260K|file $SHARED/models/stories260K.gguf|stories260K F32"
   "tiny-q4_0|--preset tiny --type Q4_0|tiny d256 L2 Q4_0 (mix)"
+  "qwen2-1.5b-q4_0|--arch qwen2 --preset qwen2-1.5b --type Q4_0|qwen2 1.5B Q4_0 (mix)"
+  "qwen2-3b-q4_0|--arch qwen2 --preset qwen2-3b --type Q4_0|qwen2 3B Q4_0 (mix)"
+  "llama2-7b-q4_0|--arch llama --preset llama2-7b --type Q4_0|llama 7B Q4_0 (mix)"
 )
+# the larger shapes BENCH_LONG=1 adds (BENCH_QUICK: a tiny stand-in, the script's path only)
+large="qwen2-1.5b-q4_0 qwen2-3b-q4_0 llama2-7b-q4_0"
 
 if [ "${BENCH_QUICK:-0}" = 1 ]; then
-  models=${BENCH_MODELS:-tiny-q4_0 stories260K} long=${BENCH_LONG:-tiny-q4_0} one=${BENCH_1T:-tiny-q4_0}
-  chat=${BENCH_CHAT:-tiny-q4_0}
+  models=${BENCH_MODELS:-tiny-q4_0 stories260K} depth=${BENCH_DEPTH:-tiny-q4_0} one=${BENCH_1T:-tiny-q4_0}
+  chat=${BENCH_CHAT:-tiny-q4_0} large=tiny-q4_0
   PP=64 TG=16 DEPTH=256 REPS=1 ROUNDS=1 md=$TMP/quick.md quick=1
 else
-  all=$(printf '%s\n' "${specs[@]%%|*}" | grep -vx tiny-q4_0 | tr '\n' ' ')
-  models=${BENCH_MODELS:-$all} long=${BENCH_LONG:-qwen2-0.5b-q8_0}
+  all=$(printf '%s\n' "${specs[@]%%|*}" | grep -vx -e tiny-q4_0 -e ${large// / -e } | tr '\n' ' ')
+  models=${BENCH_MODELS:-$all} depth=${BENCH_DEPTH:-qwen2-0.5b-q8_0}
   one=${BENCH_1T:-qwen2-0.5b-q8_0 qwen2-0.5b-q4_0 stories260K}
   chat=${BENCH_CHAT:-qwen2-0.5b-q8_0 qwen2-0.5b-q4_k_m}
   PP=512 TG=128 DEPTH=4096 REPS=3 ROUNDS=${BENCH_ROUNDS:-2} md=$OUT/latest.md quick=
@@ -119,16 +127,21 @@ suite() {
   done
 }
 
+case ${BENCH_LONG:-} in
+  1) for m in $large; do [[ " $models " == *" $m "* ]] || models="$models $m"; done ;;
+  ''|0) ;;
+  *) echo "make bench: BENCH_LONG=$BENCH_LONG is not 1 or 0" >&2; exit 1 ;;
+esac
 for m in $models; do spec_of "$m" >/dev/null; done # a typo fails before anything runs
 rm -f "$TMP"/bench.*
 # keep only the long-context and 1-thread models that are in the run
 in_run() { local m; for m in $1; do [[ " $models " == *" $m "* ]] && printf '%s ' "$m"; done; true; }
-long=$(in_run "$long") one=$(in_run "$one") chat=$(in_run "$chat")
+depth=$(in_run "$depth") one=$(in_run "$one") chat=$(in_run "$chat")
 start=$(date +%s)
 load=$(cut -d' ' -f1-3 /proc/loadavg)
 tests=(-p "$PP" -n "$TG" -r "$REPS")
 suite main "$models" "${tests[@]}" -t 2
-suite long "$long" "${tests[@]}" -t 2 -d "$DEPTH"
+suite depth "$depth" "${tests[@]}" -t 2 -d "$DEPTH"
 suite 1t "$one" "${tests[@]}" -t 1
 suite chat "$chat" -p 16,64 -n 0 -r "$REPS" -t 2
 elapsed=$(($(date +%s) - start))

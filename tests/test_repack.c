@@ -27,6 +27,7 @@
 #include "mul_mat_job.h"
 #include "ops/blocks.h"
 #include "ops/cpu.h"
+#include "ops/cpu_features.h"
 #include "ops/quants.h"
 #include "ops/repack.h"
 #include "ops/types.h"
@@ -239,6 +240,25 @@ static long rss_file_kb(void)
     return kb;
 }
 
+/* Pages of [from, to) this process has mapped (/proc/self/pagemap's present bit), or -1. */
+static long mapped_pages(const void *from, const void *to)
+{
+    FILE *f = fopen("/proc/self/pagemap", "rb");
+    const uintptr_t page = 4096;
+    long n = 0;
+    for (uintptr_t p = (uintptr_t)from / page; f && p < ((uintptr_t)to + page - 1) / page; p++) {
+        uint64_t e = 0;
+        if (fseek(f, (long)(p * sizeof e), SEEK_SET) != 0 || fread(&e, sizeof e, 1, f) != 1) {
+            n = -1;
+            break;
+        }
+        n += (long)(e >> 63);
+    }
+    if (f)
+        fclose(f);
+    return f ? n : -1;
+}
+
 static void test_load(void)
 {
     const char *path = test_path("models/qwen2-tiny-q8_0.gguf");
@@ -270,6 +290,11 @@ static void test_load(void)
         const long grew = rss_file_kb() - before, allowed = (long)(kept / 1024) + 8 * n_repacked + 1024;
         CHECK(before >= 0 && grew <= allowed, "%s: file pages grew by %ld kB (at most %ld: %zu bytes not repacked)",
               path, grew, allowed, kept);
+        /* every tensor now lives in the model's memory: no page of the file's data section stays
+         * mapped, not even those two tensors share */
+        const char *base = (const char *)m->file->base;
+        const long left = mapped_pages(base + m->file->data_offset + 4095, base + m->file->size - 4096);
+        CHECK(left == 0, "%s: %ld pages of the data section still mapped", path, left);
     }
     llm_model_free(m);
 }
@@ -285,6 +310,17 @@ static void count_repacked(const struct llm_model *m, enum llm_type t, int64_t *
             *n_repacked += (w->flags & LLM_TENSOR_REPACKED) != 0;
         }
     }
+}
+
+/* Which CPUs repack (types.c): every one with AVX2, AVX-512 ones too, unless LLM_REPACK=0; none
+ * without AVX2 (LLM_CPU_ISA=scalar, test_isa_caps.sh), whose kernels must not run AVX2 code. */
+static void test_dispatch(void)
+{
+    const char *env = getenv("LLM_REPACK");
+    const bool want = llm_cpu_has_avx2() && !(env && strcmp(env, "0") == 0);
+    for (size_t ti = 0; ti < N_TYPES; ti++)
+        CHECK((llm_repack_kernel(types[ti].type) != NULL) == want, "%s: repacked kernel %s, want %s",
+              llm_type_name(types[ti].type), llm_repack_kernel(types[ti].type) ? "set" : "unset", want ? "set" : "unset");
 }
 
 static void test_load_k(void)
@@ -325,6 +361,7 @@ int main(void)
         test_nodes(types[ti].type, k ? 5 * bk : 896, 37);
         test_nodes(types[ti].type, k ? bk : 288, 130);
     }
+    test_dispatch();
     test_load();
     test_load_k();
     return test_done("test_repack");

@@ -15,7 +15,7 @@ int cmd_synth(int argc, char **argv)
 {
     struct arg_lit *help = arg_lit0("h", "help", "show this help");
     struct arg_str *arch = arg_str0(NULL, "arch", "llama|qwen2", "architecture (default: the preset's; tiny: llama)");
-    struct arg_str *preset = arg_str1(NULL, "preset", "NAME", "qwen2-0.5b, tinyllama-1.1b or tiny (d256 L2)");
+    struct arg_str *preset = arg_str1(NULL, "preset", "NAME", "qwen2-0.5b, qwen2-1.5b, qwen2-3b, tinyllama-1.1b, llama2-7b or tiny (d256 L2)");
     struct arg_str *type = arg_str1(NULL, "type", "TYPE",
                                     "F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K_M Q4_K_M Q5_K_M Q6_K");
     struct arg_lit *pure = arg_lit0(NULL, "pure", "every matrix of TYPE (default: llama-quantize's mix)");

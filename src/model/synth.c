@@ -23,6 +23,10 @@ struct preset {
 static const struct preset presets[] = {
     { "qwen2-0.5b", "qwen2", 896, 24, 14, 2, 4864, 151936, 32768 },
     { "tinyllama-1.1b", "llama", 2048, 22, 32, 4, 5632, 32000, 2048 },
+    /* the larger shapes decode cost per byte is checked on, past the L3 cache (make bench BENCH_LONG=1) */
+    { "qwen2-1.5b", "qwen2", 1536, 28, 12, 2, 8960, 151936, 32768 },
+    { "qwen2-3b", "qwen2", 2048, 36, 16, 2, 11008, 151936, 32768 },
+    { "llama2-7b", "llama", 4096, 32, 32, 32, 11008, 32000, 4096 },
     { "tiny", NULL, 256, 2, 8, 4, 512, 512, 2048 }, /* rows of 256/512: every type applies */
 };
 
@@ -175,7 +179,7 @@ static int setup(struct synth *s, const struct llm_synth_opts *o, struct llm_err
             s->p = &presets[i];
     if (!s->p)
         return llm_fail(err, LLM_ERR_ARG,
-                        "synth: unknown preset '%s' (qwen2-0.5b, tinyllama-1.1b, tiny)",
+                        "synth: unknown preset '%s' (qwen2-0.5b, qwen2-1.5b, qwen2-3b, tinyllama-1.1b, llama2-7b, tiny)",
                         o->preset ? o->preset : "");
     const char *arch = o->arch ? o->arch : s->p->arch ? s->p->arch : "llama";
     const int a = llm_arch_find(arch, strlen(arch));

@@ -10,7 +10,8 @@
 #include "gguf.h"
 
 struct llm_synth_opts {
-    const char *preset;     /* "qwen2-0.5b", "tinyllama-1.1b" or "tiny" (d256 L2 h8/kv4 ff512)   */
+    const char *preset;     /* "qwen2-0.5b", "qwen2-1.5b", "qwen2-3b" (Qwen2.5 shapes), "tinyllama-1.1b",
+                               "llama2-7b" or "tiny" (d256 L2 h8/kv4 ff512)                       */
     const char *arch;       /* "llama", "qwen2", or NULL: the preset's (tiny: llama)              */
     const char *type;       /* F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K(_M) Q4_K(_M)
                                Q5_K(_M) Q6_K                                                      */
