@@ -1,8 +1,10 @@
 /* llm-repack-ab: decode's matrix-vector products of a qwen2-0.5B-shaped stack (24 layers of q, k, v,
- * o, gate, up, down; ~380 MiB of Q8_0, more than any L3) on the file's row layout against the
- * repacked one (src/ops/repack.h), alternating layer stack by layer stack in one process, so a
- * shared machine's slow seconds hit both alike. Prints each round's ms and the medians' GB/s.
- *   usage: llm-repack-ab [TYPE (q4_0|q5_0|q8_0, default q8_0)] [THREADS (2)] [ROUNDS (15)] */
+ * o, gate, up, down; ~380 MiB of Q8_0, more than any L3; the K-quants, whose rows must be multiples
+ * of 256, take 8 layers of TinyLlama-1.1B's shapes, ~200 MiB of Q4_K) on the file's row layout
+ * against the repacked one (src/ops/repack.h), alternating layer stack by layer stack in one
+ * process, so a shared machine's slow seconds hit both alike. Prints each round's ms and the
+ * medians' GB/s.
+ *   usage: llm-repack-ab [TYPE (q4_0|q5_0|q8_0|q4_k|q6_k, default q8_0)] [THREADS (2)] [ROUNDS (15)] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,10 +15,15 @@
 #include "ops/types.h"
 #include "threadpool.h"
 
-#define LAYERS 24
-static const int64_t shapes[][2] = { { 896, 896 }, { 896, 128 }, { 896, 128 }, { 896, 896 },
-                                     { 896, 4864 }, { 896, 4864 }, { 4864, 896 } }; /* K, M */
-#define N_MATS (LAYERS * (int)(sizeof shapes / sizeof shapes[0]))
+/* a layer's matrices (K, M) and the stack's layer count, of the 32-element types and of the K-quants */
+static const struct stack {
+    int layers;
+    int64_t shapes[7][2];
+} stacks[2] = {
+    { 24, { { 896, 896 }, { 896, 128 }, { 896, 128 }, { 896, 896 }, { 896, 4864 }, { 896, 4864 }, { 4864, 896 } } },
+    { 8, { { 2048, 2048 }, { 2048, 256 }, { 2048, 256 }, { 2048, 2048 }, { 2048, 5632 }, { 2048, 5632 }, { 5632, 2048 } } },
+};
+#define LAYER_MATS 7
 
 struct mat {
     struct llm_tensor w, x, d;
@@ -80,10 +87,10 @@ static void make(struct mat *m, enum llm_type t, int64_t K, int64_t M, bool pack
     m->work = malloc(m->wsize + 64);
 }
 
-static double stack_ms(struct mat *mats, struct llm_threadpool *pool)
+static double stack_ms(struct mat *mats, int n, struct llm_threadpool *pool)
 {
     double t0 = now_ms();
-    for (int i = 0; i < N_MATS; i++) {
+    for (int i = 0; i < n; i++) {
         struct job j = { &mats[i], pool };
         llm_threadpool_run(pool, run_job, &j);
     }
@@ -96,30 +103,32 @@ int main(int argc, char **argv)
     const int nth = argc > 2 ? atoi(argv[2]) : 2, rounds = argc > 3 ? atoi(argv[3]) : 15;
     const int t = llm_type_from_name(tname);
     if (t < 0 || !llm_repack_type_ok((enum llm_type)t) || nth < 1 || nth > 512 || rounds < 1 || rounds > 1000) {
-        fprintf(stderr, "llm: error: usage: llm-repack-ab [q4_0|q5_0|q8_0] [THREADS 1-512] [ROUNDS 1-1000]\n");
+        fprintf(stderr, "llm: error: usage: llm-repack-ab [q4_0|q5_0|q8_0|q4_k|q6_k] [THREADS 1-512] [ROUNDS 1-1000]\n");
         return 1;
     }
     if (!llm_repack_kernel((enum llm_type)t)) {
         fprintf(stderr, "llm: error: no repacked %s kernel on this CPU (or LLM_REPACK=0)\n", tname);
         return 1;
     }
-    struct mat *file = calloc(N_MATS, sizeof *file), *pack = calloc(N_MATS, sizeof *pack);
+    const struct stack *st = &stacks[llm_type_info(t)->blck_size > 32];
+    const int n = st->layers * LAYER_MATS;
+    struct mat *file = calloc((size_t)n, sizeof *file), *pack = calloc((size_t)n, sizeof *pack);
     size_t bytes = 0;
-    for (int i = 0; i < N_MATS; i++) {
-        const int64_t *s = shapes[i % (int)(sizeof shapes / sizeof shapes[0])];
+    for (int i = 0; i < n; i++) {
+        const int64_t *s = st->shapes[i % LAYER_MATS];
         make(&file[i], (enum llm_type)t, s[0], s[1], false, nth);
         make(&pack[i], (enum llm_type)t, s[0], s[1], true, nth);
         bytes += file[i].w.nb[2];
     }
     struct llm_threadpool *pool = llm_threadpool_new(nth);
     double *a = malloc(sizeof(double) * (size_t)rounds), *b = malloc(sizeof(double) * (size_t)rounds);
-    stack_ms(file, pool), stack_ms(pack, pool); /* warm-up */
+    stack_ms(file, n, pool), stack_ms(pack, n, pool); /* warm-up */
     for (int r = 0; r < rounds; r++) {
         /* alternate which goes first */
         if (r % 2) {
-            b[r] = stack_ms(pack, pool), a[r] = stack_ms(file, pool);
+            b[r] = stack_ms(pack, n, pool), a[r] = stack_ms(file, n, pool);
         } else {
-            a[r] = stack_ms(file, pool), b[r] = stack_ms(pack, pool);
+            a[r] = stack_ms(file, n, pool), b[r] = stack_ms(pack, n, pool);
         }
         printf("round %2d: file %.2f ms, repacked %.2f ms, file/repacked %.3f\n", r, a[r], b[r], a[r] / b[r]);
     }

@@ -3,8 +3,9 @@
 # `scalar` (the plain C kernels), `avx2` (the AVX2 kernels on an AVX-VNNI or AVX-512 machine;
 # elsewhere the native runs already cover them) and `avxvnni` (the AVX-VNNI kernels on an AVX-512
 # machine that has them too; skipped, counted, on a CPU without AVX-VNNI) the kernel tests pass
-# (their counts are added to this script's); greedy text with the scalar kernels equals the SIMD
-# one; an unknown value is one warning line, then native.
+# (their counts are added to this script's; test_repack also under scalar with LLM_REPACK=all);
+# greedy text with the scalar kernels equals the SIMD one; an unknown value is one warning line,
+# then native.
 set -u
 LLM=$(cd "$(dirname "${LLM:-bin/llm}")" && pwd)/$(basename "${LLM:-bin/llm}")
 TESTS=${TEST_BUILD:-build}/tests
@@ -31,6 +32,8 @@ under_cap() {
 
 under_cap scalar test_vec_dot test_dequant test_quants test_ops test_backend_ops test_decode test_gemm test_gemm_f16 test_repack
 under_cap avx2 test_gemm test_gemm_f16 test_vec_dot test_decode test_ops test_backend_ops test_repack
+# LLM_REPACK=all asks for the AVX2 repacked kernels on every CPU: without AVX2 there are none
+LLM_REPACK=all under_cap scalar test_repack
 
 # The kernel's own flag says whether the CPU has AVX-VNNI, apart from our CPUID reading: with it,
 # the cap must choose the AVX-VNNI kernels (test_gemm names them) and the tests pass on them.

@@ -4,6 +4,8 @@
 #include "blocks.h"
 #include "types.h"
 
+/* Weight rows per block: half the smallest L2 per core among the CPUs the project runs on (512 KiB),
+ * so a block stays in L2 on each while every activation row passes by (bench/results/kernel_choices.md). */
 #define BLOCK_BYTES (256 << 10)
 #define REPACK_BLOCK_BYTES (16 * 4 + 16 * QK) /* 16 rows' scales and quants of one block (gemm_avx512.c) */
 
@@ -50,7 +52,7 @@ void llm_gemm_tiles(gemm_tile_fn tile, int rm, int rn, int64_t k, int64_t M, int
 
 /* ---- float GEMM ------------------------------------------------------------------------------ */
 
-#define FGEMM_BLOCK_BYTES (256 << 10) /* packed weights of a block of rows, in L2 */
+#define FGEMM_BLOCK_BYTES (256 << 10) /* packed weights of a block of rows, in L2: as BLOCK_BYTES */
 
 /* k per block: k split evenly into blocks of at most FGEMM_KC, rounded up to whole quant blocks of
  * blck elements (FGEMM_KC is a multiple of every block size). */

@@ -250,7 +250,10 @@ size_t cpu_mul_mat_work_size_bound(const struct llm_tensor *dst, int nth)
 /* Decode reads every weight once and is limited by how many cache misses one core keeps in flight,
  * so asking for the bytes a few rows ahead (they follow in memory) raises its read rate. Pointless
  * once a row is reused by many src1 rows. Quantized rows take several instructions per byte and
- * gain from asking further ahead; float ones lose (bench/results/kernel_choices.md). */
+ * gain from asking further ahead; float ones lose (bench/results/kernel_choices.md). Both hold on
+ * every CPU the project runs on: farther than the bytes a core reads in one memory latency, yet
+ * within half the smallest L1d among them (32 KiB), so a line is still in L1 when the kernel gets
+ * there. Matrices repacked at load (repack.h) stream without them. */
 #define PREFETCH_AHEAD_FLOAT 4096
 #define PREFETCH_AHEAD_QUANT 16384
 /* Smaller matrices come from cache (a tiny model's weights fit in L2/L3), where the prefetch
@@ -336,7 +339,8 @@ static void dot_rows4(const struct mm_geom *g, struct llm_tensor *dst, int64_t m
 
 /* Weight rows [m0, m1) (m0 a multiple of LLM_REPACK_ROWS) of a repacked matrix (2-D) dotted with
  * its N src1 rows at xb. Decode streams the share's groups in one call, the sums straight into
- * dst; a batch takes PACKED_BATCH_ROWS rows at a time (they stay in L1) against each src1 row. The
+ * dst; a batch takes PACKED_BATCH_ROWS rows at a time against each src1 row (rows up to 1 KiB stay
+ * in L1, longer ones in L2, on every CPU the project runs on: bench/results/kernel_choices.md). The
  * last group of the matrix may hold fewer real rows: its sums go through out. */
 #define PACKED_BATCH_ROWS 16
 static void dot_packed_rows(const struct mm_geom *g, struct llm_tensor *dst, int64_t m0, int64_t m1, int64_t i2,

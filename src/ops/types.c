@@ -138,8 +138,8 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static void init_traits(void)
 {
     bool avx2 = llm_cpu_has_avx2(), vnni = llm_cpu_has_avxvnni(), avx512 = llm_cpu_has_avx512();
-    const char *off = getenv("LLM_REPACK");
-    const bool repack = !off || strcmp(off, "0") != 0;
+    const char *mode = getenv("LLM_REPACK");
+    const bool repack = !mode || strcmp(mode, "0") != 0, repack_all = mode && strcmp(mode, "all") == 0;
     for (int t = 0; t < LLM_TYPE_COUNT; t++) {
         struct row *r = &rows[t];
         r->t.to_float_fast = avx2 && r->to_float_avx2 ? r->to_float_avx2 : r->t.to_float;
@@ -154,10 +154,14 @@ static void init_traits(void)
                             : r->t.vec_dot4 == r->vec_dot4_avx2 ? r->vec_dot_rows_avx2
                                                                  : NULL;
         r->t.vec_dot1 = r->t.vec_dot4 == r->vec_dot4_avx512 ? r->vec_dot1_avx512 : NULL;
-        /* every AVX2 CPU, AVX-512 and AVX-VNNI ones too: there is no wider repacked kernel, and on
-         * them the AVX2 one still reads one stream where their wider kernels read the file's four
-         * rows (bench/results/cpus.md says what we expect there) */
-        r->t.vec_dot_packed = avx2 && repack ? r->vec_dot_packed_avx2 : NULL;
+        /* The AVX2 repacked kernel where decode of the file's layout runs its AVX2 twin, whose bits
+         * it keeps (so repacked or not, and on the npu, which reads the file's layout, every row's
+         * sum is the same): every AVX2 CPU for Q4_K / Q6_K, whose one decode kernel is the AVX2
+         * one, and the 32-element types where vec_dot4 is the AVX2 one. LLM_REPACK=all takes it on
+         * AVX-512 and AVX-VNNI CPUs too, in place of their wider kernels on the file's layout: an
+         * A/B of layout against width (bench/results/cpus.md), whose decode bits then differ. */
+        const bool twin = r->t.vec_dot4 ? r->t.vec_dot4 == r->vec_dot4_avx2 : r->t.vec_dot == r->vec_dot_avx2;
+        r->t.vec_dot_packed = avx2 && repack && (twin || repack_all) ? r->vec_dot_packed_avx2 : NULL;
         r->t.gemm = avx512 && r->gemm_avx512   ? r->gemm_avx512
                     : vnni && r->gemm_avxvnni ? r->gemm_avxvnni
                     : avx2                    ? r->gemm_avx2

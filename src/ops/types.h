@@ -48,10 +48,12 @@ struct llm_type_traits {
      * one after the other: one sequential stream instead of four), or NULL. Its oracle is vec_dot4. */
     llm_vec_dot_fn vec_dot1;
     /* decode's product over weights repacked at load (repack.h), or NULL: the type is not repacked
-     * on this CPU. An AVX2 kernel, installed on every CPU with AVX2 (AVX-512 ones too); each row gets
-     * the floats the type's AVX2 four-row kernel gives it (vec_dot4, Q4_0 / Q5_0 / Q8_0) or its AVX2
-     * vec_dot (Q4_K / Q6_K). LLM_REPACK=0 in the environment takes it away (A/B runs). Its oracle
-     * is llm_vec_dot_packed_ref. */
+     * on this CPU. An AVX2 kernel; each row gets the floats the type's AVX2 four-row kernel gives it
+     * (vec_dot4, Q4_0 / Q5_0 / Q8_0) or its AVX2 vec_dot (Q4_K / Q6_K), and it is installed where
+     * that kernel is the one decode of the file's layout runs (every AVX2 CPU for Q4_K / Q6_K; for
+     * the others, CPUs without AVX-512 or AVX-VNNI). In the environment, LLM_REPACK=0 takes it away
+     * and LLM_REPACK=all installs it on every AVX2 CPU (A/B runs). Its oracle is
+     * llm_vec_dot_packed_ref. */
     llm_vec_dot_packed_fn vec_dot_packed;
     /* integer GEMM of many rows at once (prefill), AVX2 or AVX-512 VNNI, or NULL. Its oracle is
      * vec_dot_ref per pair of rows. */
