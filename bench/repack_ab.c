@@ -107,7 +107,8 @@ int main(int argc, char **argv)
         return 1;
     }
     if (!llm_repack_kernel((enum llm_type)t)) {
-        fprintf(stderr, "llm: error: no repacked %s kernel on this CPU (or LLM_REPACK=0)\n", tname);
+        fprintf(stderr, "llm: error: no repacked %s kernel on this CPU (LLM_REPACK=0? an AVX-512 or AVX-VNNI CPU "
+                        "repacks %s only under LLM_REPACK=all)\n", tname, tname);
         return 1;
     }
     const struct stack *st = &stacks[llm_type_info(t)->blck_size > 32];
