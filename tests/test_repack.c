@@ -15,7 +15,8 @@
  *  - loading ../shared/models/qwen2-tiny-q8_0.gguf repacks its matrices and drops their file pages:
  *    the file-backed resident memory grows by at most the file's bytes not repacked (plus the
  *    pages matrices share at their ends); loading llama-k256-q4_k_m.gguf repacks its Q4_K and
- *    Q6_K matrices (the loader's code is the same for every type).
+ *    Q6_K matrices (the loader's code is the same for every type), and with --mlock the lock moves
+ *    from the file's dropped pages to the repacked copy.
  * Without a fast kernel on this CPU (no AVX2, or a CPU whose vec_dot4 is another kernel) the
  * checks that need one are skipped. */
 #include <stdint.h>
@@ -316,6 +317,44 @@ static void test_load(void)
     llm_model_free(m);
 }
 
+/* kB of this process's memory locked in RAM (/proc/self/status VmLck), or -1. */
+static long locked_kb(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmLck: %ld kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kb;
+}
+
+/* --mlock: the lock moves from the file's data pages (dropped, none left mapped) to the repacked
+ * copy. Locking needs the file under the locked-memory limit (ulimit -l), else it is skipped. */
+static void test_load_locked(void)
+{
+    const char *path = test_path("models/llama-k256-q4_k_m.gguf");
+    struct llm_model *m = NULL;
+    struct llm_error err = { 0 };
+    CHECK(llm_model_load_mode(path, GGUF_LOAD_MLOCK, &m, &err) == 0, "%s: %s", path, err.msg);
+    if (!m)
+        return;
+    if (!m->file->locked || !m->repacked) {
+        SKIP("%s: %s", path, m->repacked ? "not locked (ulimit -l)" : "nothing repacked on this CPU");
+    } else {
+        const char *base = (const char *)m->file->base;
+        const long left = mapped_pages(base + m->file->data_offset + 4095, base + m->file->size - 4096);
+        CHECK(left == 0, "%s, locked: %ld pages of the data section still mapped", path, left);
+        /* the copy, and the file's first pages (its header) */
+        const long lck = locked_kb(), copy = (long)(m->repacked_bytes / 1024);
+        CHECK(lck >= copy && lck <= copy + (long)(m->file->data_offset / 1024) + 8,
+              "%s: %ld kB locked, want the copy's %ld kB and the header's", path, lck, copy);
+    }
+    llm_model_free(m);
+}
+
 /* One model's matrices of type t: how many, and how many of them are repacked. */
 static void count_repacked(const struct llm_model *m, enum llm_type t, int64_t *n, int64_t *n_repacked)
 {
@@ -387,5 +426,6 @@ int main(void)
     test_dispatch();
     test_load();
     test_load_k();
+    test_load_locked();
     return test_done("test_repack");
 }

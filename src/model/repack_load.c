@@ -12,9 +12,11 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "../graph.h"
+#include "../log.h"
 #include "../ops/repack.h"
 
 #define DROP_BYTES (4u << 20)
@@ -83,10 +85,16 @@ int llm_model_repack(struct llm_model *m, struct llm_error *err)
     void *mem = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED)
         return llm_fail(err, LLM_ERR_NOMEM, "cannot map %zu bytes for the repacked weights", total);
-    /* no MADV_HUGEPAGE: on the shared Zen 3 VM it cost 1.0-1.7 s of system time per 0.5B Q8_0 load
-     * against 0.42 s with 4 KiB pages (bench/results/repack.md) */
+    /* no MADV_HUGEPAGE: finding huge pages cost more system time than the copy itself, and a varying
+     * amount (bench/results/repack.md) */
     m->repacked = mem;
     m->repacked_bytes = total;
+    const char *data = (const char *)m->file->base + m->file->data_offset, *end = (const char *)m->file->base + m->file->size;
+    /* a file locked in RAM (--mlock) hands its lock to the copy, since locked pages cannot be dropped;
+     * the system calls themselves, as gguf_load.c locks (AddressSanitizer's are no-ops) */
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), from = (uintptr_t)data & ~(page - 1);
+    if (m->file->locked)
+        syscall(SYS_munlock, from, (uintptr_t)end - from);
     size_t offs = 0;
     for (int64_t i = 0; i < m->n_tensors; i++) {
         struct llm_tensor *t = &m->tensors[i];
@@ -96,7 +104,10 @@ int llm_model_repack(struct llm_model *m, struct llm_error *err)
     }
     /* the pages tensors share at their ends; caller memory (no mapping of the file's) stays */
     if (m->file->map_len)
-        drop_pages((const char *)m->file->base + m->file->data_offset, (const char *)m->file->base + m->file->size);
+        drop_pages(data, end);
+    if (m->file->locked && syscall(SYS_mlock, mem, total) != 0)
+        llm_log(LLM_LOG_WARN, "%s: cannot lock the %.1f MiB of repacked weights in RAM: they stay unlocked",
+                m->file->path, (double)total / (1024.0 * 1024.0));
     return 0;
 }
 
