@@ -244,14 +244,15 @@ static void test_nodes(size_t ti, int64_t K, int64_t M)
     free(ids.data), free(w.data);
 }
 
-/* kB of file-backed resident memory of this process (/proc/self/status RssFile), or -1. */
-static long rss_file_kb(void)
+/* A kB figure of this process's /proc/self/status, read with its line's format ("RssFile: %ld kB":
+ * file-backed resident memory, "VmLck: %ld kB": memory locked in RAM), or -1. */
+static long status_kb(const char *format)
 {
     FILE *f = fopen("/proc/self/status", "r");
     char line[256];
     long kb = -1;
     while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "RssFile: %ld kB", &kb) == 1)
+        if (sscanf(line, format, &kb) == 1)
             break;
     if (f)
         fclose(f);
@@ -280,7 +281,7 @@ static long mapped_pages(const void *from, const void *to)
 static void test_load(void)
 {
     const char *path = test_path("models/qwen2-tiny-q8_0.gguf");
-    const long before = rss_file_kb();
+    const long before = status_kb("RssFile: %ld kB");
     struct llm_model *m = NULL;
     struct llm_error err = { 0 };
     CHECK(llm_model_load(path, &m, &err) == 0, "%s: %s", path, err.msg);
@@ -305,7 +306,7 @@ static void test_load(void)
         /* the metadata (the vocabulary) and the tensors not repacked may be resident, and the pages
          * a matrix shares with its neighbours */
         const size_t kept = (size_t)st.st_size - repacked;
-        const long grew = rss_file_kb() - before, allowed = (long)(kept / 1024) + 8 * n_repacked + 1024;
+        const long grew = status_kb("RssFile: %ld kB") - before, allowed = (long)(kept / 1024) + 8 * n_repacked + 1024;
         CHECK(before >= 0 && grew <= allowed, "%s: file pages grew by %ld kB (at most %ld: %zu bytes not repacked)",
               path, grew, allowed, kept);
         /* every tensor now lives in the model's memory: no page of the file's data section stays
@@ -315,20 +316,6 @@ static void test_load(void)
         CHECK(left == 0, "%s: %ld pages of the data section still mapped", path, left);
     }
     llm_model_free(m);
-}
-
-/* kB of this process's memory locked in RAM (/proc/self/status VmLck), or -1. */
-static long locked_kb(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long kb = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "VmLck: %ld kB", &kb) == 1)
-            break;
-    if (f)
-        fclose(f);
-    return kb;
 }
 
 /* --mlock: the lock moves from the file's data pages (dropped, none left mapped) to the repacked
@@ -348,7 +335,7 @@ static void test_load_locked(void)
         const long left = mapped_pages(base + m->file->data_offset + 4095, base + m->file->size - 4096);
         CHECK(left == 0, "%s, locked: %ld pages of the data section still mapped", path, left);
         /* the copy, and the file's first pages (its header) */
-        const long lck = locked_kb(), copy = (long)(m->repacked_bytes / 1024);
+        const long lck = status_kb("VmLck: %ld kB"), copy = (long)(m->repacked_bytes / 1024);
         CHECK(lck >= copy && lck <= copy + (long)(m->file->data_offset / 1024) + 8,
               "%s: %ld kB locked, want the copy's %ld kB and the header's", path, lck, copy);
     }
