@@ -356,9 +356,10 @@ static void count_repacked(const struct llm_model *m, enum llm_type t, int64_t *
 }
 
 /* Which CPUs repack (types.c): with AVX2, where decode of the file's layout runs the AVX2 twin of
- * the repacked kernel (every AVX2 CPU for the K-quants, CPUs without AVX-512 or AVX-VNNI for the
- * others), everywhere with AVX2 under LLM_REPACK=all, nowhere under LLM_REPACK=0; none without AVX2
- * (LLM_CPU_ISA=scalar, test_isa_caps.sh), whose kernels must not run AVX2 code. */
+ * the repacked kernel (every AVX2 CPU for the K-quants, CPUs without an AVX-512 or AVX-VNNI
+ * vec_dot4 of the type for the others), everywhere with AVX2 under LLM_REPACK=all, nowhere under
+ * LLM_REPACK=0; none without AVX2 (LLM_CPU_ISA=scalar, test_isa_caps.sh), whose kernels must not
+ * run AVX2 code. */
 static void test_dispatch(void)
 {
     const char *env = getenv("LLM_REPACK");

@@ -51,9 +51,9 @@ struct llm_type_traits {
      * on this CPU. An AVX2 kernel; each row gets the floats the type's AVX2 four-row kernel gives it
      * (vec_dot4, Q4_0 / Q5_0 / Q8_0) or its AVX2 vec_dot (Q4_K / Q6_K), and it is installed where
      * that kernel is the one decode of the file's layout runs (every AVX2 CPU for Q4_K / Q6_K; for
-     * the others, CPUs without AVX-512 or AVX-VNNI). In the environment, LLM_REPACK=0 takes it away
-     * and LLM_REPACK=all installs it on every AVX2 CPU (A/B runs). Its oracle is
-     * llm_vec_dot_packed_ref. */
+     * the others, CPUs whose vec_dot4 of the type is not an AVX-512 or AVX-VNNI one). In the
+     * environment, LLM_REPACK=0 takes it away and LLM_REPACK=all installs it on every AVX2 CPU (A/B
+     * runs). Its oracle is llm_vec_dot_packed_ref. */
     llm_vec_dot_packed_fn vec_dot_packed;
     /* integer GEMM of many rows at once (prefill), AVX2 or AVX-512 VNNI, or NULL. Its oracle is
      * vec_dot_ref per pair of rows. */
