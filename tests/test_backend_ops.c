@@ -385,6 +385,7 @@ static bool cann_runs(const struct llm_tensor *node)
     case LLM_OP_GET_ROWS: return flt || t == LLM_TYPE_Q8_0;
     case LLM_OP_SET_ROWS: return flt;
     case LLM_OP_ROPE: return node->src[0]->ne[0] <= 896;
+    case LLM_OP_ROPE_QK: return node->src[0]->ne[0] <= 896 && node->src[2]->ne[0] <= 896;
     case LLM_OP_NONE: case LLM_OP_ADD: case LLM_OP_MUL: case LLM_OP_SCALE: case LLM_OP_RMS_NORM:
     case LLM_OP_SOFT_MAX: case LLM_OP_FLASH_ATTN: case LLM_OP_SWIGLU: case LLM_OP_SILU: case LLM_OP_CPY:
     case LLM_OP_CONT: case LLM_OP_VIEW: case LLM_OP_RESHAPE: case LLM_OP_PERMUTE: case LLM_OP_TRANSPOSE:
@@ -1066,7 +1067,7 @@ static void test_host_pointer_rejected(int graph)
 static bool computing_op(enum llm_op op)
 {
     return !llm_op_is_noop(op) && op != LLM_OP_CHANNEL_NORM && op != LLM_OP_ADD_RMS_NORM &&
-           op != LLM_OP_RMS_NORM_MUL && op != LLM_OP_MUL_MAT_ADD;
+           op != LLM_OP_RMS_NORM_MUL && op != LLM_OP_MUL_MAT_ADD && op != LLM_OP_ROPE_QK;
 }
 
 int main(void)

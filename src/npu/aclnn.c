@@ -123,7 +123,7 @@ static aclError build(const char *name, const struct llm_tensor *node, enum kern
 aclError aclnnComputeGetWorkspaceSize(const struct llm_tensor *node, int n_workers, uint64_t *workspace_size,
                                       aclOpExecutor **executor)
 {
-    if (node->op == LLM_OP_ROPE)
+    if (node->op == LLM_OP_ROPE || node->op == LLM_OP_ROPE_QK)
         return acl_set_error(ACL_ERROR_INVALID_PARAM, "aclnnComputeGetWorkspaceSize: ROPE goes through aclnnRopeCache "
                              "and aclnnRotaryPositionEmbedding");
     return build("aclnnCompute", node, KERNEL_COMPUTE, NULL, n_workers, workspace_size, executor);
@@ -132,7 +132,7 @@ aclError aclnnComputeGetWorkspaceSize(const struct llm_tensor *node, int n_worke
 aclError aclnnRopeCacheGetWorkspaceSize(const struct llm_tensor *rope, float *table, uint64_t *workspace_size,
                                         aclOpExecutor **executor)
 {
-    if (rope->op != LLM_OP_ROPE || !table || !acl_is_device_range(table, llm_rope_table_floats(rope) * sizeof(float)))
+    if ((rope->op != LLM_OP_ROPE && rope->op != LLM_OP_ROPE_QK) || !table || !acl_is_device_range(table, llm_rope_table_floats(rope) * sizeof(float)))
         return acl_set_error(ACL_ERROR_INVALID_PARAM, "aclnnRopeCacheGetWorkspaceSize: not a ROPE node or no device table");
     return build("aclnnRopeCache", rope, KERNEL_ROPE_CACHE, table, 1, workspace_size, executor);
 }
@@ -140,7 +140,7 @@ aclError aclnnRopeCacheGetWorkspaceSize(const struct llm_tensor *rope, float *ta
 aclError aclnnRotaryPositionEmbeddingGetWorkspaceSize(const struct llm_tensor *rope, const float *table,
                                                       uint64_t *workspace_size, aclOpExecutor **executor)
 {
-    if (rope->op != LLM_OP_ROPE || (table && !acl_is_device_range(table, llm_rope_table_floats(rope) * sizeof(float))))
+    if ((rope->op != LLM_OP_ROPE && rope->op != LLM_OP_ROPE_QK) || (table && !acl_is_device_range(table, llm_rope_table_floats(rope) * sizeof(float))))
         return acl_set_error(ACL_ERROR_INVALID_PARAM,
                              "aclnnRotaryPositionEmbeddingGetWorkspaceSize: not a ROPE node or table outside device memory");
     return build("aclnnRotaryPositionEmbedding", rope, KERNEL_ROPE_APPLY, (float *)table, 1, workspace_size, executor);

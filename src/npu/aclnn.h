@@ -8,7 +8,8 @@
  * the kernel (recorded instead when the stream captures); it consumes the executor.
  *
  * ROPE is two kernels, as on Ascend: aclnnRopeCache computes the cos/sin table of a ROPE node from
- * its positions into a device buffer, aclnnRotaryPositionEmbedding rotates with that table. */
+ * its positions into a device buffer, aclnnRotaryPositionEmbedding rotates with that table. Both
+ * take a ROPE_QK node too (one table; the rotation does both halves). */
 #ifndef LLM_NPU_ACLNN_H
 #define LLM_NPU_ACLNN_H
 
@@ -19,7 +20,7 @@
 
 typedef struct aclOpExecutor aclOpExecutor;
 
-/* Any op the cpu kernels run, except ROPE. n_workers: the stream's worker count (for scratch). */
+/* Any op the cpu kernels run, except ROPE and ROPE_QK. n_workers: the stream's worker count (for scratch). */
 aclError aclnnComputeGetWorkspaceSize(const struct llm_tensor *node, int n_workers, uint64_t *workspace_size,
                                       aclOpExecutor **executor);
 /* table: llm_rope_table_floats(rope) floats of device memory. */

@@ -13,6 +13,7 @@ enum npu_layout npu_layout_rule(const struct llm_tensor *node)
     case LLM_OP_RESHAPE:
         return NPU_LAYOUT_NALIGN;
     case LLM_OP_NONE: case LLM_OP_GET_ROWS: case LLM_OP_ADD: case LLM_OP_MUL: case LLM_OP_SCALE: case LLM_OP_ROPE:
+    case LLM_OP_ROPE_QK:
     case LLM_OP_SWIGLU: case LLM_OP_SILU: case LLM_OP_CPY: case LLM_OP_VIEW: case LLM_OP_PERMUTE: case LLM_OP_TRANSPOSE:
     case LLM_OP_CHANNEL_NORM: case LLM_OP_FUSED: case LLM_OP_COUNT:
         return NPU_LAYOUT_BOTH;

@@ -91,7 +91,8 @@ static bool npu_supports_op(struct llm_backend *b, const struct llm_tensor *node
     case LLM_OP_SET_ROWS:
         return is_float(s0->type);
     case LLM_OP_ROPE:
-        return s0->ne[0] <= 896;
+    case LLM_OP_ROPE_QK: /* both halves have the rows of one layer's heads */
+        return s0->ne[0] <= 896 && (node->op == LLM_OP_ROPE || node->src[2]->ne[0] <= 896);
     case LLM_OP_NONE: case LLM_OP_ADD: case LLM_OP_MUL: case LLM_OP_SCALE: case LLM_OP_RMS_NORM:
     case LLM_OP_SOFT_MAX: case LLM_OP_FLASH_ATTN: case LLM_OP_SWIGLU: case LLM_OP_SILU: case LLM_OP_CPY:
     case LLM_OP_CONT: case LLM_OP_VIEW: case LLM_OP_RESHAPE: case LLM_OP_PERMUTE: case LLM_OP_TRANSPOSE:
@@ -138,7 +139,7 @@ static int npu_graph_reserve(struct llm_backend *b, const struct llm_graph *g, s
                             node->name);
         size_t w = llm_cpu_work_size_bound(node, nb->n_workers); /* and every smaller batch */
         ws = w > ws ? w : ws;
-        if (node->op == LLM_OP_ROPE && llm_rope_table_floats(node) > rope)
+        if ((node->op == LLM_OP_ROPE || node->op == LLM_OP_ROPE_QK) && llm_rope_table_floats(node) > rope)
             rope = llm_rope_table_floats(node);
     }
     int rc = grow_device_buffer(nb, &nb->workspace, &nb->workspace_size, ws, err);
@@ -178,9 +179,9 @@ static void npu_graph_optimize(struct llm_backend *b, struct llm_graph *g, int f
     const int absorbed = nb->fusion ? npu_fuse(g, first, end, &c) : 0;
     char line[sizeof nb->fusion_log];
     snprintf(line, sizeof line, "npu: operator fusion %s: a %d-token graph launches %d kernels, %d unfused "
-             "(MUL_MAT+ADD %d, RMS_NORM+MUL %d, ADD+RMS_NORM %d), RoPE tables aside",
+             "(MUL_MAT+ADD %d, RMS_NORM+MUL %d, ADD+RMS_NORM %d, ROPE+ROPE %d), RoPE tables aside",
              nb->fusion ? "on" : "off", (int)llm_graph_query_len(g), launches - (absorbed > 0 ? absorbed : 0), launches,
-             c.mul_mat_add, c.rms_norm_mul, c.add_rms_norm);
+             c.mul_mat_add, c.rms_norm_mul, c.add_rms_norm, c.rope_qk);
     if (nb->layout_align)
         layout_report(g, first, end, line, sizeof line);
     if (strcmp(line, nb->fusion_log) != 0) {
@@ -189,8 +190,10 @@ static void npu_graph_optimize(struct llm_backend *b, struct llm_graph *g, int f
     }
 }
 
-static void rope_key_of(const struct llm_tensor *rope, struct rope_key *k)
+static void rope_key_of(const struct llm_tensor *node, struct rope_key *k)
 {
+    const struct llm_tensor first = node->op == LLM_OP_ROPE_QK ? llm_rope_qk_part(node, 0) : *node;
+    const struct llm_tensor *rope = &first;
     memset(k, 0, sizeof *k);
     k->pos = rope->src[1]->data;
     k->n_pos = rope->src[1]->ne[0];
@@ -220,9 +223,10 @@ static int launch(struct npu_backend *nb, aclOpExecutor *ex, uint64_t ws, struct
     return LLM_OK;
 }
 
-/* ROPE: refill the table when this node's key differs from the table's (the first ROPE node of
- * every graph, since the table is invalidated per graph), then rotate with it. A table larger
- * than reserved is not grown: the rotation then computes its angles per row. */
+/* ROPE or ROPE_QK: refill the table when this node's key differs from the table's (the first ROPE
+ * node of every graph, since the table is invalidated per graph), then rotate with it (ROPE_QK: both
+ * halves in one kernel). A table larger than reserved is not grown: the rotation then computes its
+ * angles per row. */
 static int launch_rope(struct npu_backend *nb, const struct llm_tensor *node, struct llm_error *err)
 {
     uint64_t ws;
@@ -245,7 +249,7 @@ static int launch_rope(struct npu_backend *nb, const struct llm_tensor *node, st
 
 static int launch_node(struct npu_backend *nb, const struct llm_tensor *node, struct llm_error *err)
 {
-    if (node->op == LLM_OP_ROPE)
+    if (node->op == LLM_OP_ROPE || node->op == LLM_OP_ROPE_QK)
         return launch_rope(nb, node, err);
     uint64_t ws;
     aclOpExecutor *ex;
