@@ -6,31 +6,21 @@
 # with and without fusion come from -v's "operator fusion" line, with the layout pass's report.
 # BENCH_ROUNDS (default 2): rounds of opposite order. Writes bench/results/fusion_ab.md.
 set -euo pipefail
-BIN=${BIN:-bin}
-SHARED=${SHARED:-../shared}
-OUT=bench/results
-TMP=$OUT/tmp
-mkdir -p "$TMP"
 # shellcheck source=bench/npu_common.sh
 source "$(dirname "$0")/npu_common.sh"
 
-specs=(
-  "$SHARED/models/stories260K.gguf|stories260K (F32)|-r 10"
-  "$q8|qwen2 0.5B Q8_0 (synthetic shape)|-r 3"
-)
 jsonl=$TMP/fusion_ab.jsonl
 launches=$TMP/fusion_ab.launches
 : >"$jsonl"
 : >"$launches"
-for spec in "${specs[@]}"; do
+for spec in "${NPU_AB_MODELS[@]}"; do
   IFS='|' read -r file label reps <<<"$spec"
   for ((round = 0; round < ${BENCH_ROUNDS:-2}; round++)); do
     order="off on"
     [ "$round" = 1 ] && order="on off"
     for fusion in $order; do
-      # shellcheck disable=SC2086 # words
       GGML_CANN_OPERATOR_FUSION=$fusion "$BIN/llm-bench" -m "$file" -dev npu -g on,off --npu-launch-us 0,20 \
-        -p 0 -n 128 -t 2 $reps -o jsonl -v 2>"$TMP/fusion_ab.err" |
+        -p 0 -n 128 -t 2 -r "$reps" -o jsonl -v 2>"$TMP/fusion_ab.err" |
         python3 -c 'import json,sys; [print(json.dumps(dict(json.loads(l), label=sys.argv[1], fusion=sys.argv[2], round=int(sys.argv[3])))) for l in sys.stdin]' \
           "$label" "$fusion" "$round" >>"$jsonl"
       line=$(grep -o "a 1-token graph launches [0-9]* kernels, [0-9]* unfused.*" "$TMP/fusion_ab.err" | tail -1)

@@ -22,6 +22,7 @@ struct llm_trace;
 struct llm_backend_stat {
     const char *name; /* static */
     double value;
+    bool per_token;   /* a total that reads best divided by the tokens evaluated (times, kernels) */
 };
 #define LLM_BACKEND_MAX_STATS 32 /* the most figures any backend keeps */
 

@@ -38,6 +38,12 @@ struct rope_key {
     int32_t params[LLM_MAX_OP_PARAMS];
 };
 
+/* A captured graph in the cache: the instance, and the nodes fusion absorbed in the graph it records. */
+struct npu_graph {
+    aclmdlRI ri;
+    uint64_t fused;
+};
+
 struct npu_backend {
     aclrtStream stream;
     int n_workers;
@@ -257,12 +263,15 @@ static int launch_node(struct npu_backend *nb, const struct llm_tensor *node, st
     return launch(nb, ex, ws, err);
 }
 
-/* Launch every computing node of g in order (recorded when the stream captures). */
-static int launch_graph(struct npu_backend *nb, const struct llm_graph *g, struct llm_error *err)
+/* Launch every computing node of g in order (recorded when the stream captures); *fused: the nodes
+ * fusion absorbed in g, which an unfused graph would have launched. */
+static int launch_graph(struct npu_backend *nb, const struct llm_graph *g, uint64_t *fused, struct llm_error *err)
 {
     nb->rope_valid = false;
+    *fused = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         const struct llm_tensor *node = g->nodes[i];
+        *fused += node->op == LLM_OP_FUSED;
         if (llm_op_is_noop(node->op) || llm_nelements(node) == 0)
             continue;
         const double t0 = llm_now_us(), in_launch = nb->launch_acc_us;
@@ -288,7 +297,10 @@ static int capture(struct npu_backend *nb, const struct llm_graph *g, struct llm
     double t0 = llm_now_us();
     ACL_CHECK(aclmdlRICaptureBegin(nb->stream, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL));
     llm_trace_span(nb->trace, LLM_TRACE_HOST, "aclmdlRICaptureBegin", "graph", t0, llm_now_us() - t0, NULL);
-    int rc = launch_graph(nb, g, err);
+    struct npu_graph *cg = calloc(1, sizeof *cg);
+    if (!cg)
+        return llm_fail(err, LLM_ERR_NOMEM, "npu: out of memory for a graph record");
+    int rc = launch_graph(nb, g, &cg->fused, err);
     aclmdlRI ri = NULL;
     t0 = llm_now_us();
     aclError end = aclmdlRICaptureEnd(nb->stream, &ri);
@@ -296,10 +308,12 @@ static int capture(struct npu_backend *nb, const struct llm_graph *g, struct llm
     if (rc || end != ACL_SUCCESS) {
         if (ri)
             aclmdlRIDestroy(ri);
+        free(cg);
         ACL_CHECK(end);
         return rc;
     }
-    entry->graph = ri;
+    cg->ri = ri;
+    entry->graph = cg;
     nb->stats.captures++;
     return LLM_OK;
 }
@@ -312,7 +326,12 @@ static int npu_graph_compute(struct llm_backend *b, struct llm_graph *g, struct 
     bool use_graph = nb->graph_mode && (nb->prefill_graph || llm_graph_query_len(g) <= 1);
     if (!use_graph) {
         nb->stats.eager_graphs++;
-        return launch_graph(nb, g, err);
+        const uint64_t before = nb->stats.eager_launches;
+        uint64_t fused;
+        int rc = launch_graph(nb, g, &fused, err);
+        nb->stats.kernels_run += nb->stats.eager_launches - before;
+        nb->stats.kernels_run_unfused += nb->stats.eager_launches - before + fused;
+        return rc;
     }
     double t0 = llm_now_us();
     const uint64_t evictions = llm_graph_lru_evictions(nb->lru);
@@ -338,15 +357,19 @@ static int npu_graph_compute(struct llm_backend *b, struct llm_graph *g, struct 
         if (rc)
             return rc;
     }
+    const struct npu_graph *cg = entry->graph;
     t0 = llm_now_us();
-    ACL_CHECK(aclmdlRIExecuteAsync(entry->graph, nb->stream));
+    ACL_CHECK(aclmdlRIExecuteAsync(cg->ri, nb->stream));
     t1 = llm_now_us();
     nb->stats.host_launch_us += t1 - t0;
     if (nb->prof)
         llm_profile_host(nb->prof, "replay", t1 - t0);
     llm_trace_span(nb->trace, LLM_TRACE_HOST, "aclmdlRIExecuteAsync", "graph", t0, t1 - t0, NULL);
     nb->stats.replays++;
-    nb->stats.ops_replayed += aclmdlRITaskCount(entry->graph);
+    const uint64_t ops = aclmdlRITaskCount(cg->ri);
+    nb->stats.ops_replayed += ops;
+    nb->stats.kernels_run += ops;
+    nb->stats.kernels_run_unfused += ops + cg->fused;
     return LLM_OK;
 }
 
@@ -451,17 +474,22 @@ void llm_npu_get_stats(struct llm_backend *b, struct llm_npu_stats *out)
 }
 
 /* The figures by name, in the order -v prints them. */
-#define STAT(f) { #f, offsetof(struct llm_npu_stats, f), _Generic(((struct llm_npu_stats *)0)->f, double: true, default: false) }
+/* The times (doubles) and the kernels run read per token; the other counts as totals. */
+#define STAT_AS(f, per_token) { #f, offsetof(struct llm_npu_stats, f), \
+    _Generic(((struct llm_npu_stats *)0)->f, double: true, default: false), per_token }
+#define STAT(f) STAT_AS(f, _Generic(((struct llm_npu_stats *)0)->f, double: true, default: false))
 static const struct {
     const char *name;
     size_t offset;
-    bool is_double;
+    bool is_double, per_token;
 } stat_fields[] = {
     STAT(captures), STAT(replays), STAT(hits), STAT(misses), STAT(evictions), STAT(eager_graphs),
-    STAT(eager_launches), STAT(ops_replayed), STAT(rope_tables), STAT(host_launch_us), STAT(host_match_us),
-    STAT(host_serial_us), STAT(device_us), STAT(host_waits), STAT(host_waits_shared_cpu),
+    STAT(eager_launches), STAT(ops_replayed), STAT(rope_tables), STAT(operator_fusion), STAT(host_launch_us),
+    STAT(host_match_us), STAT(host_serial_us), STAT(device_us), STAT(host_waits), STAT(host_waits_shared_cpu),
+    STAT_AS(kernels_run, true), STAT_AS(kernels_run_unfused, true),
 };
 #undef STAT
+#undef STAT_AS
 #define N_STATS ((int)(sizeof stat_fields / sizeof stat_fields[0]))
 _Static_assert(N_STATS <= LLM_BACKEND_MAX_STATS, "LLM_BACKEND_MAX_STATS is too small for the npu");
 
@@ -479,7 +507,7 @@ static int npu_get_stats(struct llm_backend *b, struct llm_backend_stat *out, in
             memcpy(&u, f, sizeof u);
             v = (double)u;
         }
-        out[i] = (struct llm_backend_stat){ stat_fields[i].name, v };
+        out[i] = (struct llm_backend_stat){ stat_fields[i].name, v, stat_fields[i].per_token };
     }
     return N_STATS;
 }
@@ -500,7 +528,9 @@ static void npu_observe(struct llm_backend *b, struct llm_profile *prof, struct 
 static void destroy_ri(void *graph, void *user)
 {
     (void)user;
-    aclmdlRIDestroy(graph);
+    struct npu_graph *cg = graph;
+    aclmdlRIDestroy(cg->ri);
+    free(cg);
 }
 
 static void npu_free(struct llm_backend *b)
@@ -570,6 +600,7 @@ static int npu_init(struct npu_backend *nb, const struct llm_backend_params *p, 
     nb->graph_mode = llm_backend_option(p, "acl_graph", llm_env_flag("GGML_CANN_ACL_GRAPH", true)) != 0;
     nb->prefill_graph = llm_env_flag("GGML_CANN_PREFILL_USE_GRAPH", false);
     nb->fusion = llm_env_flag("GGML_CANN_OPERATOR_FUSION", false);
+    nb->stats.operator_fusion = nb->fusion;
     nb->layout_align = llm_env_flag("LLM_NPU_LAYOUT_ALIGN", true);
     npu_launch_cost_init(&nb->cost, llm_backend_option(p, "launch_us", -1));
     nb->lru = llm_graph_lru_new(llm_graph_cache_capacity(getenv("GGML_CANN_GRAPH_CACHE_CAPACITY")), destroy_ri, NULL);
