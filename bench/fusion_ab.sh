@@ -38,7 +38,7 @@ for l in open(sys.argv[2]):
     m = re.search(r"launches (\d+) kernels, (\d+) unfused", d["launches"])
     if m:
         launch[(d["label"], d["fusion"])] = (int(m.group(1)), int(m.group(2)))
-    m = re.search(r"layout align \(report only\): (\d+) CHANNEL_NORM nodes, (\d+) by a naive pass, (\d+) bytes of "
+    m = re.search(r"layout align: (\d+) CHANNEL_NORM nodes, (\d+) by a naive pass, (\d+) bytes of "
                   r"padding, (\d+) us", d["launches"])
     if m:
         layout.setdefault((d["label"], d["fusion"]), []).append(tuple(int(v) for v in m.groups()))
@@ -66,7 +66,7 @@ for label in dict.fromkeys(r["label"] for r in rows):
             print("| %s | %g | %s | %d | %d | %.0f ± %.0f | %.0f ± %.0f | %.2f |" % (
                 label, us, "graph" if g else "eager", lo, ln, off["avg_ts"], off["stddev_ts"], on["avg_ts"],
                 on["stddev_ts"], on["avg_ts"] / off["avg_ts"]))
-print("\nThe layout pass (LLM_NPU_LAYOUT_ALIGN, report only) on the same decode graph: CHANNEL_NORM nodes it"
+print("\nThe layout pass (LLM_NPU_LAYOUT_ALIGN) on the same decode graph: CHANNEL_NORM nodes it"
       " needs, a naive pass's count, padding bytes (ALIGN results and the weights they read) and its time per graph"
       " (the fastest of the runs, µs):\n")
 print("| model | fusion | CHANNEL_NORM | naive | padding bytes | pass µs |")
