@@ -6,31 +6,21 @@
 # with and without fusion come from -v's "operator fusion" line, with the layout pass's report.
 # BENCH_ROUNDS (default 2): rounds of opposite order. Writes bench/results/fusion_ab.md.
 set -euo pipefail
-BIN=${BIN:-bin}
-SHARED=${SHARED:-../shared}
-OUT=bench/results
-TMP=$OUT/tmp
-mkdir -p "$TMP"
 # shellcheck source=bench/npu_common.sh
 source "$(dirname "$0")/npu_common.sh"
 
-specs=(
-  "$SHARED/models/stories260K.gguf|stories260K (F32)|-r 10"
-  "$q8|qwen2 0.5B Q8_0 (synthetic shape)|-r 3"
-)
 jsonl=$TMP/fusion_ab.jsonl
 launches=$TMP/fusion_ab.launches
 : >"$jsonl"
 : >"$launches"
-for spec in "${specs[@]}"; do
+for spec in "${NPU_AB_MODELS[@]}"; do
   IFS='|' read -r file label reps <<<"$spec"
   for ((round = 0; round < ${BENCH_ROUNDS:-2}; round++)); do
     order="off on"
     [ "$round" = 1 ] && order="on off"
     for fusion in $order; do
-      # shellcheck disable=SC2086 # words
       GGML_CANN_OPERATOR_FUSION=$fusion "$BIN/llm-bench" -m "$file" -dev npu -g on,off --npu-launch-us 0,20 \
-        -p 0 -n 128 -t 2 $reps -o jsonl -v 2>"$TMP/fusion_ab.err" |
+        -p 0 -n 128 -t 2 -r "$reps" -o jsonl -v 2>"$TMP/fusion_ab.err" |
         python3 -c 'import json,sys; [print(json.dumps(dict(json.loads(l), label=sys.argv[1], fusion=sys.argv[2], round=int(sys.argv[3])))) for l in sys.stdin]' \
           "$label" "$fusion" "$round" >>"$jsonl"
       line=$(grep -o "a 1-token graph launches [0-9]* kernels, [0-9]* unfused.*" "$TMP/fusion_ab.err" | tail -1)
@@ -48,7 +38,7 @@ for l in open(sys.argv[2]):
     m = re.search(r"launches (\d+) kernels, (\d+) unfused", d["launches"])
     if m:
         launch[(d["label"], d["fusion"])] = (int(m.group(1)), int(m.group(2)))
-    m = re.search(r"layout align \(report only\): (\d+) CHANNEL_NORM nodes, (\d+) by a naive pass, (\d+) bytes of "
+    m = re.search(r"layout align: (\d+) CHANNEL_NORM nodes, (\d+) by a naive pass, (\d+) bytes of "
                   r"padding, (\d+) us", d["launches"])
     if m:
         layout.setdefault((d["label"], d["fusion"]), []).append(tuple(int(v) for v in m.groups()))
@@ -76,7 +66,7 @@ for label in dict.fromkeys(r["label"] for r in rows):
             print("| %s | %g | %s | %d | %d | %.0f ± %.0f | %.0f ± %.0f | %.2f |" % (
                 label, us, "graph" if g else "eager", lo, ln, off["avg_ts"], off["stddev_ts"], on["avg_ts"],
                 on["stddev_ts"], on["avg_ts"] / off["avg_ts"]))
-print("\nThe layout pass (LLM_NPU_LAYOUT_ALIGN, report only) on the same decode graph: CHANNEL_NORM nodes it"
+print("\nThe layout pass (LLM_NPU_LAYOUT_ALIGN) on the same decode graph: CHANNEL_NORM nodes it"
       " needs, a naive pass's count, padding bytes (ALIGN results and the weights they read) and its time per graph"
       " (the fastest of the runs, µs):\n")
 print("| model | fusion | CHANNEL_NORM | naive | padding bytes | pass µs |")

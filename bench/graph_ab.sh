@@ -2,8 +2,8 @@
 # make bench, after run.sh: the ACL graph-mode A/B on the emulated NPU. For stories260K and the
 # Qwen2.5-0.5B Q8_0 shape (models/, made by `llm synth` when missing), one sitting of
 # llm-bench -p 0 -n 128 -t 2 (-r 10 / -r 3): cpu once per model (it ignores -g and --npu-launch-us), then npu
-# with -g on,off x --npu-launch-us 0,5,10,20,40, twice in opposite order (each setting's better
-# round). Writes bench/results/graph_ab.md (measured tg t/s, graph/eager ratio, the host and device
+# with -g on,off x --npu-launch-us 0,5,10,20,40 x operator fusion off,on (GGML_CANN_OPERATOR_FUSION),
+# twice in opposite order (each setting's better round). Writes bench/results/graph_ab.md (measured tg t/s, graph/eager ratio, the host and device
 # µs per token from the backend's statistics, and the ratio they predict: eagerly, an asynchronous
 # stream overlaps host launching and device work, so a token costs about the host's serial work
 # between tokens plus max(host launching, device), or at 0 us their sum where the device thread sat
@@ -13,21 +13,9 @@
 # and the plot data stay in bench/results/tmp.
 # Installs gnuplot-nox when missing (bench only, not `make deps`).
 set -euo pipefail
-BIN=${BIN:-bin}
-SHARED=${SHARED:-../shared}
-OUT=bench/results
-TMP=$OUT/tmp
 LAUNCH_US=0,5,10,20,40
-mkdir -p "$TMP"
 # shellcheck source=bench/npu_common.sh
 source "$(dirname "$0")/npu_common.sh"
-
-# file | label | llm-bench test arguments (tg128 at full length; stories260K's repetitions take ~10 ms,
-# so it gets 10 of them against one slow start; the whole A/B takes ~80 s on a quiet 2-core VM)
-specs=(
-  "$SHARED/models/stories260K.gguf|stories260K (F32)|-p 0 -n 128 -r 10 -t 2"
-  "$q8|qwen2 0.5B Q8_0 (synthetic shape)|-p 0 -n 128 -r 3 -t 2"
-)
 
 jsonl=$TMP/graph_ab.jsonl
 cmds=$TMP/graph_ab.cmds
@@ -37,18 +25,22 @@ start=$(date +%s)
 load=$(cut -d' ' -f1-3 /proc/loadavg)
 stat0=$(grep '^cpu ' /proc/stat)
 labels=()
-for spec in "${specs[@]}"; do
-  IFS='|' read -r file label args <<<"$spec"
+for spec in "${NPU_AB_MODELS[@]}"; do
+  IFS='|' read -r file label reps <<<"$spec"
+  args="-p 0 -n 128 -r $reps -t 2"
   labels+=("$label")
   # the npu in two rounds of opposite order (graph on first, then off first): this VM has minutes at
   # up to half speed, and one round hands them to whichever mode ran then; each setting's better
-  # round is reported
-  for dev in "-dev cpu" "-dev npu -g on,off --npu-launch-us $LAUNCH_US" "-dev npu -g off,on --npu-launch-us $LAUNCH_US"; do
-    cmd="$BIN/llm-bench -m $file $dev $args -o jsonl"
+  # round is reported. Each round runs fusion off, then on.
+  for run in "off|-dev cpu" "off|-dev npu -g on,off --npu-launch-us $LAUNCH_US" \
+             "on|-dev npu -g on,off --npu-launch-us $LAUNCH_US" "off|-dev npu -g off,on --npu-launch-us $LAUNCH_US" \
+             "on|-dev npu -g off,on --npu-launch-us $LAUNCH_US"; do
+    IFS='|' read -r fusion dev <<<"$run"
+    cmd="GGML_CANN_OPERATOR_FUSION=$fusion $BIN/llm-bench -m $file $dev $args -o jsonl"
     echo "make bench: $cmd" >&2
     echo "$cmd" >>"$cmds"
     # shellcheck disable=SC2086 # words
-    "$BIN/llm-bench" -m "$file" $dev $args -o jsonl >>"$jsonl"
+    GGML_CANN_OPERATOR_FUSION=$fusion "$BIN/llm-bench" -m "$file" $dev $args -o jsonl >>"$jsonl"
   done
 done
 elapsed=$(($(date +%s) - start))
@@ -102,20 +94,24 @@ print('host\'s waits that found the device thread on the host\'s own cpu. Predic
 print('(S + max(H, D) + f min(H, D)) eager (f = 0 from 1 µs on) / (S + H + D) graph: why, in')
 print('[src/npu/README.md](../../src/npu/README.md#why-graph-mode-pays-s--h--d).\n')
 
-summary, dat_blocks, ok_all, misses = [], [], True, []
-for f in files:
+summary, dat_blocks, ok_all, misses, fusion_rows = [], [], True, [], []
+for f, fused in [(f, fu) for f in files for fu in (False, True)]:
     ts = [t for t in tests if t['model_filename'] == f]
     cpu = next(t for t in ts if t['devices'] == 'cpu')
     npu = {}  # (graph, launch µs) -> the better of the two rounds
     for t in ts:
         key = (t['acl_graph'], t['npu_launch_us'])
-        if t['devices'] == 'npu' and (key not in npu or t['avg_ts'] > npu[key]['avg_ts']):
+        if t['devices'] == 'npu' and t['operator_fusion'] == fused and (key not in npu or t['avg_ts'] > npu[key]['avg_ts']):
             npu[key] = t
+    if not npu:
+        continue
     launches = sorted({k[1] for k in npu})
-    name = label.get(f, cpu['model_type'])
+    name = label.get(f, cpu['model_type']) + (', fusion on' if fused else '')
     print('## %s\n' % name)
-    print('`%s`, %s, tg%d, %d repetitions. cpu: %.2f ± %.2f t/s.\n'
-          % (f, cpu['model_type'], cpu['n_gen'], len(cpu['samples_ns']), cpu['avg_ts'], cpu['stddev_ts']))
+    print('`%s`, %s, tg%d, %d repetitions, operator fusion %s: %.0f kernels per token (%.0f unfused). cpu: %.2f ± %.2f t/s.\n'
+          % (f, cpu['model_type'], cpu['n_gen'], len(cpu['samples_ns']), 'on' if fused else 'off',
+             npu[(False, launches[0])]['launches_per_token'], npu[(False, launches[0])]['launches_per_token_unfused'],
+             cpu['avg_ts'], cpu['stddev_ts']))
     print('| launch µs | cpu t/s | npu eager t/s | npu graph t/s | graph/eager measured | eager H / D / S µs/token '
           '| graph H / D / S µs/token | graph/eager predicted | predicted/measured | waits on one cpu eager / graph |')
     print('|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|')
@@ -134,7 +130,9 @@ for f in files:
                   us, cpu['avg_ts'], e['avg_ts'], e['stddev_ts'], g['avg_ts'], g['stddev_ts'], meas,
                   host(e), dev(e), serial(e), host(g), dev(g), serial(g), pred, pred / meas, 100 * dev_pm,
                   shared(e), shared(g)))
-        dat_blocks.append((name, us, e['avg_ts'], g['avg_ts'], cpu['avg_ts']))
+        if not fused:
+            dat_blocks.append((name, us, e['avg_ts'], g['avg_ts'], cpu['avg_ts']))
+        fusion_rows.append((label.get(f, f), fused, us, e, g))
     # where eager turns host-bound: its host time grows by (launches per token) x launch µs until it
     # reaches the device time (the median over the launch costs: one disturbed run moves it little)
     e0 = npu[(False, launches[0])]
@@ -161,6 +159,20 @@ for f in files:
                        name, crossover(1), crossover(2), knee, d_eager, host(e0), per_tok,
                        '; graph slower than eager at ' + ', '.join('%g µs' % us for us in slower) if slower else ''))
 
+# fusion's own effect, apart from graph mode's: on / off in each mode, beside the kernels per token
+print('## Operator fusion on / off\n')
+print('tg t/s with GGML_CANN_OPERATOR_FUSION on over off, in each mode (each from its better round), and the '
+      'kernels the device ran per decode token (RoPE table fills included).\n')
+print('| model | launch µs | kernels/token off → on | eager on/off | graph on/off |')
+print('|---|---:|---:|---:|---:|')
+by = {(n, fu, us): (e, g) for n, fu, us, e, g in fusion_rows}
+for n, fu, us, e, g in fusion_rows:
+    if fu or (n, True, us) not in by:
+        continue
+    e1, g1 = by[(n, True, us)]
+    print('| %s | %g | %.0f → %.0f | %.2f | %.2f |' % (n, us, e['launches_per_token'], e1['launches_per_token'],
+                                                      e1['avg_ts'] / e['avg_ts'], g1['avg_ts'] / g['avg_ts']))
+print()
 print('## Summary\n')
 print('\n'.join(summary))
 if ok_all:

@@ -1,5 +1,13 @@
-# Sourced by bench/graph_ab.sh and bench/timeline.sh: gnuplot (installed when missing, for make bench
-# only, not make deps) and the Qwen2.5-0.5B Q8_0 shape in models/ (made once by llm synth). Sets q8.
+# Sourced by the npu benches (graph_ab.sh, fusion_ab.sh, timeline.sh, ...): BIN, SHARED, OUT and TMP
+# (made) when the caller has not set them, gnuplot (installed when missing, for make bench only, not
+# make deps) and the Qwen2.5-0.5B Q8_0 shape in models/ (made once by llm synth). Sets q8 and
+# NPU_AB_MODELS, the A/Bs' two models as "file|label|tg128 repetitions" (stories260K's take ~10 ms,
+# so it gets 10 of them against one slow start).
+BIN=${BIN:-bin}
+SHARED=${SHARED:-../shared}
+OUT=${OUT:-bench/results}
+TMP=${TMP:-$OUT/tmp}
+mkdir -p "$TMP"
 MODELS=models
 BENCH_PKGS="gnuplot-nox"
 mkdir -p "$MODELS"
@@ -18,3 +26,8 @@ if [ ! -s "$q8" ]; then
   "$BIN/llm" synth --arch qwen2 --preset qwen2-0.5b --type Q8_0 --seed 1 -o "$MODELS/qwen2-0.5b-q8_0.tmp.gguf"
   mv "$MODELS/qwen2-0.5b-q8_0.tmp.gguf" "$q8"
 fi
+# shellcheck disable=SC2034 # read by the scripts that source this one
+NPU_AB_MODELS=(
+  "$SHARED/models/stories260K.gguf|stories260K (F32)|10"
+  "$q8|qwen2 0.5B Q8_0 (synthetic shape)|3"
+)

@@ -22,6 +22,7 @@ struct llm_trace;
 struct llm_backend_stat {
     const char *name; /* static */
     double value;
+    bool per_token;   /* a total that reads best divided by the tokens evaluated (times, kernels) */
 };
 #define LLM_BACKEND_MAX_STATS 32 /* the most figures any backend keeps */
 
@@ -73,6 +74,9 @@ struct llm_backend_iface {
                             struct llm_error *err);
     int (*tensor_get_async)(struct llm_backend *b, const struct llm_tensor *t, void *data, size_t size,
                             struct llm_error *err);
+    /* Rows of weight t, when uploaded to this backend, padded to a multiple of this many elements
+     * (its kernels' layout: the npu's ALIGN rows, src/npu/layout.h); 1 or NULL: the file's rows. */
+    int64_t (*weight_row_align)(struct llm_backend *b, const struct llm_tensor *t);
     /* Up to cap of the backend's figures so far into out; returns how many it has. */
     int (*get_stats)(struct llm_backend *b, struct llm_backend_stat *out, int cap);
     /* From now on record every executed node in prof and trace every node and host step in trace

@@ -326,15 +326,22 @@ struct llm_tensor *llm_cont(struct llm_ctx *ctx, struct llm_tensor *a)
     return checked(ctx, new_op(ctx, LLM_OP_CONT, a->type, a->ne, a, NULL, NULL, NULL));
 }
 
+bool llm_pad_rows(struct llm_tensor *t, int64_t multiple)
+{
+    const int64_t padded = (t->ne[0] + multiple - 1) / multiple * multiple;
+    if (padded == t->ne[0] || llm_type_info(t->type)->blck_size != 1)
+        return false;
+    t->nb[1] = llm_row_size(t->type, padded);
+    for (int d = 2; d < LLM_MAX_DIMS; d++)
+        t->nb[d] = t->nb[d - 1] * (size_t)t->ne[d - 1];
+    return true;
+}
+
 struct llm_tensor *llm_channel_norm(struct llm_ctx *ctx, struct llm_tensor *a, bool pad)
 {
     struct llm_tensor *t = new_op(ctx, LLM_OP_CHANNEL_NORM, a->type, a->ne, a, NULL, NULL, NULL);
-    const int64_t padded = (a->ne[0] + 15) / 16 * 16;
-    if (pad && llm_type_info(a->type)->blck_size == 1) {
-        t->nb[1] = llm_row_size(a->type, padded);
-        for (int d = 2; d < LLM_MAX_DIMS; d++)
-            t->nb[d] = t->nb[d - 1] * (size_t)t->ne[d - 1];
-    }
+    if (pad)
+        llm_pad_rows(t, 16);
     t->op_params[0] = pad;
     return checked(ctx, t);
 }

@@ -63,6 +63,10 @@ struct llm_tensor *llm_swiglu(struct llm_ctx *ctx, struct llm_tensor *gate, stru
 struct llm_tensor *llm_silu(struct llm_ctx *ctx, struct llm_tensor *a);
 struct llm_tensor *llm_cpy(struct llm_ctx *ctx, struct llm_tensor *a, struct llm_tensor *dst);
 struct llm_tensor *llm_cont(struct llm_ctx *ctx, struct llm_tensor *a);
+/* Give t (a tensor of whole elements, dense strides) rows padded to a multiple of `multiple`
+ * elements: nb[1] and the strides above it grow, ne stays. False (t unchanged) when its rows already
+ * are a multiple, or its type is a block type (quantized rows never need it). */
+bool llm_pad_rows(struct llm_tensor *t, int64_t multiple);
 /* The npu layout pass's conversion: a copy of a with rows padded to a multiple of 16 elements
  * (pad) or dense (unpad); p[0] = pad. */
 struct llm_tensor *llm_channel_norm(struct llm_ctx *ctx, struct llm_tensor *a, bool pad);

@@ -116,6 +116,10 @@ enum llm_op {
                           (p[0] eps) into dst, times src3 (broadcast like MUL) when src3 is given     */
     LLM_OP_RMS_NORM_MUL, /* RMS_NORM of src0 (p[0] eps) times src1, broadcast like MUL                */
     LLM_OP_MUL_MAT_ADD,  /* MUL_MAT of src0, src1 plus src2, broadcast like ADD (a bias)              */
+    LLM_OP_ROPE_QK,    /* two ROPEs of one layer in one launch, sharing one table: ROPE of src0 with
+                          positions src1 into dst, and of src2 (same positions) into src3's memory
+                          (the absorbed second ROPE, same shape as src2); ROPE's op params, no freq
+                          factors (the four source slots are taken)                                 */
     LLM_OP_COUNT
 };
 

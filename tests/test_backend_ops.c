@@ -19,6 +19,7 @@
 #include "backend.h"
 #include "graph.h"
 #include "harness.h"
+#include "npu/layout.h"
 #include "npu/npu_backend.h"
 #include "ops/blas.h"
 #include "ops/blocks.h"
@@ -266,12 +267,25 @@ static int count_computing(const struct llm_graph *g)
     return n;
 }
 
+/* Sources the npu pads for an ALIGN kernel before launching it (LLM_NPU_LAYOUT_ALIGN, on here). */
+static int count_pads(const struct llm_graph *g)
+{
+    int n = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int j = 0; j < LLM_MAX_SRC && !llm_op_is_noop(g->nodes[i]->op); j++)
+            n += g->nodes[i]->src[j] && npu_layout_reads_aligned(g->nodes[i], j) &&
+                 !npu_layout_rows_aligned(g->nodes[i]->src[j]);
+    return n;
+}
+
 /* The npu counts each kernel it launches or replays: one per computing node plus each RoPE table
- * fill, and one table fill per distinct set of ROPE parameters in a graph (tc.rope_tables). */
+ * fill and each pad of a source an ALIGN kernel reads, and one table fill per distinct set of ROPE
+ * parameters in a graph (tc.rope_tables). */
 static void check_stats(const struct conf *cf, const struct llm_backend *b, const struct llm_graph *g)
 {
     struct llm_npu_stats s = { 0 };
-    const uint64_t tables = (uint64_t)tc.rope_tables, launches = (uint64_t)count_computing(g) + tables;
+    const uint64_t tables = (uint64_t)tc.rope_tables, pads = (uint64_t)count_pads(g);
+    const uint64_t launches = (uint64_t)count_computing(g) + tables + pads;
     if (cf->dev == LLM_DEVICE_CPU) {
         CHECK(b->iface->get_stats((struct llm_backend *)b, NULL, 0) == 0, "%s on %s: the cpu keeps figures", tc.name,
               cf->name);
@@ -280,7 +294,8 @@ static void check_stats(const struct conf *cf, const struct llm_backend *b, cons
     llm_npu_get_stats((struct llm_backend *)b, &s);
     if (!cf->graph || is_prefill(g)) {
         CHECK(s.eager_graphs == N_RUNS && s.captures == 0 && s.hits == 0 && s.misses == 0 && s.replays == 0 &&
-                  s.eager_launches == N_RUNS * launches && s.rope_tables == N_RUNS * tables,
+                  s.eager_launches == N_RUNS * launches && s.rope_tables == N_RUNS * tables &&
+                  s.layout_pads == N_RUNS * pads,
               "%s on %s: eager %llu captures %llu hits %llu misses %llu replays %llu launches %llu tables %llu",
               tc.name, cf->name, (unsigned long long)s.eager_graphs, (unsigned long long)s.captures,
               (unsigned long long)s.hits, (unsigned long long)s.misses, (unsigned long long)s.replays,
@@ -289,7 +304,7 @@ static void check_stats(const struct conf *cf, const struct llm_backend *b, cons
         /* the first compute is a miss and its capture; the others are hits replaying it */
         CHECK(s.captures == 1 && s.misses == 1 && s.hits == N_RUNS - 1 && s.replays == N_RUNS &&
                   s.eager_graphs == 0 && s.eager_launches == launches && s.ops_replayed == N_RUNS * launches &&
-                  s.rope_tables == tables,
+                  s.rope_tables == tables && s.layout_pads == pads,
               "%s on %s: captures %llu misses %llu hits %llu replays %llu eager %llu launches %llu ops %llu "
               "tables %llu",
               tc.name, cf->name, (unsigned long long)s.captures, (unsigned long long)s.misses,
@@ -385,6 +400,7 @@ static bool cann_runs(const struct llm_tensor *node)
     case LLM_OP_GET_ROWS: return flt || t == LLM_TYPE_Q8_0;
     case LLM_OP_SET_ROWS: return flt;
     case LLM_OP_ROPE: return node->src[0]->ne[0] <= 896;
+    case LLM_OP_ROPE_QK: return node->src[0]->ne[0] <= 896 && node->src[2]->ne[0] <= 896;
     case LLM_OP_NONE: case LLM_OP_ADD: case LLM_OP_MUL: case LLM_OP_SCALE: case LLM_OP_RMS_NORM:
     case LLM_OP_SOFT_MAX: case LLM_OP_FLASH_ATTN: case LLM_OP_SWIGLU: case LLM_OP_SILU: case LLM_OP_CPY:
     case LLM_OP_CONT: case LLM_OP_VIEW: case LLM_OP_RESHAPE: case LLM_OP_PERMUTE: case LLM_OP_TRANSPOSE:
@@ -1066,7 +1082,7 @@ static void test_host_pointer_rejected(int graph)
 static bool computing_op(enum llm_op op)
 {
     return !llm_op_is_noop(op) && op != LLM_OP_CHANNEL_NORM && op != LLM_OP_ADD_RMS_NORM &&
-           op != LLM_OP_RMS_NORM_MUL && op != LLM_OP_MUL_MAT_ADD;
+           op != LLM_OP_RMS_NORM_MUL && op != LLM_OP_MUL_MAT_ADD && op != LLM_OP_ROPE_QK;
 }
 
 int main(void)

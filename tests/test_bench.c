@@ -323,7 +323,8 @@ static const char *const extra_names[] = { "acl_graph", "graph_captures", "graph
                                            "ops_replayed", "host_launch_us_per_token", "host_match_us_per_token",
                                            "host_serial_us_per_token", "device_us_per_token", "host_waits",
                                            "host_waits_shared_cpu", "n_splits", "copy_bytes_per_token",
-                                           "n_ranks", "ranks_split", "use_mmap" };
+                                           "n_ranks", "ranks_split", "use_mmap", "operator_fusion",
+                                           "launches_per_token", "launches_per_token_unfused" };
 
 static void test_json_exact(void)
 {
@@ -347,7 +348,9 @@ static void test_json_exact(void)
                                "    \"host_waits\": 0,\n    \"host_waits_shared_cpu\": 0,\n"
                                "    \"n_splits\": 0,\n    \"copy_bytes_per_token\": 0.000000,\n"
                                "    \"n_ranks\": 0,\n    \"ranks_split\": \"\",\n"
-                               "    \"use_mmap\": true,\n    \"samples_ns\"");
+                               "    \"use_mmap\": true,\n    \"operator_fusion\": false,\n"
+                               "    \"launches_per_token\": 0.000000,\n    \"launches_per_token_unfused\": 0.000000,\n"
+                               "    \"samples_ns\"");
         CHECK_EQ_INT(n, 2);
         strip_all(ref, "    \"samples_ns\"");
         CHECK(strcmp(out, ref) == 0, "json differs:\n%s\n--- want ---\n%s", out, ref);
@@ -383,7 +386,9 @@ static void test_jsonl_exact(void)
                                "\"ops_replayed\": 0, \"host_launch_us_per_token\": 0.000000, "
                                "\"host_match_us_per_token\": 0.000000, \"host_serial_us_per_token\": 0.000000, "
                                "\"device_us_per_token\": 0.000000, \"host_waits\": 0, \"host_waits_shared_cpu\": 0, "
-                               "\"n_splits\": 0, \"copy_bytes_per_token\": 0.000000, \"n_ranks\": 0, \"ranks_split\": \"\", \"use_mmap\": true, ");
+                               "\"n_splits\": 0, \"copy_bytes_per_token\": 0.000000, \"n_ranks\": 0, \"ranks_split\": \"\", \"use_mmap\": true, "
+                               "\"operator_fusion\": false, \"launches_per_token\": 0.000000, "
+                               "\"launches_per_token_unfused\": 0.000000, ");
         CHECK_EQ_INT(n, 2);
         CHECK(strcmp(out, ref) == 0, "jsonl differs:\n%s\n--- want ---\n%s", out, ref);
         free(out);
@@ -536,7 +541,9 @@ static const char sql_extra_create[] =
     "  host_waits_shared_cpu INTEGER,\n  n_splits INTEGER,\n  copy_bytes_per_token REAL,\n  n_ranks INTEGER,\n"
     "  ranks_split TEXT\n);\n\n"
     "CREATE TABLE IF NOT EXISTS llm_bench_load (\n  llama_bench_rowid INTEGER,\n  test_time TEXT,\n  avg_ns INTEGER,\n"
-    "  use_mmap INTEGER\n);\n\n";
+    "  use_mmap INTEGER\n);\n\n"
+    "CREATE TABLE IF NOT EXISTS llm_bench_fusion (\n  llama_bench_rowid INTEGER,\n  test_time TEXT,\n  avg_ns INTEGER,\n"
+    "  operator_fusion INTEGER,\n  launches_per_token REAL,\n  launches_per_token_unfused REAL\n);\n\n";
 
 /* sql: llama-bench's text exactly (timings masked), with our CREATE TABLE after its own and, after each
  * of its INSERTs, ours: linked to the new rowid only if that row has the test's test_time and avg_ns. */
@@ -576,6 +583,12 @@ static void test_sql(void)
                        "e.llama_bench_rowid, e.test_time, e.avg_ns, '1' FROM (SELECT llama_bench_rowid, test_time, avg_ns "
                        "FROM llm_bench_extra WHERE test_time = '%s' AND avg_ns = '%" PRIu64 "' ORDER BY rowid DESC "
                        "LIMIT 1) AS e;\n",
+                    r->test_time, bench_avg_ns(r->samples_ns, r->n_samples));
+            fprintf(m, "INSERT INTO llm_bench_fusion (llama_bench_rowid, test_time, avg_ns, operator_fusion, "
+                       "launches_per_token, launches_per_token_unfused) SELECT e.llama_bench_rowid, e.test_time, "
+                       "e.avg_ns, '0', '0.000000', '0.000000' FROM (SELECT llama_bench_rowid, test_time, avg_ns FROM "
+                       "llm_bench_extra WHERE test_time = '%s' AND avg_ns = '%" PRIu64 "' ORDER BY rowid DESC LIMIT 1) "
+                       "AS e;\n",
                     r->test_time, bench_avg_ns(r->samples_ns, r->n_samples));
         }
         line += n + (line[n] == '\n');
@@ -735,7 +748,9 @@ static void test_token_times(void)
     free(json);
 
     char *jsonl = print_all(&on, BENCH_OUT_JSONL);
-    CHECK(strstr(jsonl, "\"copy_bytes_per_token\": 0.000000, \"n_ranks\": 0, \"ranks_split\": \"\", \"use_mmap\": true, \"ttft_ms\": 7.500000, \"itl_p50_ms\": 2.000000, \"itl_p90_ms\": "
+    CHECK(strstr(jsonl, "\"copy_bytes_per_token\": 0.000000, \"n_ranks\": 0, \"ranks_split\": \"\", \"use_mmap\": true, "
+                        "\"operator_fusion\": false, \"launches_per_token\": 0.000000, "
+                        "\"launches_per_token_unfused\": 0.000000, \"ttft_ms\": 7.500000, \"itl_p50_ms\": 2.000000, \"itl_p90_ms\": "
                         "4.000000, \"itl_p99_ms\": 4.000000, \"itl_max_ms\": 4.000000, \"token_ns\": [ [ 5000000, 1000000, "
                         "2000000 ], [ 6000000, 3000000, 4000000 ] ], \"samples_ns\": [ ") != NULL, "pg jsonl:\n%s", jsonl);
     CHECK(count_of(jsonl, "\"token_ns\"") == 3 && count_of(jsonl, "\"ttft_ms\"") == 1 && count_of(jsonl, "\n") == 3);

@@ -31,6 +31,9 @@ EXTRA = ['acl_graph', 'graph_captures', 'graph_replays', 'graph_hits', 'graph_mi
 # use_mmap goes to sql's llm_bench_load
 EXTRA_CPU = ['1'] + ['0'] * 8 + ['0.000000'] * 4 + ['0'] * 2 + ['1', '0.000000', '1', '5', '1']
 EXTRA_SQL = ['INTEGER'] * 9 + ['REAL'] * 4 + ['INTEGER'] * 3 + ['REAL', 'INTEGER', 'TEXT']
+# after them operator fusion and the kernels per token with and without it (sql: llm_bench_fusion)
+FUSION = ['operator_fusion', 'launches_per_token', 'launches_per_token_unfused']
+FUSION_CPU = ['0', '0.000000', '0.000000']
 VOLATILE = {'build_commit', 'build_number', 'cpu_info', 'test_time', 'avg_ns', 'stddev_ns', 'avg_ts', 'stddev_ts'}
 FORMATS = {'build_number': r'\d+', 'test_time': r'\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ', 'avg_ns': r'\d+',
            'stddev_ns': r'\d+', 'avg_ts': r'\d+\.\d{6}', 'stddev_ts': r'\d+\.\d{6}'}
@@ -52,12 +55,12 @@ def split_csv(line):
 if fmt == 'csv':
     rl, ol = ref.splitlines(), out.splitlines()
     names = rl[0].split(',')
-    if ol[0].split(',') != names + EXTRA: err('csv header: ' + ol[0])
+    if ol[0].split(',') != names + EXTRA + FUSION: err('csv header: ' + ol[0])
     if len(rl) != len(ol): err('csv rows %d != %d' % (len(ol), len(rl)))
     for r, o in zip(rl[1:], ol[1:]):
         w, g = split_csv(r), split_csv(o)
         check_record(names, dict(zip(names, w)), dict(zip(names, g)), dict(zip(names, g)))
-        if g[len(names):] != EXTRA_CPU: err('extra csv values %r' % g[len(names):])
+        if g[len(names):] != EXTRA_CPU + FUSION_CPU: err('extra csv values %r' % g[len(names):])
 elif fmt in ('json', 'jsonl'):
     if fmt == 'json':
         want, got = json.loads(ref), json.loads(out)
@@ -76,7 +79,7 @@ elif fmt in ('json', 'jsonl'):
     per = len(raw) // max(len(got), 1)
     for i, (w, g) in enumerate(zip(want, got)):
         names = list(w.keys())
-        if list(g.keys()) != names[:-2] + EXTRA + names[-2:]: err('json keys: %r' % list(g.keys()))
+        if list(g.keys()) != names[:-2] + EXTRA + FUSION + names[-2:]: err('json keys: %r' % list(g.keys()))
         rawd = {k: v.strip('"') for k, v in raw[i * per:(i + 1) * per]}
         check_record(names[:-2], w, g, rawd)
         if len(g['samples_ns']) != len(w['samples_ns']) or len(g['samples_ts']) != len(w['samples_ts']):
@@ -95,6 +98,9 @@ elif fmt == 'sql':
     create[-3] = create[-3].rstrip(',')
     create += ['CREATE TABLE IF NOT EXISTS llm_bench_load (', '  llama_bench_rowid INTEGER,', '  test_time TEXT,',
                '  avg_ns INTEGER,', '  use_mmap INTEGER', ');', '']
+    create += ['CREATE TABLE IF NOT EXISTS llm_bench_fusion (', '  llama_bench_rowid INTEGER,', '  test_time TEXT,',
+               '  avg_ns INTEGER,', '  operator_fusion INTEGER,', '  launches_per_token REAL,',
+               '  launches_per_token_unfused REAL', ');', '']
     i = ol.index('CREATE TABLE IF NOT EXISTS llm_bench_extra (') if create[0] in ol else len(ol)
     if i != rl.index(');') + 2 or ol[i:i + len(create)] != create: err('sql llm_bench_extra table: %r' % ol[i:i + len(create)])
     del ol[i:i + len(create)]
@@ -108,6 +114,14 @@ elif fmt == 'sql':
     if len(loads) != len([l for l in rl if l.startswith('INSERT')]) or not all(re.fullmatch(load_re, l) for l in loads):
         err('sql llm_bench_load inserts: %r' % loads[:1])
     ol = [l for l in ol if not l.startswith('INSERT INTO llm_bench_load')]
+    fusion_re = (r"INSERT INTO llm_bench_fusion \(llama_bench_rowid, test_time, avg_ns, %s\) SELECT "
+                 r"e.llama_bench_rowid, e.test_time, e.avg_ns, %s FROM \(SELECT llama_bench_rowid, test_time, avg_ns "
+                 r"FROM llm_bench_extra WHERE test_time = '[^']*' AND avg_ns = '\d+' ORDER BY rowid DESC LIMIT 1\) AS e;"
+                 % (', '.join(FUSION), ', '.join("'%s'" % v for v in FUSION_CPU)))
+    fusions = [l for l in ol if l.startswith('INSERT INTO llm_bench_fusion')]
+    if len(fusions) != len(loads) or not all(re.fullmatch(fusion_re, l) for l in fusions):
+        err('sql llm_bench_fusion inserts: %r' % fusions[:1])
+    ol = [l for l in ol if not l.startswith('INSERT INTO llm_bench_fusion')]
     mine = []
     for k in range(len(ol) - 1, -1, -1):
         if ol[k].startswith('INSERT INTO llm_bench_extra'):
@@ -259,6 +273,14 @@ got=$(GGML_CANN_PREFILL_USE_GRAPH=1 bench -m stories260K.gguf -dev npu -p 64 -n 
 n1=$(bench -m stories260K.gguf -dev npu -p 64 -n 0 -r 1 -t 1 -o jsonl 2>/dev/null | python3 -c 'import json,sys; print(json.loads(sys.stdin.readline())["eager_launches"])')
 n3=$(bench -m stories260K.gguf -dev npu -p 64 -n 0 -r 3 -t 1 -o jsonl 2>/dev/null | python3 -c 'import json,sys; print(json.loads(sys.stdin.readline())["eager_launches"])')
 [ $((n3 * 2)) -eq $((n1 * 4)) ] && ok || fail "eager launches grow with repetitions: $n1 (r 1), $n3 (r 3)"
+# Kernels per decode token with operator fusion off and on, replayed and eager: stories260K's 98
+# nodes and one RoPE table per token; fusion absorbs 26 of them, the same count unfused either way.
+got=$(for f in off on; do GGML_CANN_OPERATOR_FUSION=$f bench -m stories260K.gguf -dev npu -g on,off -p 0 -n 4 -r 1 -t 1 \
+      -o jsonl 2>"$tmp/err"; done | python3 -c 'import json,sys
+for l in sys.stdin:
+    r = json.loads(l); print(r["operator_fusion"], r["launches_per_token"], r["launches_per_token_unfused"], end=",")')
+[ "$got" = "False 99.0 99.0,False 99.0 99.0,True 73.0 99.0,True 73.0 99.0," ] && ok \
+  || fail "launches per token with and without fusion: $got $(cat "$tmp/err")"
 # The A/B in one run: cpu, npu graph on and off, launch costs 0 and 5; md shows the dimensions.
 bench -m stories260K.gguf -dev cpu,npu -g on,off --npu-launch-us 0,5 -p 0 -n 4 -r 1 -t 1 -o jsonl >"$tmp/ab.jsonl" 2>"$tmp/err"
 got=$(stats <"$tmp/ab.jsonl" | cut -d' ' -f1-4 | tr '\n' ',')

@@ -17,7 +17,8 @@ bench() { (cd "$SHARED/models" && "$LLM" bench "$@"); }
 if ! bench -m stories260K.gguf -dev npu -g on,off -p 0 -n 4 -r 2 -t 1 -o sql >"$tmp/npu.sql" 2>"$tmp/err" ||
    ! bench -m stories260K.gguf -g on -p 8 -n 0 -r 1 -t 1 -o sql >"$tmp/cpu.sql" 2>>"$tmp/err" ||
    ! bench -m stories260K.gguf -p 4 -n 3 -pg 4,3 -d 0,2 -r 2 -t 1 -o sql --token-times --profile >"$tmp/tok.sql" 2>>"$tmp/err" ||
-   ! bench -m stories260K.gguf -lm auto,none -p 16 -n 8 -r 1 -t 1 -o sql >"$tmp/lm.sql" 2>>"$tmp/err"; then
+   ! bench -m stories260K.gguf -lm auto,none -p 16 -n 8 -r 1 -t 1 -o sql >"$tmp/lm.sql" 2>>"$tmp/err" ||
+   ! GGML_CANN_OPERATOR_FUSION=on bench -m stories260K.gguf -dev npu -g on,off -p 0 -n 4 -r 1 -t 1 -o sql >"$tmp/fused.sql" 2>>"$tmp/err"; then
   echo "FAIL: llm bench -o sql: $(head -c 300 "$tmp/err")" >&2
   echo "test_bench_sql: 0 passed, 1 failed"
   exit 1
@@ -199,6 +200,16 @@ loads = db.execute('SELECT b.load_mode, l.use_mmap FROM llama_bench AS b JOIN ll
                    'l.llama_bench_rowid = b.rowid AND l.test_time = b.test_time AND l.avg_ns = b.avg_ns '
                    'ORDER BY b.rowid').fetchall()
 check(loads == [('auto', 1), ('auto', 1), ('none', 0), ('none', 0)], 'llm_bench_load: %r' % loads)
+
+# llm_bench_fusion: the npu's kernels per decode token with operator fusion off and on, replayed and
+# eager; the same graphs unfused either way (stories260K: 98 nodes and one RoPE table per token, 26
+# absorbed).
+db, errors = load(REF, NPU, read(os.path.join(tmp, 'fused.sql')))
+check(errors == [], 'fusion: errors %r' % errors[:3])
+fusion = db.execute('SELECT f.operator_fusion, f.launches_per_token, f.launches_per_token_unfused FROM llama_bench AS b '
+                    'JOIN llm_bench_fusion AS f ON f.llama_bench_rowid = b.rowid AND f.test_time = b.test_time AND '
+                    'f.avg_ns = b.avg_ns ORDER BY b.rowid').fetchall()
+check(fusion == [(0, 99.0, 99.0)] * 2 + [(1, 73.0, 99.0)] * 2, 'llm_bench_fusion: %r' % fusion)
 
 print('test_bench_sql: %d passed, %d failed' % (passed, failed))
 sys.exit(1 if failed else 0)

@@ -16,7 +16,7 @@
 
 struct net {
     struct llm_ctx *ctx;
-    struct llm_tensor *leaf[8];
+    struct llm_tensor *leaf[12];
     int n_leaf;
     struct llm_tensor *out[4], *bcast_norm, *twice_norm;
     struct llm_graph *g;
@@ -204,6 +204,135 @@ static void test_range(void)
     free_net(&n);
 }
 
+/* ---- ROPE + ROPE -> ROPE_QK ------------------------------------------------------------------ */
+
+enum rope_case { ROPE_FUSES, ROPE_FACTORS, ROPE_OTHER_POS, ROPE_DEPENDS, ROPE_WRITER_BETWEEN };
+
+static struct llm_tensor *ids_leaf(struct net *n, int64_t count, int32_t first)
+{
+    struct llm_tensor *t = llm_new_tensor_1d(n->ctx, LLM_TYPE_I32, count);
+    t->flags = LLM_TENSOR_INPUT;
+    t->data = malloc(llm_nbytes(t));
+    for (int64_t i = 0; i < count; i++)
+        ((int32_t *)t->data)[i] = first + (int32_t)(3 * i);
+    n->leaf[n->n_leaf++] = t;
+    return t;
+}
+
+/* A layer's q and k as the decoder orders them without flash attention: k is roped and stored in
+ * the cache first, then q is computed and roped, so the two ROPEs have the K store (which reads the
+ * first), a read of the cache it wrote (out2) and q's matmul (which reads neither) between them:
+ *   kr = rope(Wk x), out0 = set_rows(cache, kr, ids), out2 = 2 cache, out1 = rope(Wq x)
+ * The refusals: frequency factors; q roped at other positions; q computed from kr (q depends on the
+ * first ROPE); a copy into another leaf between the two, which could not be moved. */
+static void build_rope(struct net *n, enum rope_case rc, int mode, int64_t hd, int64_t hq, int64_t hk, int64_t ntok)
+{
+    seed_state = 0x5eedull * (uint64_t)(hd + 7 * hq + 13 * ntok);
+    n->n_leaf = 0;
+    n->ctx = llm_ctx_new(96);
+    const int64_t d = 24;
+    struct llm_tensor *x = leaf(n, LLM_TYPE_F32, d, ntok, LLM_TENSOR_INPUT);
+    struct llm_tensor *wq = leaf(n, LLM_TYPE_F32, d, hd * hq, LLM_TENSOR_WEIGHT);
+    struct llm_tensor *wk = leaf(n, LLM_TYPE_F32, d, hd * hk, LLM_TENSOR_WEIGHT);
+    struct llm_tensor *cache = leaf(n, LLM_TYPE_F32, hd * hk, 3 * ntok + 2, LLM_TENSOR_WEIGHT);
+    struct llm_tensor *other = leaf(n, LLM_TYPE_F32, d, ntok, LLM_TENSOR_WEIGHT);
+    struct llm_tensor *ff = rc == ROPE_FACTORS ? leaf(n, LLM_TYPE_F32, hd / 2, 1, LLM_TENSOR_WEIGHT) : NULL;
+    for (int64_t i = 0; ff && i < hd / 2; i++)
+        ((float *)ff->data)[i] = 1.0f + (float)i; /* factors must be positive */
+    struct llm_tensor *pos = ids_leaf(n, ntok, 5), *ids = ids_leaf(n, ntok, 0);
+    struct llm_tensor *qpos = rc == ROPE_OTHER_POS ? ids_leaf(n, ntok, 9) : pos;
+    struct llm_tensor *k = llm_reshape_3d(n->ctx, llm_mul_mat(n->ctx, wk, x), hd, hk, ntok);
+    struct llm_tensor *kr = llm_rope(n->ctx, k, pos, ff, (int)hd, mode, 4096, 10000.0f, 1.0f);
+    n->out[0] = llm_set_rows(n->ctx, cache, llm_reshape_2d(n->ctx, kr, hd * hk, ntok), ids);
+    struct llm_tensor *q = llm_reshape_3d(n->ctx, llm_mul_mat(n->ctx, wq, x), hd, hq, ntok);
+    if (rc == ROPE_DEPENDS)
+        q = llm_scale(n->ctx, kr, 0.5f);
+    /* between the two ROPEs: a copy into another leaf, or a read of the cache the store wrote */
+    n->out[2] = rc == ROPE_WRITER_BETWEEN ? llm_cpy(n->ctx, x, other) : llm_scale(n->ctx, cache, 2.0f);
+    n->out[1] = llm_rope(n->ctx, q, qpos, ff, (int)hd, mode, 4096, 10000.0f, 1.0f);
+    struct llm_tensor *outs[] = { n->out[0], n->out[2], n->out[1] };
+    n->g = llm_graph_build(outs, 3);
+}
+
+static int index_of(const struct llm_graph *g, enum llm_op op)
+{
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i]->op == op)
+            return i;
+    return -1;
+}
+
+/* The fused node's reference kernel into buffers of its own (both halves) against its fast result:
+ * NMSE <= 1e-10 (the reference takes its angles in double, the fast kernel rounds cos and sin to
+ * float: relative errors near 1e-7). */
+static void check_rope_qk_ref(const char *what, const struct llm_tensor *f)
+{
+    struct llm_tensor r = *f, k = *f->src[3];
+    r.data = malloc(llm_nbytes(f));
+    k.data = malloc(llm_nbytes(&k));
+    r.src[3] = &k;
+    llm_ref_compute(&r);
+    const double eq = nmse(f->data, r.data, llm_nelements(f));
+    const double ek = nmse(f->src[3]->data, k.data, llm_nelements(&k));
+    CHECK(eq <= 1e-10 && ek <= 1e-10, "%s: ROPE_QK fast vs reference NMSE %.3g (first) %.3g (second)", what, eq, ek);
+    free(r.data);
+    free(k.data);
+}
+
+static void check_rope_case(enum rope_case rc, int mode, int64_t hd, int64_t hq, int64_t hk, int64_t ntok, int threads)
+{
+    char what[96];
+    snprintf(what, sizeof what, "rope case %d, mode %d, hd %lld, heads %lld/%lld, %lld tokens, %d threads", (int)rc,
+             mode, (long long)hd, (long long)hq, (long long)hk, (long long)ntok, threads);
+    struct net plain, fused;
+    build_rope(&plain, rc, mode, hd, hq, hk, ntok);
+    build_rope(&fused, rc, mode, hd, hq, hk, ntok);
+    struct npu_fusion_counts c = { 0 };
+    const int absorbed = npu_fuse(fused.g, 0, fused.g->n_nodes, &c);
+    const int want = rc == ROPE_FUSES;
+    CHECK(c.rope_qk == want && absorbed == want, "%s: %d ROPE_QK made (%d absorbed), %d expected", what, c.rope_qk,
+          absorbed, want);
+    if (want) { /* q's matmul now runs before the fused node, and the K store after it */
+        const int mm = index_of(fused.g, LLM_OP_MUL_MAT), qk = index_of(fused.g, LLM_OP_ROPE_QK);
+        const int store = index_of(fused.g, LLM_OP_SET_ROWS), absorbed_at = index_of(fused.g, LLM_OP_FUSED);
+        int last_mm = mm;
+        for (int i = 0; i < fused.g->n_nodes; i++)
+            last_mm = fused.g->nodes[i]->op == LLM_OP_MUL_MAT ? i : last_mm;
+        CHECK(last_mm < absorbed_at && absorbed_at + 1 == qk && qk < store,
+              "%s: order matmuls ..%d, absorbed %d, ROPE_QK %d, store %d", what, last_mm, absorbed_at, qk, store);
+        CHECK(fused.out[1]->op == LLM_OP_ROPE_QK && fused.out[1]->src[3]->op == LLM_OP_FUSED, "%s: q rewritten", what);
+    }
+    for (int i = 0; i < fused.g->n_nodes; i++)
+        fused.g->nodes[i]->flags |= LLM_TENSOR_OUTPUT;
+    struct llm_allocator *a1 = llm_allocator_new(NULL);
+    struct llm_allocator *a2 = llm_allocator_new(NULL);
+    if (compute(&plain, threads, a1) && compute(&fused, threads, a2)) {
+        for (int o = 0; o < 3; o++)
+            CHECK(memcmp(plain.out[o]->data, fused.out[o]->data, llm_nbytes(plain.out[o])) == 0,
+                  "%s: output %d differs from the unfused ops", what, o);
+        if (want)
+            check_rope_qk_ref(what, fused.out[1]);
+    }
+    llm_allocator_free(a1);
+    llm_allocator_free(a2);
+    free_net(&plain);
+    free_net(&fused);
+}
+
+static void test_rope_qk(void)
+{
+    for (int t = 1; t <= 2; t++)
+        for (int mode = 0; mode <= 2; mode += 2) {
+            check_rope_case(ROPE_FUSES, mode, 8, 8, 4, 1, t);  /* stories260K's heads, a decode step */
+            check_rope_case(ROPE_FUSES, mode, 16, 4, 2, 5, t); /* qwen2-tiny's, a prompt */
+        }
+    check_rope_case(ROPE_FUSES, 0, 64, 14, 2, 3, 2);
+    check_rope_case(ROPE_FACTORS, 0, 8, 4, 4, 2, 1);
+    check_rope_case(ROPE_OTHER_POS, 2, 8, 4, 4, 2, 1);
+    check_rope_case(ROPE_DEPENDS, 0, 8, 4, 4, 2, 2);
+    check_rope_case(ROPE_WRITER_BETWEEN, 0, 8, 4, 4, 2, 1);
+}
+
 int main(void)
 {
     const int64_t widths[] = { 64, 37 };
@@ -215,5 +344,6 @@ int main(void)
     check_case(LLM_TYPE_Q8_0, 64, 1, 1);
     test_outputs_stay();
     test_range();
+    test_rope_qk();
     return test_done("test_fusion");
 }

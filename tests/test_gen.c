@@ -376,25 +376,29 @@ static float *device_logits(struct llm_model *m, const struct ref *r, enum llm_d
 }
 
 /* The npu runs the cpu's kernels on the same splits, eagerly or replayed, with operator fusion
- * (GGML_CANN_OPERATOR_FUSION) or without: every logit equal. */
+ * (GGML_CANN_OPERATOR_FUSION) or without, with the layout made real (LLM_NPU_LAYOUT_ALIGN: padded
+ * weights, inputs padded for the ALIGN kernels, which refuse unpadded rows) or dense rows: every
+ * logit equal (tolerance 0: padding moves rows, never the order of a sum). */
 static void npu_matches_cpu(struct llm_model *m, const struct ref *r)
 {
     const size_t n = ((size_t)r->n_prompt + (size_t)r->n_greedy) * (size_t)r->n_vocab;
     float *cpu = device_logits(m, r, LLM_DEVICE_CPU, 0);
     CHECK(cpu != NULL, "%s: cpu run failed", r->name);
-    for (int run = 0; cpu && run < 4; run++) {
-        const int graph = run & 1, fusion = run >> 1;
+    for (int run = 0; cpu && run < 8; run++) {
+        const int graph = run & 1, fusion = (run >> 1) & 1, layout = run >> 2;
         setenv("GGML_CANN_OPERATOR_FUSION", fusion ? "on" : "off", 1);
+        setenv("LLM_NPU_LAYOUT_ALIGN", layout ? "off" : "on", 1);
         float *npu = device_logits(m, r, LLM_DEVICE_NPU, graph);
-        CHECK(npu != NULL, "%s: npu run failed (graph %d, fusion %d)", r->name, graph, fusion);
+        CHECK(npu != NULL, "%s: npu run failed (graph %d, fusion %d, layout align %d)", r->name, graph, fusion, !layout);
         size_t diff = 0;
         for (size_t i = 0; npu && i < n; i++)
             diff += memcmp(&npu[i], &cpu[i], sizeof *npu) != 0;
-        CHECK(npu && diff == 0, "%s: npu (graph %s, fusion %s) differs from cpu in %zu of %zu logits", r->name,
-              graph ? "on" : "off", fusion ? "on" : "off", diff, n);
+        CHECK(npu && diff == 0, "%s: npu (graph %s, fusion %s, layout align %s) differs from cpu in %zu of %zu logits",
+              r->name, graph ? "on" : "off", fusion ? "on" : "off", layout ? "off" : "on", diff, n);
         free(npu);
     }
     unsetenv("GGML_CANN_OPERATOR_FUSION");
+    unsetenv("LLM_NPU_LAYOUT_ALIGN");
     free(cpu);
 }
 

@@ -2,13 +2,16 @@
  * the place of the CHANNEL_NORM nodes the pass inserts and what a naive pass (BOTH taken as NALIGN)
  * would need: a chain through BOTH nodes, a diamond whose parents disagree (both orders), a
  * broadcast op, an output of odd rank, a graph output; a 10^5-node chain in linear time; and
- * CHANNEL_NORM's kernel: pad then unpad gives the rows back bit for bit, the padded rows 16-aligned. */
+ * CHANNEL_NORM's kernel: pad then unpad gives the rows back bit for bit, the padded rows 16-aligned;
+ * and the device's executor refusing what an ALIGN kernel cannot read. */
 
 #include "alloc.h"
 #include "backend.h"
 #include "clock.h"
 #include "graph.h"
 #include "harness.h"
+#include "npu/acl.h"
+#include "npu/aclnn.h"
 #include "npu/layout.h"
 #include "ops/cpu_ref.h"
 
@@ -207,6 +210,74 @@ static void test_channel_norm_kernel(void)
     llm_ctx_free(ctx);
 }
 
+/* ---- the device enforces the layout (LLM_NPU_LAYOUT_ALIGN) ------------------------------------ */
+
+/* t in device memory of its own (freed by the caller). */
+static void on_device(struct llm_tensor *t)
+{
+    CHECK(aclrtMalloc(&t->data, llm_nbytes(t), ACL_MEM_MALLOC_HUGE_FIRST) == ACL_SUCCESS, "aclrtMalloc %s", t->name);
+}
+
+/* aligned_rows: does the executor take node (0) or refuse it naming the node and the input (1)? */
+static int refused(const struct llm_tensor *node, const char *input)
+{
+    uint64_t ws;
+    aclOpExecutor *ex = NULL;
+    const aclError rc = aclnnComputeGetWorkspaceSize(node, 1, true, &ws, &ex);
+    if (rc == ACL_SUCCESS) {
+        aclnnDestroyExecutor(ex);
+        return 0;
+    }
+    const char *msg = aclGetRecentErrMsg();
+    CHECK(msg && strstr(msg, node->name) && strstr(msg, input) && strstr(msg, "padded to 16"), "refusal: %s", msg);
+    return 1;
+}
+
+/* An ALIGN kernel's executor refuses a source whose rows are not padded to 16 elements (the gemm's
+ * weight and activation, the norm's and softmax's rows) and takes it padded, a single row, or any
+ * row with the check off; element-wise kernels (BOTH) take dense rows. */
+static void test_executor_enforces(void)
+{
+    aclInit(NULL);
+    CHECK(aclrtSetDevice(0) == ACL_SUCCESS, "aclrtSetDevice");
+    struct llm_ctx *ctx = llm_ctx_new(32);
+    struct llm_tensor *w = llm_new_tensor_2d(ctx, LLM_TYPE_F32, 172, 8), *x = llm_new_tensor_2d(ctx, LLM_TYPE_F32, 172, 3);
+    struct llm_tensor *row = llm_new_tensor_2d(ctx, LLM_TYPE_F32, 172, 1), *wp = llm_new_tensor_2d(ctx, LLM_TYPE_F32, 172, 8);
+    struct llm_tensor *xp = llm_new_tensor_2d(ctx, LLM_TYPE_F32, 172, 3);
+    llm_set_name(w, "w dense");
+    llm_set_name(x, "x dense");
+    llm_set_name(wp, "w padded");
+    llm_pad_rows(wp, 16);
+    llm_pad_rows(xp, 16);
+    struct llm_tensor *mm = llm_mul_mat(ctx, w, x), *mm_w = llm_mul_mat(ctx, wp, x), *mm_ok = llm_mul_mat(ctx, wp, xp);
+    struct llm_tensor *mm_row = llm_mul_mat(ctx, wp, row), *norm = llm_rms_norm(ctx, x, 1e-5f);
+    struct llm_tensor *sm = llm_soft_max(ctx, x, NULL, 1.0f), *add = llm_add(ctx, x, x);
+    struct llm_tensor *norm_ok = llm_rms_norm(ctx, xp, 1e-5f);
+    llm_set_name(mm, "mm");
+    llm_set_name(mm_w, "mm padded weight");
+    llm_set_name(norm, "norm");
+    llm_set_name(sm, "softmax");
+    struct llm_tensor *all[] = { w, x, row, wp, xp, mm, mm_w, mm_ok, mm_row, norm, sm, add, norm_ok };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        on_device(all[i]);
+    CHECK_EQ_INT(refused(mm, "w dense"), 1);
+    CHECK_EQ_INT(refused(mm_w, "x dense"), 1);
+    CHECK_EQ_INT(refused(norm, "x dense"), 1);
+    CHECK_EQ_INT(refused(sm, "x dense"), 1);
+    CHECK_EQ_INT(refused(mm_ok, ""), 0);
+    CHECK_EQ_INT(refused(mm_row, ""), 0);
+    CHECK_EQ_INT(refused(norm_ok, ""), 0);
+    CHECK_EQ_INT(refused(add, ""), 0);
+    uint64_t ws;
+    aclOpExecutor *ex = NULL;
+    CHECK(aclnnComputeGetWorkspaceSize(mm, 1, false, &ws, &ex) == ACL_SUCCESS, "dense rows with the check off");
+    aclnnDestroyExecutor(ex);
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        aclrtFree(all[i]->data);
+    llm_ctx_free(ctx);
+    aclFinalize();
+}
+
 int main(void)
 {
     test_chain();
@@ -216,5 +287,6 @@ int main(void)
     test_graph_output();
     test_linear_time();
     test_channel_norm_kernel();
+    test_executor_enforces();
     return test_done("test_layout");
 }

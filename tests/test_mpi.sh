@@ -86,7 +86,8 @@ for o in md csv json jsonl sql; do
   [ $rc -eq 0 ] || fail "llm-bench -o $o under mpirun: exit $rc: $(head -c 300 "$tmp/errk")"
 done
 grep -q '| ranks    |' "$tmp/b.md" && [ "$(grep -c '| 3/2      |' "$tmp/b.md")" -eq 2 ] && ok || fail "md: $(cat "$tmp/b.md")"
-[ "$(grep -c '"2","3/2","1"$' "$tmp/b.csv")" -eq 2 ] && head -1 "$tmp/b.csv" | grep -q ',n_ranks,ranks_split,use_mmap$' && ok \
+[ "$(grep -c '"2","3/2","1","[01]","[0-9.]*","[0-9.]*"$' "$tmp/b.csv")" -eq 2 ] &&
+  head -1 "$tmp/b.csv" | grep -q ',n_ranks,ranks_split,use_mmap,operator_fusion,launches_per_token,launches_per_token_unfused$' && ok \
   || fail "csv: $(cut -c 1-40 "$tmp/b.csv")"
 [ "$(grep -c '"n_ranks": 2,$' "$tmp/b.json")" -eq 2 ] && [ "$(grep -c '"ranks_split": "3/2",$' "$tmp/b.json")" -eq 2 ] && ok \
   || fail "json: $(grep ranks "$tmp/b.json")"

@@ -296,6 +296,40 @@ static void test_rope_tables(void)
     }
 }
 
+/* LLM_NPU_LAYOUT_ALIGN made real on stories260K (ff 172): the prompt's 172-wide activations are padded
+ * for ffn_down's gemm (one CHANNEL_NORM kernel per layer but the last, which keeps one row), decode
+ * steps (single rows) need none, and neither does ffn_down's weight, uploaded padded (else every
+ * decode step would pad it). Off: nothing padded. */
+static void test_layout_pads(struct llm_model *m)
+{
+    for (int on = 0; on < 2; on++) {
+        setenv("LLM_NPU_LAYOUT_ALIGN", on ? "on" : "off", 1);
+        struct llm_context_params p = llm_context_default_params();
+        p.n_ctx = 64;
+        p.device = LLM_DEVICE_NPU;
+        struct llm_backend_option npu_opts[2];
+        test_npu_options(&p, npu_opts, 0, -1);
+        struct llm_context *c = NULL;
+        struct llm_error err;
+        CHECK(llm_context_new(m, &p, &c, &err) == 0, "%s", err.msg);
+        if (!c)
+            continue;
+        const int32_t prompt[] = { 1, 2, 3, 4, 5, 6 };
+        bool ok = llm_decode(c, prompt, 6, true, &err) == 0;
+        struct llm_npu_stats st;
+        test_npu_stats(c, &st);
+        const uint64_t prompt_pads = st.layout_pads;
+        for (int32_t t = 7; ok && t < 12; t++)
+            ok = llm_decode(c, &t, 1, false, &err) == 0;
+        CHECK(ok, "layout %d: %s", on, err.msg);
+        test_npu_stats(c, &st);
+        CHECK(prompt_pads == (on ? 5u : 0u) && st.layout_pads == prompt_pads, "layout %d: %llu pads for the prompt, "
+              "%llu in all", on, (unsigned long long)prompt_pads, (unsigned long long)st.layout_pads);
+        llm_context_free(c);
+    }
+    unsetenv("LLM_NPU_LAYOUT_ALIGN");
+}
+
 /* A prefill graph: eager unless GGML_CANN_PREFILL_USE_GRAPH; then captured once and replayed. */
 static void test_prefill(struct llm_model *m)
 {
@@ -344,6 +378,7 @@ int main(void)
     if (m) {
         test_windows(m);
         test_prefill(m);
+        test_layout_pads(m);
     }
     llm_model_free(m);
     test_rope_tables();

@@ -23,9 +23,12 @@ enum field {
     F_EAGER_LAUNCHES, F_NPU_LAUNCH_US, F_OPS_REPLAYED, F_HOST_LAUNCH_US, F_HOST_MATCH_US, F_HOST_SERIAL_US, F_DEVICE_US,
     F_HOST_WAITS, F_HOST_WAITS_SHARED_CPU, F_N_SPLITS, F_COPY_BYTES, F_N_RANKS, F_RANKS_SPLIT,
     /* older llama-bench's use_mmap beside load_mode (sql: llm_bench_load) */
-    F_USE_MMAP, N_FIELDS,
+    F_USE_MMAP,
+    /* operator fusion and the kernels run per token with and without it (sql: llm_bench_fusion) */
+    F_OPERATOR_FUSION, F_LAUNCHES, F_LAUNCHES_UNFUSED, N_FIELDS,
     N_LLAMA_FIELDS = F_ACL_GRAPH, /* llama-bench's fields are [0, N_LLAMA_FIELDS) */
-    N_EXTRA_END = F_USE_MMAP      /* llm_bench_extra's are [N_LLAMA_FIELDS, N_EXTRA_END) */
+    N_EXTRA_END = F_USE_MMAP,     /* llm_bench_extra's are [N_LLAMA_FIELDS, N_EXTRA_END) */
+    N_LOAD_END = F_OPERATOR_FUSION /* llm_bench_load's are [N_EXTRA_END, N_LOAD_END)       */
 };
 
 /* A field's name and type; the device's figures (backend.h llm_backend_stat) name the figure they
@@ -67,6 +70,9 @@ static const struct {
     [F_N_SPLITS] = { "n_splits", T_INT }, [F_COPY_BYTES] = { "copy_bytes_per_token", T_FLOAT },
     [F_N_RANKS] = { "n_ranks", T_INT }, [F_RANKS_SPLIT] = { "ranks_split", T_STRING },
     [F_USE_MMAP] = { "use_mmap", T_BOOL },
+    [F_OPERATOR_FUSION] = { "operator_fusion", T_BOOL, "operator_fusion" },
+    [F_LAUNCHES] = { "launches_per_token", T_FLOAT, "kernels_run", true },
+    [F_LAUNCHES_UNFUSED] = { "launches_per_token_unfused", T_FLOAT, "kernels_run_unfused", true },
 };
 
 /* A result with its summary statistics. */
@@ -115,7 +121,7 @@ static const char *row_backends(const struct record *rec)
 static const char *stat_value(const struct bench_result *r, enum field f, char *buf, size_t cap)
 {
     const double v = bench_stat(r, fields[f].stat);
-    if (fields[f].type == T_INT)
+    if (fields[f].type == T_INT || fields[f].type == T_BOOL)
         snprintf(buf, cap, "%.0f", v);
     else
         snprintf(buf, cap, "%f", fields[f].per_token ? per_token(r, v) : v);
@@ -177,7 +183,8 @@ static const char *value(const struct record *rec, enum field f, char *buf)
     case F_NPU_LAUNCH_US: snprintf(buf, cap, "%d", t->launch_us); return buf;
     case F_GRAPH_CAPTURES: case F_GRAPH_REPLAYS: case F_GRAPH_HITS: case F_GRAPH_MISSES: case F_GRAPH_EVICTIONS:
     case F_EAGER_LAUNCHES: case F_OPS_REPLAYED: case F_HOST_LAUNCH_US: case F_HOST_MATCH_US: case F_HOST_SERIAL_US:
-    case F_DEVICE_US: case F_HOST_WAITS: case F_HOST_WAITS_SHARED_CPU:
+    case F_DEVICE_US: case F_HOST_WAITS: case F_HOST_WAITS_SHARED_CPU: case F_OPERATOR_FUSION: case F_LAUNCHES:
+    case F_LAUNCHES_UNFUSED:
         return stat_value(r, f, buf, cap);
     case F_N_SPLITS: snprintf(buf, cap, "%d", r->n_splits); return buf;
     case F_COPY_BYTES: snprintf(buf, cap, "%f", r->copy_bytes_per_token); return buf;
@@ -398,7 +405,8 @@ static void put_token_times(FILE *out, const struct record *rec, const char *ind
  * our INSERTs fail in it, dropping the extra rows): new fields get a new table keyed the same way.
  * n_splits, copy_bytes_per_token, n_ranks and ranks_split broke that rule; a database made before
  * them keeps its llama_bench rows but gets no llm_bench_extra rows until that table is dropped.
- * The load row (llm_bench_load: use_mmap), the --profile row (llm_bench_profile) and the --token-times rows (llm_bench_tokens) are keyed the
+ * The load row (llm_bench_load: use_mmap), the fusion row (llm_bench_fusion: operator_fusion and
+ * the kernels run per token with and without it), the --profile row (llm_bench_profile) and the --token-times rows (llm_bench_tokens) are keyed the
  * same way too. By then last_insert_rowid() is llm_bench_extra's, and it moves with every row
  * inserted, so they take the link from the newest llm_bench_extra row with the test's test_time and
  * avg_ns: the row just written (none if its INSERT failed). */
@@ -461,6 +469,17 @@ static void sql_from_extra(FILE *out, const struct record *rec)
     fputs(" ORDER BY rowid DESC LIMIT 1) AS e", out);
 }
 
+/* The test's row of fields [from, to) in table, keyed as its llm_bench_extra row. */
+static void sql_keyed_row(FILE *out, const struct record *rec, const char *table, int from, int to)
+{
+    fprintf(out, "INSERT INTO %s (llama_bench_rowid, test_time, avg_ns, ", table);
+    sql_names(out, from, to);
+    fputs(") SELECT e.llama_bench_rowid, e.test_time, e.avg_ns, ", out);
+    sql_values(out, rec, from, to);
+    sql_from_extra(out, rec);
+    fputs(";\n", out);
+}
+
 /* One INSERT per repetition into llm_bench_tokens. */
 static void sql_tokens(FILE *out, const struct record *rec)
 {
@@ -492,12 +511,8 @@ static void sql_insert(FILE *out, const struct record *rec, bool profile)
     fputs(") SELECT rowid, test_time, avg_ns, ", out);
     sql_values(out, rec, N_LLAMA_FIELDS, N_EXTRA_END);
     sql_link(out, rec);
-    fputs("INSERT INTO llm_bench_load (llama_bench_rowid, test_time, avg_ns, ", out);
-    sql_names(out, N_EXTRA_END, N_FIELDS);
-    fputs(") SELECT e.llama_bench_rowid, e.test_time, e.avg_ns, ", out);
-    sql_values(out, rec, N_EXTRA_END, N_FIELDS);
-    sql_from_extra(out, rec);
-    fputs(";\n", out);
+    sql_keyed_row(out, rec, "llm_bench_load", N_EXTRA_END, N_LOAD_END);
+    sql_keyed_row(out, rec, "llm_bench_fusion", N_LOAD_END, N_FIELDS);
     if (profile) {
         fputs("INSERT INTO llm_bench_profile (llama_bench_rowid, test_time, avg_ns, profile) SELECT "
               "e.llama_bench_rowid, e.test_time, e.avg_ns, ", out);
@@ -578,7 +593,8 @@ void bench_print_header(struct bench_printer *pr, const struct bench_env *env)
     case BENCH_OUT_SQL:
         sql_create(pr->out, "llama_bench", "", 0, N_LLAMA_FIELDS);
         sql_create(pr->out, "llm_bench_extra", SQL_EXTRA_KEY_COLUMNS, N_LLAMA_FIELDS, N_EXTRA_END);
-        sql_create(pr->out, "llm_bench_load", SQL_EXTRA_KEY_COLUMNS, N_EXTRA_END, N_FIELDS);
+        sql_create(pr->out, "llm_bench_load", SQL_EXTRA_KEY_COLUMNS, N_EXTRA_END, N_LOAD_END);
+        sql_create(pr->out, "llm_bench_fusion", SQL_EXTRA_KEY_COLUMNS, N_LOAD_END, N_FIELDS);
         if (pr->params->profile)
             fputs("CREATE TABLE IF NOT EXISTS llm_bench_profile (\n" SQL_EXTRA_KEY_COLUMNS "  profile TEXT\n);\n\n",
                   pr->out);

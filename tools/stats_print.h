@@ -7,8 +7,8 @@
 
 #include "backend.h"
 
-/* ": name value, ...; per token: name value, ...\n": counts first, then the times (figures named
- * *_us), each divided by n_tokens. */
+/* ": name value, ...; per token: name value, ...\n": the totals first, then the figures marked
+ * per_token (times, kernels run), each divided by n_tokens. */
 void print_backend_stats(FILE *out, const struct llm_backend_stat *st, int n, double n_tokens);
 
 #endif

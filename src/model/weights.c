@@ -58,6 +58,28 @@ static int upload_unpacked(struct llm_tensor *t, const void *packed, struct llm_
     return rc;
 }
 
+/* t (a copy of a model tensor, strides as in the file) as backend b lays it out: rows padded where
+ * b's kernels want them so. */
+static void device_layout(struct llm_backend *b, struct llm_tensor *t)
+{
+    if (b->iface->weight_row_align)
+        llm_pad_rows(t, b->iface->weight_row_align(b, t));
+}
+
+/* Upload the dense rows at from into t, whose rows are padded: through one padded host copy. */
+static int upload_padded(struct llm_tensor *t, const void *from, struct llm_error *err)
+{
+    const size_t dense = llm_row_size(t->type, t->ne[0]), n = llm_nbytes(t);
+    char *buf = calloc(1, n);
+    if (!buf)
+        return llm_fail(err, LLM_ERR_NOMEM, "out of memory");
+    for (int64_t r = 0; r < llm_nrows(t); r++)
+        memcpy(buf + (size_t)r * t->nb[1], (const char *)from + (size_t)r * dense, dense);
+    int rc = llm_tensor_set(t, buf, 0, n, err);
+    free(buf);
+    return rc;
+}
+
 /* Copy the tensors offload accepts into one device buffer and point the copied model at them. */
 static int upload(struct llm_weights *w, const struct llm_model *m, llm_weights_offload_fn offload, void *user,
                   struct llm_error *err)
@@ -72,13 +94,19 @@ static int upload(struct llm_weights *w, const struct llm_model *m, llm_weights_
     for (int64_t i = 0; i < m->n_tensors; i++) {
         const struct llm_tensor *t = &m->tensors[i];
         w->uploaded[i] = offload(user, t, llm_weights_layer_of(t->name, m->hp.n_layer));
-        total += w->uploaded[i] ? align_up(llm_nbytes(t)) : 0;
+        w->tensors[i] = *t;
+        device_layout(b, &w->tensors[i]);
+        total += w->uploaded[i] ? align_up(llm_nbytes(&w->tensors[i])) : 0;
     }
     /* a tied output matrix is the token embedding, which stays on the host: an offloaded output
      * layer gets a copy of its own in the last slot (llama.cpp duplicates it likewise) */
     const int64_t tied = m->n_tensors;
     w->uploaded[tied] = m->output && m->output == m->tok_embd && offload(user, m->output, m->hp.n_layer);
-    total += w->uploaded[tied] ? align_up(llm_nbytes(m->output)) : 0;
+    if (w->uploaded[tied]) {
+        w->tensors[tied] = *m->output;
+        device_layout(b, &w->tensors[tied]);
+        total += align_up(llm_nbytes(&w->tensors[tied]));
+    }
     w->buf = total ? llm_buffer_new(b, total) : NULL;
     if (total && !w->buf)
         return llm_backend_alloc_failed(b, "weights", total, err);
@@ -87,14 +115,14 @@ static int upload(struct llm_weights *w, const struct llm_model *m, llm_weights_
         if (!w->uploaded[i])
             continue;
         struct llm_tensor *t = &w->tensors[i];
-        *t = i == tied ? *m->output : m->tensors[i];
+        const struct llm_tensor *file = i == tied ? m->output : &m->tensors[i];
         const void *from = t->data;
         llm_buffer_place(w->buf, t, offs);
         t->flags &= ~(uint32_t)LLM_TENSOR_REPACKED; /* the device reads the file's layout */
         const size_t n = llm_nbytes(t);
-        int rc = (i == tied ? m->output : &m->tensors[i])->flags & LLM_TENSOR_REPACKED
-                     ? upload_unpacked(t, from, err)
-                     : llm_tensor_set(t, from, 0, n, err);
+        int rc = file->flags & LLM_TENSOR_REPACKED ? upload_unpacked(t, from, err)
+                 : t->nb[1] != file->nb[1]         ? upload_padded(t, from, err)
+                                                   : llm_tensor_set(t, from, 0, n, err);
         if (rc)
             return rc;
         offs += align_up(n);

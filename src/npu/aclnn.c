@@ -8,6 +8,7 @@
 #include "../profile.h"
 #include "../trace.h"
 #include "acl_internal.h"
+#include "layout.h"
 
 enum kernel_kind { KERNEL_COMPUTE, KERNEL_ROPE_CACHE, KERNEL_ROPE_APPLY };
 
@@ -120,19 +121,28 @@ static aclError build(const char *name, const struct llm_tensor *node, enum kern
     return ACL_SUCCESS;
 }
 
-aclError aclnnComputeGetWorkspaceSize(const struct llm_tensor *node, int n_workers, uint64_t *workspace_size,
-                                      aclOpExecutor **executor)
+aclError aclnnComputeGetWorkspaceSize(const struct llm_tensor *node, int n_workers, bool aligned_rows,
+                                      uint64_t *workspace_size, aclOpExecutor **executor)
 {
-    if (node->op == LLM_OP_ROPE)
+    *executor = NULL;
+    if (node->op == LLM_OP_ROPE || node->op == LLM_OP_ROPE_QK)
         return acl_set_error(ACL_ERROR_INVALID_PARAM, "aclnnComputeGetWorkspaceSize: ROPE goes through aclnnRopeCache "
                              "and aclnnRotaryPositionEmbedding");
+    for (int j = 0; aligned_rows && j < LLM_MAX_SRC; j++) {
+        const struct llm_tensor *s = node->src[j];
+        if (s && npu_layout_reads_aligned(node, j) && !npu_layout_rows_aligned(s))
+            return acl_set_error(ACL_ERROR_INVALID_PARAM, "aclnnComputeGetWorkspaceSize: %s '%s' reads '%s' with rows of "
+                                 "%lld elements every %zu bytes: its ALIGN kernel needs rows padded to %d elements",
+                                 llm_op_name(node->op), node->name, s->name, (long long)s->ne[0], s->nb[1],
+                                 NPU_ALIGN_ELEMS);
+    }
     return build("aclnnCompute", node, KERNEL_COMPUTE, NULL, n_workers, workspace_size, executor);
 }
 
 aclError aclnnRopeCacheGetWorkspaceSize(const struct llm_tensor *rope, float *table, uint64_t *workspace_size,
                                         aclOpExecutor **executor)
 {
-    if (rope->op != LLM_OP_ROPE || !table || !acl_is_device_range(table, llm_rope_table_floats(rope) * sizeof(float)))
+    if ((rope->op != LLM_OP_ROPE && rope->op != LLM_OP_ROPE_QK) || !table || !acl_is_device_range(table, llm_rope_table_floats(rope) * sizeof(float)))
         return acl_set_error(ACL_ERROR_INVALID_PARAM, "aclnnRopeCacheGetWorkspaceSize: not a ROPE node or no device table");
     return build("aclnnRopeCache", rope, KERNEL_ROPE_CACHE, table, 1, workspace_size, executor);
 }
@@ -140,7 +150,7 @@ aclError aclnnRopeCacheGetWorkspaceSize(const struct llm_tensor *rope, float *ta
 aclError aclnnRotaryPositionEmbeddingGetWorkspaceSize(const struct llm_tensor *rope, const float *table,
                                                       uint64_t *workspace_size, aclOpExecutor **executor)
 {
-    if (rope->op != LLM_OP_ROPE || (table && !acl_is_device_range(table, llm_rope_table_floats(rope) * sizeof(float))))
+    if ((rope->op != LLM_OP_ROPE && rope->op != LLM_OP_ROPE_QK) || (table && !acl_is_device_range(table, llm_rope_table_floats(rope) * sizeof(float))))
         return acl_set_error(ACL_ERROR_INVALID_PARAM,
                              "aclnnRotaryPositionEmbeddingGetWorkspaceSize: not a ROPE node or table outside device memory");
     return build("aclnnRotaryPositionEmbedding", rope, KERNEL_ROPE_APPLY, (float *)table, 1, workspace_size, executor);

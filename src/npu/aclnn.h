@@ -8,10 +8,12 @@
  * the kernel (recorded instead when the stream captures); it consumes the executor.
  *
  * ROPE is two kernels, as on Ascend: aclnnRopeCache computes the cos/sin table of a ROPE node from
- * its positions into a device buffer, aclnnRotaryPositionEmbedding rotates with that table. */
+ * its positions into a device buffer, aclnnRotaryPositionEmbedding rotates with that table. Both
+ * take a ROPE_QK node too (one table; the rotation does both halves). */
 #ifndef LLM_NPU_ACLNN_H
 #define LLM_NPU_ACLNN_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "../tensor.h"
@@ -19,9 +21,12 @@
 
 typedef struct aclOpExecutor aclOpExecutor;
 
-/* Any op the cpu kernels run, except ROPE. n_workers: the stream's worker count (for scratch). */
-aclError aclnnComputeGetWorkspaceSize(const struct llm_tensor *node, int n_workers, uint64_t *workspace_size,
-                                      aclOpExecutor **executor);
+/* Any op the cpu kernels run, except ROPE and ROPE_QK. n_workers: the stream's worker count (for
+ * scratch). aligned_rows (LLM_NPU_LAYOUT_ALIGN): refuse, naming the node and the input, a source
+ * an ALIGN kernel reads whose rows are not padded to 16 elements (layout.h), as a cube unit needs
+ * its fractal format. */
+aclError aclnnComputeGetWorkspaceSize(const struct llm_tensor *node, int n_workers, bool aligned_rows,
+                                      uint64_t *workspace_size, aclOpExecutor **executor);
 /* table: llm_rope_table_floats(rope) floats of device memory. */
 aclError aclnnRopeCacheGetWorkspaceSize(const struct llm_tensor *rope, float *table, uint64_t *workspace_size,
                                         aclOpExecutor **executor);

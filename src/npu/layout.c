@@ -13,11 +13,34 @@ enum npu_layout npu_layout_rule(const struct llm_tensor *node)
     case LLM_OP_RESHAPE:
         return NPU_LAYOUT_NALIGN;
     case LLM_OP_NONE: case LLM_OP_GET_ROWS: case LLM_OP_ADD: case LLM_OP_MUL: case LLM_OP_SCALE: case LLM_OP_ROPE:
+    case LLM_OP_ROPE_QK:
     case LLM_OP_SWIGLU: case LLM_OP_SILU: case LLM_OP_CPY: case LLM_OP_VIEW: case LLM_OP_PERMUTE: case LLM_OP_TRANSPOSE:
     case LLM_OP_CHANNEL_NORM: case LLM_OP_FUSED: case LLM_OP_COUNT:
         return NPU_LAYOUT_BOTH;
     }
     return NPU_LAYOUT_BOTH;
+}
+
+bool npu_layout_reads_aligned(const struct llm_tensor *node, int j)
+{
+    switch (node->op) {
+    case LLM_OP_MUL_MAT: case LLM_OP_MUL_MAT_ADD: case LLM_OP_ADD_RMS_NORM:
+        return j <= 1;
+    case LLM_OP_RMS_NORM: case LLM_OP_RMS_NORM_MUL: case LLM_OP_SOFT_MAX:
+        return j == 0;
+    case LLM_OP_NONE: case LLM_OP_GET_ROWS: case LLM_OP_SET_ROWS: case LLM_OP_ADD: case LLM_OP_MUL: case LLM_OP_SCALE:
+    case LLM_OP_ROPE: case LLM_OP_FLASH_ATTN: case LLM_OP_SWIGLU: case LLM_OP_SILU: case LLM_OP_CPY: case LLM_OP_CONT:
+    case LLM_OP_VIEW: case LLM_OP_RESHAPE: case LLM_OP_PERMUTE: case LLM_OP_TRANSPOSE: case LLM_OP_CHANNEL_NORM:
+    case LLM_OP_FUSED: case LLM_OP_ROPE_QK: case LLM_OP_COUNT:
+        return false;
+    }
+    return false;
+}
+
+bool npu_layout_rows_aligned(const struct llm_tensor *t)
+{
+    return llm_type_info(t->type)->blck_size > 1 || llm_nrows(t) <= 1 || t->nb[0] != llm_row_size(t->type, 1) ||
+           t->nb[1] % llm_row_size(t->type, NPU_ALIGN_ELEMS) == 0;
 }
 
 static int rank_of(const struct llm_tensor *t)

@@ -23,6 +23,7 @@
 #ifndef LLM_NPU_LAYOUT_H
 #define LLM_NPU_LAYOUT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "../graph.h"
@@ -39,6 +40,17 @@ struct npu_layout_report {
     size_t padding_bytes; /* bytes the ALIGN tensors (nodes and the weights they read) gain      */
     size_t probes;        /* hash slots the pass looked at: linear in nodes and edges (a test bound) */
 };
+
+/* What the device enforces (LLM_NPU_LAYOUT_ALIGN on): source j of node must come in ALIGN rows. The
+ * gemms read both operands (MUL_MAT, MUL_MAT_ADD), the norms and the softmax the rows they reduce
+ * (RMS_NORM, RMS_NORM_MUL, SOFT_MAX src0; ADD_RMS_NORM both addends). The other ALIGN-only ops
+ * (FLASH_ATTN, CONT, SET_ROWS) are not enforced yet (src/npu/README.md says why). */
+bool npu_layout_reads_aligned(const struct llm_tensor *node, int j);
+
+/* Are t's rows ALIGN for an enforcing reader: a row stride of a multiple of NPU_ALIGN_ELEMS
+ * elements? Quantized rows (whole blocks), a single row (no stride to pad) and a transposed view
+ * (nb[0] not one element: read element by element, with no rows to pad) count as ALIGN. */
+bool npu_layout_rows_aligned(const struct llm_tensor *t);
 
 /* The layout rule of node's op alone: ALIGN, NALIGN or BOTH (before inputs, outputs and rank). */
 enum npu_layout npu_layout_rule(const struct llm_tensor *node);

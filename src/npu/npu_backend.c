@@ -38,19 +38,27 @@ struct rope_key {
     int32_t params[LLM_MAX_OP_PARAMS];
 };
 
+/* A captured graph in the cache: the instance, and the nodes fusion absorbed in the graph it records. */
+struct npu_graph {
+    aclmdlRI ri;
+    uint64_t fused;
+};
+
 struct npu_backend {
     aclrtStream stream;
     int n_workers;
     bool graph_mode, prefill_graph;
     bool fusion;                 /* GGML_CANN_OPERATOR_FUSION                                    */
-    bool layout_align;           /* LLM_NPU_LAYOUT_ALIGN (default on): the layout pass's report  */
-    char fusion_log[384];        /* the last pass summary logged, so each is said once           */
+    bool layout_align;           /* LLM_NPU_LAYOUT_ALIGN (default on): ALIGN rows enforced and made */
+    char fusion_log[448];        /* the last pass summary logged, so each is said once           */
     struct llm_graph_lru *lru;
     struct npu_launch_cost cost;
     void *workspace;             /* stream-ordered: every launch uses it from offset 0          */
     size_t workspace_size;
     void *retired[MAX_RETIRED];  /* outgrown workspaces: captured graphs may still point at them */
     int n_retired;
+    void *pad_buf;               /* stream-ordered: one node's inputs padded to ALIGN rows         */
+    size_t pad_size;
     float *rope_table;
     size_t rope_floats;
     bool rope_valid;             /* reset per graph: the first ROPE node refills the table       */
@@ -91,7 +99,8 @@ static bool npu_supports_op(struct llm_backend *b, const struct llm_tensor *node
     case LLM_OP_SET_ROWS:
         return is_float(s0->type);
     case LLM_OP_ROPE:
-        return s0->ne[0] <= 896;
+    case LLM_OP_ROPE_QK: /* both halves have the rows of one layer's heads */
+        return s0->ne[0] <= 896 && (node->op == LLM_OP_ROPE || node->src[2]->ne[0] <= 896);
     case LLM_OP_NONE: case LLM_OP_ADD: case LLM_OP_MUL: case LLM_OP_SCALE: case LLM_OP_RMS_NORM:
     case LLM_OP_SOFT_MAX: case LLM_OP_FLASH_ATTN: case LLM_OP_SWIGLU: case LLM_OP_SILU: case LLM_OP_CPY:
     case LLM_OP_CONT: case LLM_OP_VIEW: case LLM_OP_RESHAPE: case LLM_OP_PERMUTE: case LLM_OP_TRANSPOSE:
@@ -124,10 +133,55 @@ static int grow_device_buffer(struct npu_backend *nb, void **buf, size_t *have, 
     return LLM_OK;
 }
 
+/* Source j of node as its ALIGN kernel reads it: the same elements in dense rows padded to
+ * NPU_ALIGN_ELEMS, at data. */
+static struct llm_tensor padded_source(const struct llm_tensor *node, int j, void *data)
+{
+    struct llm_tensor p = *node->src[j];
+    p.op = LLM_OP_NONE;
+    memset(p.src, 0, sizeof p.src);
+    p.view_src = NULL;
+    p.nb[0] = llm_row_size(p.type, 1);
+    for (int d = 1; d < LLM_MAX_DIMS; d++)
+        p.nb[d] = p.nb[d - 1] * (size_t)p.ne[d - 1];
+    llm_pad_rows(&p, NPU_ALIGN_ELEMS);
+    p.data = data;
+    return p;
+}
+
+/* The CHANNEL_NORM kernel writing padded_source(node, j, data) from node's source j. */
+static struct llm_tensor pad_node(const struct llm_tensor *node, int j, void *data)
+{
+    struct llm_tensor pad = padded_source(node, j, data);
+    pad.op = LLM_OP_CHANNEL_NORM;
+    pad.src[0] = node->src[j];
+    pad.op_params[0] = 1;
+    snprintf(pad.name, sizeof pad.name, "%.40s (padded)", node->src[j]->name);
+    return pad;
+}
+
+/* The sources of node its ALIGN kernel cannot read as they are (layout.h). */
+static bool needs_padding(const struct llm_tensor *node, int j)
+{
+    return node->src[j] && npu_layout_reads_aligned(node, j) && !npu_layout_rows_aligned(node->src[j]);
+}
+
+/* Device bytes node's padded inputs take (each 64-byte aligned). */
+static size_t padded_inputs_bytes(const struct llm_tensor *node)
+{
+    size_t bytes = 0;
+    for (int j = 0; j < LLM_MAX_SRC; j++)
+        if (needs_padding(node, j)) {
+            const struct llm_tensor p = padded_source(node, j, NULL);
+            bytes += (llm_nbytes(&p) + 63) & ~(size_t)63;
+        }
+    return bytes;
+}
+
 static int npu_graph_reserve(struct llm_backend *b, const struct llm_graph *g, struct llm_error *err)
 {
     struct npu_backend *nb = b->ctx;
-    size_t ws = 0, rope = 0;
+    size_t ws = 0, rope = 0, pad = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         const struct llm_tensor *node = g->nodes[i];
         if (llm_op_is_noop(node->op))
@@ -138,10 +192,24 @@ static int npu_graph_reserve(struct llm_backend *b, const struct llm_graph *g, s
                             node->name);
         size_t w = llm_cpu_work_size_bound(node, nb->n_workers); /* and every smaller batch */
         ws = w > ws ? w : ws;
-        if (node->op == LLM_OP_ROPE && llm_rope_table_floats(node) > rope)
+        pad = nb->layout_align && padded_inputs_bytes(node) > pad ? padded_inputs_bytes(node) : pad;
+        struct llm_tensor run = *node, padded[LLM_MAX_SRC];
+        for (int j = 0; nb->layout_align && j < LLM_MAX_SRC; j++) /* the pads' kernels, and node reading them */
+            if (needs_padding(node, j)) {
+                const struct llm_tensor copy = pad_node(node, j, NULL);
+                w = llm_cpu_work_size_bound(&copy, nb->n_workers);
+                ws = w > ws ? w : ws;
+                padded[j] = padded_source(node, j, NULL);
+                run.src[j] = &padded[j];
+            }
+        w = llm_cpu_work_size_bound(&run, nb->n_workers);
+        ws = w > ws ? w : ws;
+        if ((node->op == LLM_OP_ROPE || node->op == LLM_OP_ROPE_QK) && llm_rope_table_floats(node) > rope)
             rope = llm_rope_table_floats(node);
     }
     int rc = grow_device_buffer(nb, &nb->workspace, &nb->workspace_size, ws, err);
+    if (!rc)
+        rc = grow_device_buffer(nb, &nb->pad_buf, &nb->pad_size, pad, err);
     size_t rope_bytes = nb->rope_floats * sizeof(float);
     if (!rc)
         rc = grow_device_buffer(nb, (void **)&nb->rope_table, &rope_bytes, rope * sizeof(float), err);
@@ -149,10 +217,14 @@ static int npu_graph_reserve(struct llm_backend *b, const struct llm_graph *g, s
     return rc;
 }
 
-/* The layout pass's verdict on the split (LLM_NPU_LAYOUT_ALIGN), appended to line: the device
- * still runs dense rows, so the pass reports and inserts nothing. */
+/* The layout pass's verdict on the split (LLM_NPU_LAYOUT_ALIGN), appended to line, beside what the
+ * device makes of it: the pads it launches before the enforcing ALIGN kernels (pad_sources). */
 static void layout_report(const struct llm_graph *g, int first, int end, char *line, size_t cap)
 {
+    int pads = 0;
+    for (int i = first; i < end; i++)
+        for (int j = 0; j < LLM_MAX_SRC && !llm_op_is_noop(g->nodes[i]->op); j++)
+            pads += needs_padding(g->nodes[i], j);
     struct llm_graph sub = { .nodes = g->nodes + first, .n_nodes = end - first, .leafs = g->leafs,
                              .n_leafs = g->n_leafs };
     enum npu_layout *modes = malloc(((size_t)sub.n_nodes + 1) * sizeof *modes);
@@ -160,8 +232,8 @@ static void layout_report(const struct llm_graph *g, int first, int end, char *l
     const double t0 = llm_now_us();
     if (modes && npu_layout_align(&sub, NULL, modes, &r) == 0) {
         const size_t n = strlen(line);
-        snprintf(line + n, cap - n, "; layout align (report only): %d CHANNEL_NORM nodes, %d by a naive pass, "
-                 "%zu bytes of padding, %.0f us", r.inserted, r.naive, r.padding_bytes, llm_now_us() - t0);
+        snprintf(line + n, cap - n, "; layout align: %d CHANNEL_NORM nodes, %d by a naive pass, %zu bytes of padding, "
+                 "%.0f us; the device pads %d inputs", r.inserted, r.naive, r.padding_bytes, llm_now_us() - t0, pads);
     }
     free(modes);
 }
@@ -178,9 +250,9 @@ static void npu_graph_optimize(struct llm_backend *b, struct llm_graph *g, int f
     const int absorbed = nb->fusion ? npu_fuse(g, first, end, &c) : 0;
     char line[sizeof nb->fusion_log];
     snprintf(line, sizeof line, "npu: operator fusion %s: a %d-token graph launches %d kernels, %d unfused "
-             "(MUL_MAT+ADD %d, RMS_NORM+MUL %d, ADD+RMS_NORM %d), RoPE tables aside",
+             "(MUL_MAT+ADD %d, RMS_NORM+MUL %d, ADD+RMS_NORM %d, ROPE+ROPE %d), RoPE tables aside",
              nb->fusion ? "on" : "off", (int)llm_graph_query_len(g), launches - (absorbed > 0 ? absorbed : 0), launches,
-             c.mul_mat_add, c.rms_norm_mul, c.add_rms_norm);
+             c.mul_mat_add, c.rms_norm_mul, c.add_rms_norm, c.rope_qk);
     if (nb->layout_align)
         layout_report(g, first, end, line, sizeof line);
     if (strcmp(line, nb->fusion_log) != 0) {
@@ -189,8 +261,10 @@ static void npu_graph_optimize(struct llm_backend *b, struct llm_graph *g, int f
     }
 }
 
-static void rope_key_of(const struct llm_tensor *rope, struct rope_key *k)
+static void rope_key_of(const struct llm_tensor *node, struct rope_key *k)
 {
+    const struct llm_tensor first = node->op == LLM_OP_ROPE_QK ? llm_rope_qk_part(node, 0) : *node;
+    const struct llm_tensor *rope = &first;
     memset(k, 0, sizeof *k);
     k->pos = rope->src[1]->data;
     k->n_pos = rope->src[1]->ne[0];
@@ -220,9 +294,10 @@ static int launch(struct npu_backend *nb, aclOpExecutor *ex, uint64_t ws, struct
     return LLM_OK;
 }
 
-/* ROPE: refill the table when this node's key differs from the table's (the first ROPE node of
- * every graph, since the table is invalidated per graph), then rotate with it. A table larger
- * than reserved is not grown: the rotation then computes its angles per row. */
+/* ROPE or ROPE_QK: refill the table when this node's key differs from the table's (the first ROPE
+ * node of every graph, since the table is invalidated per graph), then rotate with it (ROPE_QK: both
+ * halves in one kernel). A table larger than reserved is not grown: the rotation then computes its
+ * angles per row. */
 static int launch_rope(struct npu_backend *nb, const struct llm_tensor *node, struct llm_error *err)
 {
     uint64_t ws;
@@ -243,22 +318,57 @@ static int launch_rope(struct npu_backend *nb, const struct llm_tensor *node, st
     return launch(nb, ex, ws, err);
 }
 
+/* The layout pass's pads, made real: each source of node whose rows its ALIGN kernel cannot read
+ * is copied by a CHANNEL_NORM kernel into padded rows in pad_buf, and *run (node reading the padded
+ * copies) is what to launch; pad_buf is reused by the next node, since the stream runs in order. */
+static int pad_sources(struct npu_backend *nb, const struct llm_tensor *node, struct llm_tensor *run,
+                       struct llm_tensor padded[LLM_MAX_SRC], struct llm_error *err)
+{
+    *run = *node;
+    const size_t need = padded_inputs_bytes(node);
+    if (!need)
+        return LLM_OK;
+    int rc = grow_device_buffer(nb, &nb->pad_buf, &nb->pad_size, need, err);
+    size_t offs = 0;
+    for (int j = 0; j < LLM_MAX_SRC && !rc; j++) {
+        if (!needs_padding(node, j))
+            continue;
+        padded[j] = padded_source(node, j, (char *)nb->pad_buf + offs);
+        offs += (llm_nbytes(&padded[j]) + 63) & ~(size_t)63;
+        const struct llm_tensor pad = pad_node(node, j, padded[j].data);
+        uint64_t ws;
+        aclOpExecutor *ex;
+        ACL_CHECK(aclnnComputeGetWorkspaceSize(&pad, nb->n_workers, false, &ws, &ex));
+        rc = launch(nb, ex, ws, err);
+        nb->stats.layout_pads++;
+        run->src[j] = &padded[j];
+    }
+    return rc;
+}
+
 static int launch_node(struct npu_backend *nb, const struct llm_tensor *node, struct llm_error *err)
 {
-    if (node->op == LLM_OP_ROPE)
+    if (node->op == LLM_OP_ROPE || node->op == LLM_OP_ROPE_QK)
         return launch_rope(nb, node, err);
+    struct llm_tensor run, padded[LLM_MAX_SRC];
+    int rc = nb->layout_align ? pad_sources(nb, node, &run, padded, err) : LLM_OK;
+    if (rc)
+        return rc;
     uint64_t ws;
     aclOpExecutor *ex;
-    ACL_CHECK(aclnnComputeGetWorkspaceSize(node, nb->n_workers, &ws, &ex));
+    ACL_CHECK(aclnnComputeGetWorkspaceSize(nb->layout_align ? &run : node, nb->n_workers, nb->layout_align, &ws, &ex));
     return launch(nb, ex, ws, err);
 }
 
-/* Launch every computing node of g in order (recorded when the stream captures). */
-static int launch_graph(struct npu_backend *nb, const struct llm_graph *g, struct llm_error *err)
+/* Launch every computing node of g in order (recorded when the stream captures); *fused: the nodes
+ * fusion absorbed in g, which an unfused graph would have launched. */
+static int launch_graph(struct npu_backend *nb, const struct llm_graph *g, uint64_t *fused, struct llm_error *err)
 {
     nb->rope_valid = false;
+    *fused = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         const struct llm_tensor *node = g->nodes[i];
+        *fused += node->op == LLM_OP_FUSED;
         if (llm_op_is_noop(node->op) || llm_nelements(node) == 0)
             continue;
         const double t0 = llm_now_us(), in_launch = nb->launch_acc_us;
@@ -284,7 +394,10 @@ static int capture(struct npu_backend *nb, const struct llm_graph *g, struct llm
     double t0 = llm_now_us();
     ACL_CHECK(aclmdlRICaptureBegin(nb->stream, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL));
     llm_trace_span(nb->trace, LLM_TRACE_HOST, "aclmdlRICaptureBegin", "graph", t0, llm_now_us() - t0, NULL);
-    int rc = launch_graph(nb, g, err);
+    struct npu_graph *cg = calloc(1, sizeof *cg);
+    if (!cg)
+        return llm_fail(err, LLM_ERR_NOMEM, "npu: out of memory for a graph record");
+    int rc = launch_graph(nb, g, &cg->fused, err);
     aclmdlRI ri = NULL;
     t0 = llm_now_us();
     aclError end = aclmdlRICaptureEnd(nb->stream, &ri);
@@ -292,10 +405,12 @@ static int capture(struct npu_backend *nb, const struct llm_graph *g, struct llm
     if (rc || end != ACL_SUCCESS) {
         if (ri)
             aclmdlRIDestroy(ri);
+        free(cg);
         ACL_CHECK(end);
         return rc;
     }
-    entry->graph = ri;
+    cg->ri = ri;
+    entry->graph = cg;
     nb->stats.captures++;
     return LLM_OK;
 }
@@ -308,7 +423,12 @@ static int npu_graph_compute(struct llm_backend *b, struct llm_graph *g, struct 
     bool use_graph = nb->graph_mode && (nb->prefill_graph || llm_graph_query_len(g) <= 1);
     if (!use_graph) {
         nb->stats.eager_graphs++;
-        return launch_graph(nb, g, err);
+        const uint64_t before = nb->stats.eager_launches;
+        uint64_t fused;
+        int rc = launch_graph(nb, g, &fused, err);
+        nb->stats.kernels_run += nb->stats.eager_launches - before;
+        nb->stats.kernels_run_unfused += nb->stats.eager_launches - before + fused;
+        return rc;
     }
     double t0 = llm_now_us();
     const uint64_t evictions = llm_graph_lru_evictions(nb->lru);
@@ -334,15 +454,19 @@ static int npu_graph_compute(struct llm_backend *b, struct llm_graph *g, struct 
         if (rc)
             return rc;
     }
+    const struct npu_graph *cg = entry->graph;
     t0 = llm_now_us();
-    ACL_CHECK(aclmdlRIExecuteAsync(entry->graph, nb->stream));
+    ACL_CHECK(aclmdlRIExecuteAsync(cg->ri, nb->stream));
     t1 = llm_now_us();
     nb->stats.host_launch_us += t1 - t0;
     if (nb->prof)
         llm_profile_host(nb->prof, "replay", t1 - t0);
     llm_trace_span(nb->trace, LLM_TRACE_HOST, "aclmdlRIExecuteAsync", "graph", t0, t1 - t0, NULL);
     nb->stats.replays++;
-    nb->stats.ops_replayed += aclmdlRITaskCount(entry->graph);
+    const uint64_t ops = aclmdlRITaskCount(cg->ri);
+    nb->stats.ops_replayed += ops;
+    nb->stats.kernels_run += ops;
+    nb->stats.kernels_run_unfused += ops + cg->fused;
     return LLM_OK;
 }
 
@@ -447,17 +571,22 @@ void llm_npu_get_stats(struct llm_backend *b, struct llm_npu_stats *out)
 }
 
 /* The figures by name, in the order -v prints them. */
-#define STAT(f) { #f, offsetof(struct llm_npu_stats, f), _Generic(((struct llm_npu_stats *)0)->f, double: true, default: false) }
+/* The times (doubles) and the kernels run read per token; the other counts as totals. */
+#define STAT_AS(f, per_token) { #f, offsetof(struct llm_npu_stats, f), \
+    _Generic(((struct llm_npu_stats *)0)->f, double: true, default: false), per_token }
+#define STAT(f) STAT_AS(f, _Generic(((struct llm_npu_stats *)0)->f, double: true, default: false))
 static const struct {
     const char *name;
     size_t offset;
-    bool is_double;
+    bool is_double, per_token;
 } stat_fields[] = {
     STAT(captures), STAT(replays), STAT(hits), STAT(misses), STAT(evictions), STAT(eager_graphs),
-    STAT(eager_launches), STAT(ops_replayed), STAT(rope_tables), STAT(host_launch_us), STAT(host_match_us),
-    STAT(host_serial_us), STAT(device_us), STAT(host_waits), STAT(host_waits_shared_cpu),
+    STAT(eager_launches), STAT(ops_replayed), STAT(rope_tables), STAT(layout_pads), STAT(operator_fusion), STAT(host_launch_us),
+    STAT(host_match_us), STAT(host_serial_us), STAT(device_us), STAT(host_waits), STAT(host_waits_shared_cpu),
+    STAT_AS(kernels_run, true), STAT_AS(kernels_run_unfused, true),
 };
 #undef STAT
+#undef STAT_AS
 #define N_STATS ((int)(sizeof stat_fields / sizeof stat_fields[0]))
 _Static_assert(N_STATS <= LLM_BACKEND_MAX_STATS, "LLM_BACKEND_MAX_STATS is too small for the npu");
 
@@ -475,7 +604,7 @@ static int npu_get_stats(struct llm_backend *b, struct llm_backend_stat *out, in
             memcpy(&u, f, sizeof u);
             v = (double)u;
         }
-        out[i] = (struct llm_backend_stat){ stat_fields[i].name, v };
+        out[i] = (struct llm_backend_stat){ stat_fields[i].name, v, stat_fields[i].per_token };
     }
     return N_STATS;
 }
@@ -493,10 +622,19 @@ static void npu_observe(struct llm_backend *b, struct llm_profile *prof, struct 
     }
 }
 
+static int64_t npu_weight_row_align(struct llm_backend *b, const struct llm_tensor *t)
+{
+    (void)t;
+    const struct npu_backend *nb = b->ctx;
+    return nb->layout_align ? NPU_ALIGN_ELEMS : 1;
+}
+
 static void destroy_ri(void *graph, void *user)
 {
     (void)user;
-    aclmdlRIDestroy(graph);
+    struct npu_graph *cg = graph;
+    aclmdlRIDestroy(cg->ri);
+    free(cg);
 }
 
 static void npu_free(struct llm_backend *b)
@@ -511,6 +649,8 @@ static void npu_free(struct llm_backend *b)
         aclrtFree(nb->workspace);
     if (nb->rope_table)
         aclrtFree(nb->rope_table);
+    if (nb->pad_buf)
+        aclrtFree(nb->pad_buf);
     for (int i = 0; i < nb->n_retired; i++)
         aclrtFree(nb->retired[i]);
     aclFinalize();
@@ -535,6 +675,7 @@ static const struct llm_backend_iface npu_iface = {
     .tensor_copy = npu_tensor_copy,
     .tensor_set_async = npu_tensor_set_async,
     .tensor_get_async = npu_tensor_get_async,
+    .weight_row_align = npu_weight_row_align,
     .get_stats = npu_get_stats,
     .observe = npu_observe,
     .free = npu_free,
@@ -566,6 +707,7 @@ static int npu_init(struct npu_backend *nb, const struct llm_backend_params *p, 
     nb->graph_mode = llm_backend_option(p, "acl_graph", llm_env_flag("GGML_CANN_ACL_GRAPH", true)) != 0;
     nb->prefill_graph = llm_env_flag("GGML_CANN_PREFILL_USE_GRAPH", false);
     nb->fusion = llm_env_flag("GGML_CANN_OPERATOR_FUSION", false);
+    nb->stats.operator_fusion = nb->fusion;
     nb->layout_align = llm_env_flag("LLM_NPU_LAYOUT_ALIGN", true);
     npu_launch_cost_init(&nb->cost, llm_backend_option(p, "launch_us", -1));
     nb->lru = llm_graph_lru_new(llm_graph_cache_capacity(getenv("GGML_CANN_GRAPH_CACHE_CAPACITY")), destroy_ri, NULL);

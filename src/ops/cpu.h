@@ -86,8 +86,12 @@ void llm_rope_cache_free(struct llm_rope_cache *c);
 /* ROPE in two steps, for backends that keep the cos/sin table themselves (the npu): the table of a
  * ROPE node is llm_rope_table_floats(node) floats, (cos, sin) × attn_factor per position and pair,
  * filled from the positions (src[1]) by fill_table (threads split positions); apply rotates with
- * it (table NULL: angles computed per row). Both are thread-ith shares like llm_cpu_compute. */
+ * it (table NULL: angles computed per row). Both are thread-ith shares like llm_cpu_compute. A
+ * ROPE_QK node takes them too: one table (its two halves share positions and parameters), and
+ * apply rotates both halves. */
 size_t llm_rope_table_floats(const struct llm_tensor *rope);
+/* ROPE_QK's halves as the ROPE nodes they replace: part 0 src0 into dst, part 1 src2 into src3. */
+struct llm_tensor llm_rope_qk_part(const struct llm_tensor *rope_qk, int part);
 void llm_cpu_rope_fill_table(const struct llm_cpu_params *p, const struct llm_tensor *rope, float *table);
 void llm_cpu_rope_apply(const struct llm_cpu_params *p, struct llm_tensor *rope, const float *table);
 

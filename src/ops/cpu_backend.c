@@ -103,7 +103,7 @@ static int cpu_graph_reserve(struct llm_backend *b, const struct llm_graph *g, s
         size_t w = llm_cpu_work_size(node, nth);
         if (w > need)
             need = w;
-        if (node->op == LLM_OP_ROPE && !llm_rope_cache_reserve(cb->rope, node))
+        if ((node->op == LLM_OP_ROPE || node->op == LLM_OP_ROPE_QK) && !llm_rope_cache_reserve(cb->rope, node))
             return llm_fail(err, LLM_ERR_NOMEM, "cpu backend: out of memory for rope tables");
     }
     if (need > cb->work_size) {

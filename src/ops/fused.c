@@ -2,6 +2,8 @@
  * are theirs bit for bit while the node is one launch. Rows are independent and every intermediate
  * row is written before it is read in the same thread, so threads split rows as the unfused ops do.
  * The fusion pass (src/npu/fusion.h) makes them only where dst shares no memory with a source. */
+#include <string.h>
+
 #include "cpu_ref.h"
 #include "kernels.h"
 
@@ -119,4 +121,38 @@ void llm_ref_mul_mat_add(struct llm_tensor *dst)
     struct llm_tensor mm = as_op(dst, LLM_OP_MUL_MAT, dst->src[0], dst->src[1]), add = as_op(dst, LLM_OP_ADD, dst, dst->src[2]);
     llm_ref_mul_mat(&mm);
     llm_ref_add(&add);
+}
+
+/* ---- ROPE_QK: ROPE of src0 into dst and of src2 into src3's memory, one table --------------------- */
+
+struct llm_tensor llm_rope_qk_part(const struct llm_tensor *n, int part)
+{
+    struct llm_tensor r = part == 0 ? as_op(n, LLM_OP_ROPE, n->src[0], n->src[1])
+                                    : as_op(n->src[3], LLM_OP_ROPE, n->src[2], n->src[1]);
+    memcpy(r.op_params, n->op_params, sizeof r.op_params); /* the second ROPE's are the same */
+    return r;
+}
+
+bool cpu_rope_qk_supported(const struct llm_tensor *n)
+{
+    const struct llm_tensor q = llm_rope_qk_part(n, 0), k = llm_rope_qk_part(n, 1);
+    return same_shape(n->src[2], n->src[3]) && cpu_rope_supported(&q) && cpu_rope_supported(&k);
+}
+
+/* Both halves through the ROPE kernel: the second finds the first's table in the cache (same
+ * positions and parameters), and each splits its rows over the threads as ROPE does. */
+void cpu_rope_qk(const struct llm_cpu_params *p, struct llm_tensor *dst)
+{
+    for (int part = 0; part < 2; part++) {
+        struct llm_tensor r = llm_rope_qk_part(dst, part);
+        cpu_rope(p, &r);
+    }
+}
+
+void llm_ref_rope_qk(struct llm_tensor *dst)
+{
+    for (int part = 0; part < 2; part++) {
+        struct llm_tensor r = llm_rope_qk_part(dst, part);
+        llm_ref_rope(&r);
+    }
 }

@@ -76,6 +76,8 @@ void cpu_mul_mat_add_planned(const struct llm_cpu_params *p, struct llm_tensor *
 bool cpu_add_rms_norm_supported(const struct llm_tensor *n);
 bool cpu_rms_norm_mul_supported(const struct llm_tensor *n);
 bool cpu_mul_mat_add_supported(const struct llm_tensor *n);
+void cpu_rope_qk(const struct llm_cpu_params *p, struct llm_tensor *dst);
+bool cpu_rope_qk_supported(const struct llm_tensor *n);
 void cpu_rope(const struct llm_cpu_params *p, struct llm_tensor *dst);
 void cpu_soft_max(const struct llm_cpu_params *p, struct llm_tensor *dst);
 void cpu_flash_attn(const struct llm_cpu_params *p, struct llm_tensor *dst);

@@ -94,6 +94,14 @@ static const char *check_mul_mat_add(const struct llm_tensor *n)
     return why ? why : broadcasts(n, n->src[2]) ? NULL : "the bias does not broadcast over the product";
 }
 
+static const char *check_rope_qk(const struct llm_tensor *n)
+{
+    const struct llm_tensor q = llm_rope_qk_part(n, 0), k = llm_rope_qk_part(n, 1);
+    const char *why = check_rope(&q);
+    why = why ? why : check_rope(&k);
+    return why ? why : same_shape(n->src[2], n->src[3]) ? NULL : "the second rope's input and result differ in shape";
+}
+
 /* ---- FLOPs and bytes for the profile --------------------------------------------------------- */
 
 static double flops_mul_mat(const struct llm_tensor *n) /* K · M · N multiply-adds */
@@ -159,6 +167,8 @@ static const struct llm_op_traits table[] = {
                               cpu_rms_norm_mul, llm_ref_rms_norm_mul, NULL, NULL, NULL },
     [LLM_OP_MUL_MAT_ADD] = { "MUL_MAT_ADD", 3, 0, false, check_mul_mat_add, cpu_mul_mat_add_supported,
                              cpu_mul_mat_add, llm_ref_mul_mat_add, cpu_mul_mat_work_size, flops_mul_mat, NULL },
+    [LLM_OP_ROPE_QK] = { "ROPE_QK", 4, 0, false, check_rope_qk, cpu_rope_qk_supported, cpu_rope_qk, llm_ref_rope_qk,
+                         NULL, NULL, NULL },
 };
 _Static_assert(sizeof table / sizeof table[0] == LLM_OP_COUNT, "the op table must have a row for every enum llm_op");
 

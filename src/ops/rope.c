@@ -149,9 +149,10 @@ static void rope_row(const struct llm_tensor *a, const char *x, struct llm_tenso
         *(float *)(z + j * sz) = *(const float *)(x + j * sx);
 }
 
-void llm_cpu_rope_fill_table(const struct llm_cpu_params *p, const struct llm_tensor *dst, float *table)
+void llm_cpu_rope_fill_table(const struct llm_cpu_params *p, const struct llm_tensor *node, float *table)
 {
-    const struct llm_tensor *pos = dst->src[1];
+    const struct llm_tensor first = node->op == LLM_OP_ROPE_QK ? llm_rope_qk_part(node, 0) : *node;
+    const struct llm_tensor *dst = &first, *pos = dst->src[1];
     struct rope_params rp = rope_params(dst);
     int64_t r0, r1;
     thread_rows(pos->ne[0], p->ith, p->nth, &r0, &r1);
@@ -186,7 +187,7 @@ static const float *rope_table(const struct llm_cpu_params *p, const struct llm_
     return c->e[idx].cs;
 }
 
-void llm_cpu_rope_apply(const struct llm_cpu_params *p, struct llm_tensor *dst, const float *table)
+static void rope_apply(const struct llm_cpu_params *p, struct llm_tensor *dst, const float *table)
 {
     const struct llm_tensor *a = dst->src[0], *pos = dst->src[1];
     struct rope_params rp = rope_params(dst);
@@ -206,10 +207,22 @@ void llm_cpu_rope_apply(const struct llm_cpu_params *p, struct llm_tensor *dst, 
     }
 }
 
+void llm_cpu_rope_apply(const struct llm_cpu_params *p, struct llm_tensor *node, const float *table)
+{
+    if (node->op != LLM_OP_ROPE_QK) {
+        rope_apply(p, node, table);
+        return;
+    }
+    for (int part = 0; part < 2; part++) {
+        struct llm_tensor r = llm_rope_qk_part(node, part);
+        rope_apply(p, &r, table);
+    }
+}
+
 void cpu_rope(const struct llm_cpu_params *p, struct llm_tensor *dst)
 {
     struct rope_params rp = rope_params(dst);
-    llm_cpu_rope_apply(p, dst, rope_table(p, dst, &rp));
+    rope_apply(p, dst, rope_table(p, dst, &rp));
 }
 
 /* Reference: the angles straight from the formula (src/model/README.md: RoPE modes), in double,
