@@ -180,14 +180,13 @@ static void discard_dump(struct run_opts *o)
 
 static int parse_cache_type(const char *opt, const char *s, enum llm_type *out)
 {
-    if (!strcmp(s, "f16")) {
-        *out = LLM_TYPE_F16;
-    } else if (!strcmp(s, "f32")) {
-        *out = LLM_TYPE_F32;
-    } else {
-        tool_error("unsupported KV cache type '%s' for %s (use f16 or f32)", s, opt);
+    const int t = llm_kv_cache_type_from_name(s);
+    if (t < 0) {
+        tool_error("unsupported KV cache type '%s' for %s (use f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0 or q5_1)",
+                   s, opt);
         return 1;
     }
+    *out = (enum llm_type)t;
     return 0;
 }
 
@@ -353,8 +352,8 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
     struct arg_dbl *rep_pen = arg_dbl0(NULL, "repeat-penalty", "X", "repeat penalty (default 1.0 = off)");
     struct arg_int *rep_n = arg_int0(NULL, "repeat-last-n", "N", "tokens the penalty looks back (default 64)");
     struct arg_str *seed = arg_str0("s", "seed", "N", "random seed (default -1: random)");
-    struct arg_str *ctk = arg_str0(NULL, "cache-type-k", "TYPE", "-ctk: K cache type f16|f32 (default f16)");
-    struct arg_str *ctv = arg_str0(NULL, "cache-type-v", "TYPE", "-ctv: V cache type f16|f32 (default f16)");
+    struct arg_str *ctk = arg_str0(NULL, "cache-type-k", "TYPE", "-ctk: K cache type f32|f16|bf16|q8_0|q4_0|q4_1|iq4_nl|q5_0|q5_1 (default f16)");
+    struct arg_str *ctv = arg_str0(NULL, "cache-type-v", "TYPE", "-ctv: V cache type, as -ctk; a quantized one needs -fa on (default f16)");
     struct arg_str *fa = arg_str0(NULL, "flash-attn", "on|off|auto", "-fa: fused attention (default auto = on)");
     struct arg_str *dev = arg_str0(NULL, "device", "cpu|npu", "-dev: backend (default cpu)");
     struct arg_int *ngl = arg_int0(NULL, "n-gpu-layers", "N", "-ngl: layers on the device, from the last (output = one; default -1: all)");
