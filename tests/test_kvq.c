@@ -8,12 +8,14 @@
  *    really quantized) but no further than the type allows;
  *  - one prompt split into micro-batches of 1 and 3 tokens (decode path, every step reading the
  *    cache written by the ones before) and in one (prefill path) agree within the type's error;
+ *  - -dev npu, graph mode on and off, computes the cpu's logits bit for bit;
  *  - the bytes of a cell from the context: every cache type's row sizes (Q8_0: 34 bytes per 32
  *    elements);
  *  - the two refusals: a quantized V without flash attention, a block size that does not divide
  *    the head dim (stories260K, head dim 8), each one error line from llm_context_new. */
 #include "harness.h"
 #include "gen_ref.h"
+#include "npu_harness.h"
 #include "model/context.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
@@ -64,9 +66,14 @@ static const struct kv_tol *kv_tol(const char *pair)
     return NULL;
 }
 
-static struct llm_context *kv_context(struct llm_model *m, int n_ctx, int ubatch, enum llm_type tk, enum llm_type tv)
+/* A context on the cpu, or with dev the npu in graph mode graph (0 or 1). */
+static struct llm_context *kv_context_on(struct llm_model *m, int n_ctx, int ubatch, enum llm_type tk, enum llm_type tv,
+                                         enum llm_device dev, int graph)
 {
     struct llm_context_params p = llm_context_default_params();
+    struct llm_backend_option npu_opts[2];
+    p.device = dev;
+    test_npu_options(&p, npu_opts, graph, 0);
     p.n_ctx = n_ctx;
     p.n_batch = n_ctx;
     p.n_ubatch = ubatch;
@@ -78,6 +85,36 @@ static struct llm_context *kv_context(struct llm_model *m, int n_ctx, int ubatch
     struct llm_error err;
     CHECK(llm_context_new(m, &p, &c, &err) == 0, "context %s/%s: %s", llm_type_name(tk), llm_type_name(tv), err.msg);
     return c;
+}
+
+static struct llm_context *kv_context(struct llm_model *m, int n_ctx, int ubatch, enum llm_type tk, enum llm_type tv)
+{
+    return kv_context_on(m, n_ctx, ubatch, tk, tv, LLM_DEVICE_CPU, 0);
+}
+
+/* -dev npu with a quantized cache (which stays in host memory: the npu's attention takes float
+ * caches only, so the cpu writes and reads it), graph mode on and off: the prompt and 8 greedy
+ * steps give the cpu's logits bit for bit. */
+static void npu_same(struct llm_model *m, const struct ref *r, enum llm_type tk, enum llm_type tv)
+{
+    for (int graph = 0; graph <= 1; graph++) {
+        struct llm_context *cpu = kv_context(m, r->n_prompt + 16, 512, tk, tv);
+        struct llm_context *npu = kv_context_on(m, r->n_prompt + 16, 512, tk, tv, LLM_DEVICE_NPU, graph);
+        struct llm_error err;
+        int rc = !cpu || !npu || llm_decode(cpu, r->prompt, r->n_prompt, false, &err) ||
+                 llm_decode(npu, r->prompt, r->n_prompt, false, &err);
+        int same = 0;
+        for (int k = 0; !rc && k < 8; k++) {
+            const float *a = llm_get_logits(cpu, 0), *b = llm_get_logits(npu, 0);
+            same += !memcmp(a, b, (size_t)r->n_vocab * sizeof(float));
+            const int32_t id = llm_argmax(a, r->n_vocab);
+            rc = llm_decode(cpu, &id, 1, false, &err) || llm_decode(npu, &id, 1, false, &err);
+        }
+        CHECK(rc == 0 && same == 8, "%s: -dev npu (graph %d) gave the cpu's logits at %d of 8 steps", r->name, graph,
+              same);
+        llm_context_free(cpu);
+        llm_context_free(npu);
+    }
 }
 
 /* Logits of every prompt row, decoded in micro-batches of ubatch tokens (caller frees). */
@@ -167,6 +204,8 @@ static void check_case(struct llm_model *m, const struct ref *r, bool f32_weight
     free(threes);
     if (llm_type_info(tk)->type_size != 18 && llm_type_info(tv)->type_size != 18) /* the 8-bit caches */
         greedy_ids(m, r, (enum llm_type)tk, (enum llm_type)tv, lim);
+    if (strstr(r->name, ".once."))
+        npu_same(m, r, (enum llm_type)tk, (enum llm_type)tv);
 }
 
 /* Bytes per cell of every cache type on llama-k256 (2 layers, 4 KV heads of 32: 128 elements of
