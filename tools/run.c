@@ -681,13 +681,13 @@ static void print_stats(const struct run_stats *rs, const struct llm_context *ct
     print_latency(rs);
     const struct llm_hparams *hp = &m->hp;
     const int64_t cells = ((int64_t)cp->n_ctx + LLM_KV_PAD - 1) / LLM_KV_PAD * LLM_KV_PAD;
-    const double row_k = (double)llm_row_size(cp->type_k, (int64_t)hp->n_embd_head_k * hp->n_head_kv);
-    const double row_v = (double)llm_row_size(cp->type_v, (int64_t)hp->n_embd_head_v * hp->n_head_kv);
-    const double bytes = (row_k + row_v) * (double)cells * hp->n_layer;
+    const size_t cell = llm_context_kv_cell_bytes(ctx);
     const int32_t used = llm_n_past(ctx);
-    fprintf(stderr, "llm-run: kv cache: %d of %d tokens used (%.1f%%), %lld cells x %u layers, %s/%s, %.2f MiB\n",
+    fprintf(stderr,
+            "llm-run: kv cache: %d of %d tokens used (%.1f%%), %lld cells x %u layers, %s/%s, %zu bytes a cell, "
+            "%.2f MiB\n",
             used, cp->n_ctx, cp->n_ctx ? 100.0 * used / cp->n_ctx : 0.0, (long long)cells, hp->n_layer,
-            llm_type_name(cp->type_k), llm_type_name(cp->type_v), bytes / 1048576.0);
+            llm_type_name(cp->type_k), llm_type_name(cp->type_v), cell, (double)cell * (double)cells / 1048576.0);
     print_splits(ctx);
     print_ranks(ctx, hp->n_layer);
     if (strcmp(llm_context_backend_name(ctx), "cpu") != 0) /* the cpu has no graph cache */
