@@ -9,25 +9,17 @@
 # run (an hour or more on 2 cores). KVQ_QUICK=1: llama-k256 (head dim 32), depth 256, pp32/tg8, one
 # repetition, seconds: a smoke test of the script, not a measurement.
 set -euo pipefail
-BIN=${BIN:-bin}
-SHARED=${SHARED:-../shared}
-LLAMA_BENCH=${LLAMA_BENCH:-}
-OUT=bench/results
-TMP=$OUT/tmp
+BIN=${BIN:-bin} SHARED=${SHARED:-../shared} LLAMA_BENCH=${LLAMA_BENCH:-}
+OUT=bench/results TMP=bench/results/tmp
 mkdir -p "$TMP"
 
 if [ "${KVQ_QUICK:-}" = 1 ]; then
   file=$SHARED/models/llama-k256-f32.gguf label="llama-k256 (F32, head dim 32)"
   depths="256" pp=32 tg=8 reps=1
 else
-  MODELS=models
-  mkdir -p "$MODELS"
-  file=$MODELS/qwen2-0.5b-q8_0.gguf label="qwen2 0.5B Q8_0 (head dim 64)"
-  if [ ! -s "$file" ]; then
-    echo "make bench: generating $file (once)" >&2
-    "$BIN/llm" synth --arch qwen2 --preset qwen2-0.5b --type Q8_0 --seed 1 -o "$MODELS/qwen2-0.5b-q8_0.tmp.gguf"
-    mv "$MODELS/qwen2-0.5b-q8_0.tmp.gguf" "$file"
-  fi
+  # shellcheck source=bench/npu_common.sh
+  source "$(dirname "$0")/npu_common.sh" # the 0.5B Q8_0 shape, made once: $q8
+  file=$q8 label="qwen2 0.5B Q8_0 (head dim 64)"
   depths=${KVQ_DEPTHS:-4096 16384} pp=${KVQ_PP:-512} tg=${KVQ_TG:-128} reps=${KVQ_REPS:-2}
 fi
 types=${KVQ_TYPES:-f16 q8_0 q4_0}
