@@ -20,6 +20,7 @@
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "model/sampler.h"
+#include "ops/cpu.h"
 
 /* Tolerances, relative to the logit range, of our prompt logits against llama.cpp's with the same
  * cache types, per cache pair and weight class, and against our own F32 cache. Both quantize the
@@ -112,6 +113,19 @@ static void npu_same(struct llm_model *m, const struct ref *r, enum llm_type tk,
         }
         CHECK(rc == 0 && same == 8, "%s: -dev npu (graph %d) gave the cpu's logits at %d of 8 steps", r->name, graph,
               same);
+        if (npu && graph == 0) { /* the npu refuses attention over the quantized cache: the cpu runs it */
+            struct llm_tensor q = { .type = LLM_TYPE_F32, .ne = { 32, 1, 8, 1 } }, k = { .type = tk, .ne = { 32, 256, 4, 1 } };
+            struct llm_tensor v = { .type = tv, .ne = { 32, 256, 4, 1 } };
+            struct llm_tensor fa = { .type = LLM_TYPE_F32, .op = LLM_OP_FLASH_ATTN, .ne = { 32, 8, 1, 1 },
+                                     .src = { &q, &k, &v } };
+            q.nb[0] = fa.nb[0] = sizeof(float);
+            k.nb[0] = llm_type_info(tk)->type_size, v.nb[0] = llm_type_info(tv)->type_size;
+            k.nb[1] = llm_row_size(tk, 32 * 4), v.nb[1] = llm_row_size(tv, 32 * 4);
+            k.nb[2] = llm_row_size(tk, 32), v.nb[2] = llm_row_size(tv, 32);
+            struct llm_backend *dev = llm_context_device(npu);
+            CHECK(llm_cpu_supports(&fa) && !dev->iface->supports_op(dev, &fa),
+                  "%s: the npu takes attention over a %s/%s cache", r->name, llm_type_name(tk), llm_type_name(tv));
+        }
         llm_context_free(cpu);
         llm_context_free(npu);
     }
