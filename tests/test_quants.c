@@ -266,9 +266,34 @@ static void test_k_quantizers(const float *src)
     }
 }
 
+/* Squared error of block x (32 values) at the best of 1202 binary16 scales ±amax/(80 .. 140), each
+ * value taking its nearest code: a brute-force bound on what an IQ4_NL quantizer can reach. */
+static double iq4_nl_search(const float *x, const int8_t *book)
+{
+    float amax = 0.0f;
+    for (int j = 0; j < 32; j++)
+        amax = fmaxf(amax, fabsf(x[j]));
+    double best = INFINITY;
+    for (int sign = -1; sign <= 1; sign += 2)
+        for (int k = 0; k <= 600; k++) {
+            const float d = llm_fp16_to_fp32(llm_fp32_to_fp16((float)sign * amax / (80.0f + 0.1f * (float)k)));
+            double e = 0.0;
+            for (int j = 0; j < 32; j++) {
+                float r = INFINITY;
+                for (int c = 0; c < 16; c++)
+                    r = fminf(r, fabsf(x[j] - d * (float)book[c]));
+                e += (double)r * r;
+            }
+            best = e < best ? e : best;
+        }
+    return best;
+}
+
 /* IQ4_NL (no ggml fixture): a hand-made block decodes to the codebook; a block made of codebook
  * values at a binary16 scale, its extreme on the -127 end, comes back exactly; on the plain rows
- * the round trip beats Q4_0's (same 18 bytes per 32 values, a codebook fitted to normal data). */
+ * the round trip beats Q4_0's (same 18 bytes per 32 values, a codebook fitted to normal data) and
+ * its squared error is within 1.08x of the brute-force search's (measured 1.045x on normal data;
+ * one candidate scale instead of nine gives 1.13x). */
 static void test_iq4_nl(const float *src)
 {
     static const int8_t book[16] = { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 };
@@ -296,6 +321,13 @@ static void test_iq4_nl(const float *src)
         const float *row = src + plain_rows[k] * NE0;
         double mine = roundtrip_nmse(LLM_TYPE_IQ4_NL, row, NE0), q4 = roundtrip_nmse(LLM_TYPE_Q4_0, row, NE0);
         CHECK(mine < q4, "IQ4_NL row %d: NMSE %g not below Q4_0's %g", plain_rows[k], mine, q4);
+        double sig = 0.0, searched = 0.0;
+        for (int i = 0; i < NE0; i++)
+            sig += (double)row[i] * row[i];
+        for (int b = 0; b < NE0 / 32; b++)
+            searched += iq4_nl_search(row + 32 * b, book);
+        CHECK(mine <= 1.08 * searched / sig, "IQ4_NL row %d: NMSE %g, %.3fx the searched %g", plain_rows[k], mine,
+              mine * sig / searched, searched / sig);
     }
 }
 
