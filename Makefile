@@ -138,7 +138,8 @@ test: test-unit test-asan fuzz
 # ngl.md, ngl.png; tg128 on stories260K with and without --token-times: token_times_ab.md; a
 # 2048-token decode of the 0.5B Q8_0 shape with per-token times: depth.md, depth.png. Last,
 # tg128 on stories260K with --profile, --trace and neither
-# against the build before them (built once into build/profile_ab/): profile_ab.md.
+# against the build before them (built once into build/profile_ab/): profile_ab.md. Last, the
+# quantized KV cache (f16, q8_0, q4_0 at -d 4096 and 16384, beside llama-bench): kvq.md.
 LLAMA_BENCH ?=
 BENCH_QUICK ?=
 BENCH_LONG ?=
@@ -151,6 +152,7 @@ bench: all
 	@[ "$(BENCH_QUICK)" = 1 ] || SHARED=$(SHARED) BIN=$(BIN) bash bench/token_times_ab.sh
 	@[ "$(BENCH_QUICK)" = 1 ] || SHARED=$(SHARED) BIN=$(BIN) LLAMA_BENCH=$(LLAMA_BENCH) bash bench/depth.sh
 	@[ "$(BENCH_QUICK)" = 1 ] || BIN=$(BIN) bash bench/profile_ab.sh
+	@[ "$(BENCH_QUICK)" = 1 ] || SHARED=$(SHARED) BIN=$(BIN) LLAMA_BENCH=$(LLAMA_BENCH) bash bench/kvq.sh
 
 # Planted bugs (tests/mutants.txt), one at a time in a scratch copy of the working tree
 # ($(BUILD)/mutants/): fails if any survives or no longer applies. MUTANTS="rope sampler" runs the

@@ -79,7 +79,7 @@ enum llm_op {
     LLM_OP_GET_ROWS,   /* src0 [ne0, rows] any type, src1 I32 ids [n] -> dst F32 [ne0, n]; ids may be
                           [n, b2, b3]: dst [ne0, n, b2, b3] row (i,j,k) = src0 row ids[i,j,k] of
                           src0 matrix (j,k) (broadcast over src0 dims 2/3)                          */
-    LLM_OP_SET_ROWS,   /* src0 dst buffer [ne0, rows] (F32/F16), src1 F32 [ne0, n], src2 I32 row ids
+    LLM_OP_SET_ROWS,   /* src0 dst buffer [ne0, rows] (float or quantized), src1 F32 [ne0, n], src2 I32 row ids
                           [n]: row i of src1 -> row ids[i] of src0; dst is a view of src0            */
     LLM_OP_ADD,        /* src0 + src1, src1 broadcast (each src1 ne[i] divides src0 ne[i])           */
     LLM_OP_MUL,        /* src0 * src1, broadcast like ADD                                            */
@@ -96,7 +96,8 @@ enum llm_op {
                           after scaling (broadcast over dims 2/3); p[0] scale (float); a row that is
                           all -inf gives zeros                                                      */
     LLM_OP_FLASH_ATTN, /* q src0 [hd, n_q, heads] F32, k src1 [hd, n_kv, heads_kv], v src2 [hd_v,
-                          n_kv, heads_kv] (F32/F16), mask src3 F32 [n_kv, >=n_q] or NULL; p[0] scale.
+                          n_kv, heads_kv] (F32/F16, or quantized in whole blocks: a quantized KV
+                          cache), mask src3 F32 [n_kv, >=n_q] or NULL; p[0] scale.
                           dst F32 [hd_v, heads, n_q]. Query length is src0->ne[1]; GQA when
                           heads_kv divides heads                                                     */
     LLM_OP_SWIGLU,     /* silu(src0) * src1                                                          */

@@ -12,7 +12,13 @@ the llama-k256 files of random weights, it is left out, not compared loosely).
 Then sampling seeds: one seed repeats exactly, different seeds give different texts where the
 distribution is wide, and --seed -1 draws a new seed each run, printed with -v, which replays it.
 
-llm-bench: options that must not change the test list or the graph counters, in pairs likewise.
+A quantized KV cache (-ctk/-ctv, on the llama-k256 models, head dim 32), in pairs with the device,
+graph mode, threads, micro-batches and -fa: each run's text must equal our own run of the same
+model, prompt, cache types and -fa on the cpu with 1 thread and one micro-batch, and that text
+equals llama.cpp's (../shared/ref/kvq) for the two 8-bit cases where every greedy step is confident.
+
+llm-bench: options that must not change the test list or the graph counters, in pairs likewise;
+then -ctk/-ctv lists, whose values reach every output format's type_k/type_v.
 
 Env: LLM (bin/llm), SHARED (../shared). Prints "test_option_matrix: N passed, N failed".
 """
@@ -174,6 +180,64 @@ def test_run_matrix():
     print("llm-run matrix: %d runs over %d factors, every valid pair covered" % (len(rows), len(RUN_FACTORS)))
 
 
+# ---- llm-run: a quantized KV cache ---------------------------------------------------------------
+
+KVQ_FACTORS = {
+    "model": ["llama-k256-f32", "llama-k256-q8_0", "llama-k256-q4_k_m"],
+    "prompt": ["once", "dog"],
+    "kv": ["q8_0/q8_0", "q4_0/q4_0", "f16/q8_0", "q5_1/iq4_nl", "q8_0/f16", "bf16/q4_1", "iq4_nl/q5_0", "q4_1/bf16"],
+    "dev": ["cpu", "npu"],
+    "acl_graph": ["on", "off"],
+    "batch": ["", "-b 64 -ub 1", "-b 64 -ub 3", "-b 3 -ub 3"],
+    "threads": ["1", "2", "3"],
+    "fa": ["on", "off", "auto"],
+}
+# Cases whose greedy continuation equals llama.cpp's at every step with a clear margin.
+KVQ_LLAMA_EQUAL = {("llama-k256-f32", "once", "q8_0/q8_0"), ("llama-k256-f32", "once", "f16/q8_0")}
+
+
+def kvq_valid(row):
+    # a quantized V cache needs flash attention (-fa off is refused: test_cli.sh)
+    return not (row.get("fa") == "off" and row.get("kv", "x/f16").split("/")[1] not in ("f16", "bf16", "f32"))
+
+
+_kvq_base = {}
+
+
+def kvq_args(row, n_gen=24):
+    ref = ref_case(row["prompt"] == "once" and "stories260K.once" or "stories260K.dog")
+    tk, tv = row["kv"].split("/")
+    return ["run", "-m", os.path.join(SHARED, "models", row["model"] + ".gguf"), "-p", ref["prompt"], "-n",
+            str(n_gen), "--no-display-prompt", "--temp", "0", "-ctk", tk, "-ctv", tv]
+
+
+def kvq_baseline(row):
+    key = (row["model"], row["prompt"], row["kv"], row["fa"] == "off")
+    if key not in _kvq_base:
+        rc, out, err = run(kvq_args(row) + ["-t", "1", "-fa", "off" if key[3] else "on"])
+        check(rc == 0, "kvq baseline %s: exit %d: %s" % (key, rc, err[-300:]))
+        _kvq_base[key] = out
+        if key[:3] in KVQ_LLAMA_EQUAL and not key[3]:
+            tk, tv = row["kv"].split("/")
+            with open(os.path.join(SHARED, "ref", "kvq", "%s.%s.%s-%s.json" % (key[0], key[1], tk, tv)),
+                      encoding="utf-8") as f:
+                want = bytes.fromhex(json.load(f)["greedy_text_hex"]) + b"\n"
+            check(out == want, "kvq %s: text %r, llama.cpp's %r" % (key, out[:120], want[:120]))
+    return _kvq_base[key]
+
+
+def test_kvq_matrix():
+    rows = pairwise(KVQ_FACTORS, kvq_valid, seed=2)
+    for i, row in enumerate(rows):
+        want = kvq_baseline(row)
+        args = kvq_args(row) + ["-dev", row["dev"], "-t", row["threads"], "-fa", row["fa"]] + row["batch"].split()
+        rc, out, err = run(args, {"GGML_CANN_ACL_GRAPH": row["acl_graph"]})
+        label = "kvq %d %s" % (i, " ".join("%s=%s" % kv for kv in row.items()))
+        check(rc == 0, "%s: exit %d: %s" % (label, rc, err[-400:]))
+        check(out == want, "%s: text %r, want %r" % (label, out[:120], want[:120]))
+    print("llm-run quantized-KV matrix: %d runs over %d factors" % (len(rows), len(KVQ_FACTORS)))
+
+
 # ---- sampling seeds -------------------------------------------------------------------------------
 
 def sample(seed, extra=()):
@@ -251,11 +315,34 @@ def test_bench_matrix():
     print("llm-bench matrix: %d runs over %d factors" % (len(rows), len(BENCH_FACTORS)))
 
 
+def test_bench_kv_lists():
+    """-ctk/-ctv comma lists: one row per pair, each value in type_k/type_v of json and csv, on cpu and npu."""
+    model = os.path.join(SHARED, "models", "llama-k256-f32.gguf")
+    want = [(k, v) for k in ("q8_0", "q4_0", "iq4_nl") for v in ("q8_0", "f16")]
+    for dev in ("cpu", "npu"):
+        base = ["bench", "-m", model, "-p", "8", "-n", "2", "-r", "1", "-dev", dev, "-ctk", "q8_0,q4_0,iq4_nl",
+                "-ctv", "q8_0,f16", "-fa", "1"]
+        rc, out, err = run(base + ["-o", "json"])
+        rows = json.loads(out.decode()) if rc == 0 else []
+        got = [(r.get("type_k"), r.get("type_v")) for r in rows if r.get("n_prompt") == 8]
+        check(rc == 0 and got == want, "bench -ctk/-ctv lists on %s: exit %d, %s, want %s: %s" %
+              (dev, rc, got, want, err[-300:]))
+        rc, out, err = run(base + ["-o", "csv"])
+        lines = out.decode().splitlines()
+        head = lines[0].split(",") if lines else []
+        if "type_k" in head and "type_v" in head:
+            ik, iv = head.index("type_k"), head.index("type_v")
+            got = [(l.split(",")[ik].strip('"'), l.split(",")[iv].strip('"')) for l in lines[1::2]]
+        check(rc == 0 and "type_k" in head and got == want, "bench csv type_k/type_v on %s: %s" % (dev, got))
+
+
 def main():
     try:
         test_run_matrix()
+        test_kvq_matrix()
         test_seeds()
         test_bench_matrix()
+        test_bench_kv_lists()
     finally:
         shutil.rmtree(TMP, ignore_errors=True)
     print("test_option_matrix: %d passed, %d failed" % (passed, failed))

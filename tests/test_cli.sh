@@ -125,6 +125,14 @@ expect_error "not a gguf"           "$LLM" run -m "$tmp/junk.gguf" -p hi
 expect_error "directory as model"   "$LLM" run -m "$tmp" -p hi
 expect_error "no model"             "$LLM" run -p hi
 expect_error "unknown -ctk"         "$LLM" run -m "$M/stories260K.gguf" -p hi -ctk q9_9
+expect_error "-ctk q6_k"            "$LLM" run -m "$M/llama-k256-f32.gguf" -p hi -ctk q6_k
+# a quantized KV cache: a quantized V needs flash attention; the block size must divide the head dim
+expect_error "-ctv q8_0 -fa off"    "$LLM" run -m "$M/llama-k256-f32.gguf" -p hi -ctv q8_0 -fa off
+grep -q 'quantized V cache (Q8_0) needs flash attention' "$tmp/err" && ok || fail "-ctv q8_0 -fa off: $(cat "$tmp/err")"
+expect_error "-ctk q8_0 head dim 8" "$LLM" run -m "$M/stories260K.gguf" -p hi -ctk q8_0
+grep -q 'K cache type Q8_0 with block size 32 does not divide the head dim 8' "$tmp/err" && [ ! -s "$tmp/out" ] && ok \
+  || fail "-ctk q8_0 on stories260K: $(cat "$tmp/out" "$tmp/err")"
+expect_error "-ctv iq4_nl head dim 4" "$LLM" run -m "$M/llama-2-tiny-random.gguf" -p hi -ctv iq4_nl
 expect_error "bad -n value"         "$LLM" run -m "$M/stories260K.gguf" -p hi -n abc
 expect_error "negative threads"     "$LLM" run -m "$M/stories260K.gguf" -p hi -t 0
 expect_error "unknown option"       "$LLM" run -m "$M/stories260K.gguf" -p hi --frobnicate

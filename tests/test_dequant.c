@@ -163,6 +163,10 @@ int main(void)
         test_fixture(types[i]);
         test_random(types[i]);
     }
+    /* IQ4_NL has no ggml fixture: random blocks only */
+    const struct llm_type_traits *iq4 = llm_type_traits(LLM_TYPE_IQ4_NL);
+    CHECK(!avx2 || iq4->to_float_fast != iq4->to_float, "IQ4_NL: no AVX2 to_float_fast");
+    test_random("IQ4_NL");
     test_special_halves();
     /* types without an AVX2 twin fall back to the reference */
     const struct llm_type_traits *f32 = llm_type_traits(LLM_TYPE_F32);

@@ -5,78 +5,15 @@
  * the same results with 1 or 2 threads, token-by-token or batched, fused or plain attention; and
  * -dev npu, graph mode on and off, operator fusion on and off, computing bit for bit what -dev cpu
  * computes for every case. */
-#include <cjson/cJSON.h>
-#include <dirent.h>
 #include <math.h>
 
 #include "harness.h"
+#include "gen_ref.h"
 #include "npu_harness.h"
 #include "model/context.h"
 #include "model/model.h"
 #include "model/sampler.h"
 #include "model/vocab.h"
-
-struct ref {
-    cJSON *json;
-    const char *name;      /* file name of the case                    */
-    const char *model;
-    int32_t *prompt;
-    int n_prompt;
-    int32_t *greedy;
-    int n_greedy;
-    float *logits;         /* rows x n_vocab                            */
-    int rows;              /* n_prompt ("all") or 1 ("last")           */
-    int n_vocab;
-    float range;
-};
-
-static int32_t *int_array(cJSON *arr, int *n)
-{
-    *n = cJSON_GetArraySize(arr);
-    int32_t *out = malloc(((size_t)*n + 1) * sizeof *out);
-    for (int i = 0; i < *n; i++)
-        out[i] = (int32_t)cJSON_GetArrayItem(arr, i)->valuedouble;
-    return out;
-}
-
-static bool load_ref(const char *file, struct ref *r)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s/ref/gen/%s", test_shared(), file);
-    char *text = test_read_file(path, NULL);
-    if (!text)
-        return false;
-    r->json = cJSON_Parse(text);
-    free(text);
-    if (!r->json)
-        return false;
-    r->name = file;
-    r->model = cJSON_GetObjectItem(r->json, "model")->valuestring;
-    r->prompt = int_array(cJSON_GetObjectItem(r->json, "prompt_ids"), &r->n_prompt);
-    r->greedy = int_array(cJSON_GetObjectItem(r->json, "greedy_ids"), &r->n_greedy);
-    r->n_vocab = cJSON_GetObjectItem(r->json, "n_vocab")->valueint;
-    r->rows = strcmp(cJSON_GetObjectItem(r->json, "logits_rows")->valuestring, "all") == 0 ? r->n_prompt : 1;
-    snprintf(path, sizeof path, "%s/ref/gen/%s", test_shared(), cJSON_GetObjectItem(r->json, "logits")->valuestring);
-    size_t len = 0;
-    r->logits = (float *)test_read_file(path, &len);
-    if (!r->logits || len != (size_t)r->rows * (size_t)r->n_vocab * sizeof(float))
-        return false;
-    float lo = INFINITY, hi = -INFINITY;
-    for (size_t i = 0; i < (size_t)r->rows * (size_t)r->n_vocab; i++) {
-        lo = fminf(lo, r->logits[i]);
-        hi = fmaxf(hi, r->logits[i]);
-    }
-    r->range = hi - lo;
-    return true;
-}
-
-static void free_ref(struct ref *r)
-{
-    cJSON_Delete(r->json);
-    free(r->prompt);
-    free(r->greedy);
-    free(r->logits);
-}
 
 /* Tolerances, relative to the logit range, by weight class (the model's file type) and KV cache
  * type; one value bounds both the prompt logits and the teacher-forced steps of every case.
@@ -402,36 +339,20 @@ static void npu_matches_cpu(struct llm_model *m, const struct ref *r)
     free(cpu);
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 int main(void)
 {
-    char dir[1024];
-    snprintf(dir, sizeof dir, "%s/ref/gen", test_shared());
-    DIR *d = opendir(dir);
-    CHECK(d != NULL, "cannot open %s", dir);
-    if (!d)
-        return test_done("test_gen");
     char *names[256] = { 0 };
-    int n_names = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) && n_names < 256) {
-        size_t l = strlen(de->d_name);
-        if (l > 5 && !strcmp(de->d_name + l - 5, ".json") && !strstr(de->d_name, "greedy200"))
-            names[n_names++] = strdup(de->d_name);
-    }
-    closedir(d);
-    qsort(names, (size_t)n_names, sizeof *names, cmp_str);
+    int n_names = list_refs("gen", "greedy200", names, 256);
+    CHECK(n_names >= 0, "cannot open %s/ref/gen", test_shared());
+    if (n_names < 0)
+        return test_done("test_gen");
     CHECK(n_names >= 59, "expected 59 reference cases, found %d", n_names);
 
     struct llm_model *m = NULL;
     char loaded[256] = "";
     for (int i = 0; i < n_names; i++) {
         struct ref r = { 0 };
-        const bool have_ref = load_ref(names[i], &r);
+        const bool have_ref = load_ref("gen", names[i], &r);
         CHECK(have_ref, "cannot read reference %s (or its logits file)", names[i]);
         if (!have_ref) {
             free_ref(&r);

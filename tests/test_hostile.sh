@@ -55,7 +55,7 @@ expect_error "bench -t 0" "for -t" "$BIN/llm-bench" -m "$S" -p 4 -n 0 -r 1 -t 0
 expect_error "bench -b 0" "for -b" "$BIN/llm-bench" -m "$S" -p 4 -n 0 -r 1 -b 0
 expect_error "bench -ub 0" "for -ub" "$BIN/llm-bench" -m "$S" -p 4 -n 0 -r 1 -ub 0
 expect_error "bench context overflow" "-p/-n/-pg plus -d" "$BIN/llm-bench" -m "$S" -p 2000000000 -n 2000000000 -r 1
-expect_error "bench -ctk q8_0" "-ctk" "$BIN/llm-bench" -m "$S" -p 4 -n 0 -r 1 -ctk q8_0
+expect_error "bench -ctv q8_0 -fa 0" "-ctv q8_0" "$BIN/llm-bench" -m "$S" -p 4 -n 0 -r 1 -ctv q8_0 -fa 0
 expect_error "bench bad model" "nope.gguf" "$BIN/llm-bench" -m "$tmp/nope.gguf" -p 4 -n 0 -r 1
 printf 'GGUF' >"$tmp/trunc.gguf"
 expect_error "bench truncated model" "trunc.gguf" "$BIN/llm-bench" -m "$tmp/trunc.gguf" -p 4 -n 0 -r 1 -o json
@@ -73,7 +73,7 @@ rc=$?
 # llm-run's range errors name the offending option.
 for a in "-n -2:-n" "-c -1:-c" "-b 0:-b" "-ub 0:-ub" "-t 0:-t" "--top-k -1:--top-k" "--repeat-last-n -1:--repeat-last-n" \
          "--temp nan:--temp" "--top-p -1:--top-p" "--min-p -1:--min-p" "--repeat-penalty 0:--repeat-penalty" \
-         "--seed -2:--seed" "-ctk q4_0:-ctk"; do
+         "--seed -2:--seed" "-ctk q6_k:-ctk"; do
   opt=${a#*:}
   # shellcheck disable=SC2086
   expect_error "llm-run ${a%%:*}" "for $opt" "$BIN/llm-run" -m "$S" -p hi ${a%%:*}

@@ -565,7 +565,7 @@ static void test_rope(void)
 static const enum llm_type all_types[] = {
     LLM_TYPE_F32, LLM_TYPE_F16, LLM_TYPE_BF16, LLM_TYPE_Q4_0, LLM_TYPE_Q4_1, LLM_TYPE_Q5_0,
     LLM_TYPE_Q5_1, LLM_TYPE_Q8_0, LLM_TYPE_Q2_K, LLM_TYPE_Q3_K, LLM_TYPE_Q4_K, LLM_TYPE_Q5_K,
-    LLM_TYPE_Q6_K,
+    LLM_TYPE_Q6_K, LLM_TYPE_IQ4_NL,
 };
 #define N_TYPES (sizeof all_types / sizeof all_types[0])
 
@@ -625,6 +625,44 @@ static void test_set_rows(void)
             written = written && get_elem(cache, e, start + n - 1, 0, 0) == want;
         }
         CHECK(written, "SET_ROWS: row not written through to the cache buffer");
+    }
+}
+
+/* SET_ROWS into a quantized (or BF16) KV cache: each new row quantized whole, the same bytes as the
+ * reference quantizer with 1, 2 and 3 threads; a source without unit stride is refused. */
+static void test_set_rows_quant(void)
+{
+    const enum llm_type dts[] = { LLM_TYPE_Q8_0, LLM_TYPE_Q4_0, LLM_TYPE_Q4_1, LLM_TYPE_Q5_0,
+                                  LLM_TYPE_Q5_1, LLM_TYPE_IQ4_NL, LLM_TYPE_BF16 };
+    for (size_t iter = 0; iter < 2 * sizeof dts / sizeof dts[0]; iter++) {
+        const enum llm_type t = dts[iter % (sizeof dts / sizeof dts[0])];
+        int64_t ne0 = 32 * irand(1, 4), cells = irand(4, 40), n = irand(1, 4);
+        struct llm_tensor *cache = new_tensor(t, ne0, cells, 1, 1);
+        fill(cache, 1.0f);
+        struct llm_tensor *dst = tensor_pool_get();
+        *dst = *cache;
+        dst->view_src = cache;
+        int64_t ne[4] = { ne0, n, 1, 1 };
+        struct llm_tensor *src = make_src(ne, (int)(iter % 2)), *ids = new_tensor(LLM_TYPE_I32, n, 1, 1, 1);
+        int32_t start = irand(0, (int)(cells - n));
+        for (int64_t i = 0; i < n; i++)
+            ((int32_t *)ids->data)[i] = start + (int32_t)i;
+        node(LLM_OP_SET_ROWS, dst, cache, src, ids, NULL);
+        CHECK(llm_cpu_supports(dst), "SET_ROWS into %s: not supported", llm_type_name(t));
+        struct llm_tensor *ref = clone_dst(dst), *init = clone_dst(dst);
+        llm_ref_compute(ref);
+        const size_t bytes = llm_row_size(t, ne0) * (size_t)cells;
+        for (int nth = 1; nth <= 3; nth++) {
+            memcpy(cache->data, init->data, bytes);
+            compute(dst, nth, NULL);
+            CHECK(memcmp(cache->data, ref->data, bytes) == 0, "SET_ROWS into %s, nth=%d: bytes differ from the reference",
+                  llm_type_name(t), nth);
+        }
+        if (iter == 0) {
+            struct llm_tensor *strided = make_src(ne, 2); /* dims 0 and 1 swapped: elements not adjacent */
+            CHECK(!llm_cpu_supports(node(LLM_OP_SET_ROWS, clone_dst(dst), cache, strided, ids, NULL)),
+                  "SET_ROWS into %s from a strided row must be refused", llm_type_name(t));
+        }
     }
 }
 
@@ -1033,6 +1071,83 @@ static void test_flash_attn_shapes(void)
     }
 }
 
+/* The first binary16 of each block of cell j (its scale, or a BF16 element) set to NaN: a masked
+ * cell of a quantized cache may hold anything. */
+static void poison_cell(struct llm_tensor *t, int64_t j, int64_t h)
+{
+    const struct llm_type_info *ti = llm_type_info(t->type);
+    char *row = (char *)t->data + j * t->nb[1] + h * t->nb[2];
+    for (int64_t b = 0; b < t->ne[0] / ti->blck_size; b++)
+        *(uint16_t *)(row + b * ti->type_size) = t->type == LLM_TYPE_BF16 ? 0x7fc0 : 0x7e00;
+}
+
+/* A quantized KV cache read block by block (decode and prefill paths), against the reference that
+ * dequantizes K and V whole, then runs the plain attention in double: the fast paths dequantize to
+ * the same floats, so the tolerance is the float-sum one, 1e-10. Cells past n_used have NaN scales;
+ * results are the same bits with 1, 2 and 3 threads. */
+static void test_flash_attn_quant(void)
+{
+    static const struct {
+        enum llm_type kt, vt;
+        int hd, hd_v, heads, heads_kv, n_q, n_kv, n_used, hole_lo, hole_hi;
+    } cases[] = {
+        { LLM_TYPE_Q8_0, LLM_TYPE_Q8_0, 32, 32, 8, 4, 1, 256, 37, 0, 0 },     /* llama-k256 decode */
+        { LLM_TYPE_Q4_0, LLM_TYPE_Q4_0, 32, 32, 8, 4, 5, 256, 5, 0, 0 },      /* llama-k256 prompt */
+        { LLM_TYPE_F16, LLM_TYPE_Q8_0, 64, 64, 14, 2, 1, 512, 401, 0, 0 },    /* qwen2-0.5B decode */
+        { LLM_TYPE_Q5_1, LLM_TYPE_IQ4_NL, 64, 64, 14, 2, 37, 128, 100, 0, 0 }, /* prefill tiles */
+        { LLM_TYPE_Q4_1, LLM_TYPE_Q5_0, 32, 64, 6, 2, 11, 200, 190, 40, 90 }, /* a hole, hd != hd_v */
+        { LLM_TYPE_Q8_0, LLM_TYPE_F16, 64, 64, 4, 2, 30, 600, 590, 100, 333 },
+        { LLM_TYPE_IQ4_NL, LLM_TYPE_Q4_0, 96, 96, 6, 3, 3, 300, 280, 0, 0 }, /* hd_v not a multiple of 64 */
+        { LLM_TYPE_BF16, LLM_TYPE_BF16, 20, 12, 6, 2, 4, 70, 61, 0, 0 },      /* BF16, odd head dims */
+        { LLM_TYPE_BF16, LLM_TYPE_BF16, 64, 64, 8, 4, 9, 80, 80, 0, 0 },
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int64_t hd = cases[c].hd, hd_v = cases[c].hd_v, heads = cases[c].heads, heads_kv = cases[c].heads_kv;
+        int64_t n_q = cases[c].n_q, n_kv = cases[c].n_kv, n_used = cases[c].n_used;
+        struct llm_tensor *q = new_permuted(LLM_TYPE_F32, (int64_t[4]){ hd, n_q, heads, 1 }, 1, 2);
+        struct llm_tensor *k = new_tensor(cases[c].kt, hd, n_kv, heads_kv, 1);
+        struct llm_tensor *v = new_tensor(cases[c].vt, hd_v, n_kv, heads_kv, 1);
+        fill(q, 1.0f);
+        fill(k, 1.0f);
+        fill(v, 1.0f);
+        struct llm_tensor *m = window_mask(n_kv, n_used, n_q, 0, 1, cases[c].hole_lo, cases[c].hole_hi);
+        struct llm_tensor *fa = node(LLM_OP_FLASH_ATTN, new_tensor(LLM_TYPE_F32, hd_v, heads, n_q, 1), q, k, v, m);
+        llm_set_op_f32(fa, 0, 1.0f / sqrtf((float)hd));
+        char what[160];
+        snprintf(what, sizeof what, "FLASH_ATTN K %s V %s hd %lld/%lld heads %lld/%lld n_q %lld n_kv %lld/%lld",
+                 llm_type_name(cases[c].kt), llm_type_name(cases[c].vt), (long long)hd, (long long)hd_v,
+                 (long long)heads, (long long)heads_kv, (long long)n_q, (long long)n_used, (long long)n_kv);
+        check_node(what, fa, 1e-10, NULL);
+        /* the reference on clean data, then NaN scales in every cell no query may attend to */
+        struct llm_tensor *ref = clone_dst(fa), *one = NULL;
+        llm_ref_compute(ref);
+        for (int64_t h = 0; h < heads_kv; h++)
+            for (int64_t j = 0; j < n_kv; j++)
+                if (j >= n_used || (j >= cases[c].hole_lo && j < cases[c].hole_hi)) {
+                    if (cases[c].kt != LLM_TYPE_F16)
+                        poison_cell(k, j, h);
+                    if (cases[c].vt != LLM_TYPE_F16)
+                        poison_cell(v, j, h);
+                }
+        for (int nth = 1; nth <= 3; nth++) {
+            compute(fa, nth, NULL);
+            bool finite;
+            double e = nmse(fa, ref, &finite);
+            CHECK(finite && e <= 1e-10, "%s, NaN in the padding, nth=%d: NMSE %.3g (finite %d)", what, nth, e, finite);
+            if (nth == 1)
+                one = clone_dst(fa);
+            else
+                CHECK(same_bits(fa, one), "%s: nth=%d differs from nth=1 bit for bit", what, nth);
+        }
+    }
+    /* a quantized K whose rows are not whole blocks cannot be read block by block */
+    struct llm_tensor *q = new_tensor(LLM_TYPE_F32, 16, 1, 2, 1), *k = new_tensor(LLM_TYPE_Q8_0, 32, 8, 1, 1);
+    k->ne[0] = 16;
+    struct llm_tensor *v = new_tensor(LLM_TYPE_F16, 16, 8, 1, 1);
+    CHECK(!llm_cpu_supports(node(LLM_OP_FLASH_ATTN, new_tensor(LLM_TYPE_F32, 16, 2, 1, 1), q, k, v, NULL)),
+          "FLASH_ATTN with a Q8_0 K of 16-element rows must be refused");
+}
+
 /* Nodes the kernels cannot run are reported, not attempted. */
 static void test_supports(void)
 {
@@ -1055,12 +1170,14 @@ int main(void)
     test_rope();
     test_get_rows();
     test_set_rows();
+    test_set_rows_quant();
     test_cpy();
     test_mul_mat();
     test_mul_mat_work_bound();
     test_mul_mat_streamed();
     test_flash_attn();
     test_flash_attn_shapes();
+    test_flash_attn_quant();
     free_bufs();
     return test_done("test_ops");
 }

@@ -37,6 +37,7 @@ static int scale_offsets(int t, size_t off[2])
     case LLM_TYPE_Q4_0: off[0] = offsetof(struct block_q4_0, d); return 1;
     case LLM_TYPE_Q5_0: off[0] = offsetof(struct block_q5_0, d); return 1;
     case LLM_TYPE_Q8_0: off[0] = offsetof(struct block_q8_0, d); return 1;
+    case LLM_TYPE_IQ4_NL: off[0] = offsetof(struct block_iq4_nl, d); return 1;
     case LLM_TYPE_Q3_K: off[0] = offsetof(struct block_q3_K, d); return 1;
     case LLM_TYPE_Q6_K: off[0] = offsetof(struct block_q6_K, d); return 1;
     case LLM_TYPE_Q4_1: off[0] = offsetof(struct block_q4_1, d);
@@ -311,7 +312,7 @@ int main(void)
     const int weights[] = { LLM_TYPE_F32, LLM_TYPE_F16, LLM_TYPE_BF16, LLM_TYPE_Q4_0,
                             LLM_TYPE_Q4_1, LLM_TYPE_Q5_0, LLM_TYPE_Q5_1, LLM_TYPE_Q8_0,
                             LLM_TYPE_Q2_K, LLM_TYPE_Q3_K, LLM_TYPE_Q4_K, LLM_TYPE_Q5_K,
-                            LLM_TYPE_Q6_K };
+                            LLM_TYPE_Q6_K, LLM_TYPE_IQ4_NL };
     for (size_t i = 0; i < sizeof weights / sizeof weights[0]; i++)
         check_type(weights[i]);
     for (size_t i = 0; i < sizeof weights / sizeof weights[0]; i++)

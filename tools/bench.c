@@ -271,8 +271,8 @@ static struct llm_context_params test_context_params(const struct bench_instance
     cp.n_batch = t->n_batch;
     cp.n_ubatch = t->n_ubatch;
     cp.n_threads = t->n_threads;
-    cp.type_k = t->type_k == BENCH_KV_F32 ? LLM_TYPE_F32 : LLM_TYPE_F16;
-    cp.type_v = t->type_v == BENCH_KV_F32 ? LLM_TYPE_F32 : LLM_TYPE_F16;
+    cp.type_k = (enum llm_type)bench_kv_type(t->type_k);
+    cp.type_v = (enum llm_type)bench_kv_type(t->type_v);
     cp.flash_attn = t->flash_attn != 0; /* auto: our fused attention is the default path */
     cp.device = t->device == BENCH_DEV_NPU ? LLM_DEVICE_NPU : LLM_DEVICE_CPU;
     cp.n_gpu_layers = t->n_gpu_layers;

@@ -25,10 +25,12 @@ struct bench_strs {
 
 enum bench_output { BENCH_OUT_NONE, BENCH_OUT_MD, BENCH_OUT_CSV, BENCH_OUT_JSON, BENCH_OUT_JSONL, BENCH_OUT_SQL };
 
-/* KV cache types by llama-bench's names; only F32 and F16 exist in our context. */
+/* KV cache types by llama-bench's names, every one a cache type of our context. */
 enum bench_kv { BENCH_KV_F32, BENCH_KV_F16, BENCH_KV_BF16, BENCH_KV_Q8_0, BENCH_KV_Q4_0, BENCH_KV_Q4_1,
                 BENCH_KV_Q5_0, BENCH_KV_Q5_1, BENCH_KV_IQ4_NL, BENCH_KV_COUNT };
 const char *bench_kv_name(int kv);
+/* The enum llm_type of a bench_kv, or -1 for none. */
+int bench_kv_type(int kv);
 
 /* -dev values: "auto" (default, runs on cpu), cpu, npu (the emulated Ascend NPU; also by its
  * --list-devices name CANN0), none (the cpu alone); an item may join devices with '/', and runs on

@@ -14,6 +14,7 @@
 #include "bench.h"
 #include "commands.h"
 #include "graphcache/graphcache.h"
+#include "model/kv_cache.h"
 #include "npu/acl.h"
 #include "thread_policy.h"
 
@@ -29,6 +30,11 @@ static const char *const lm_names[BENCH_LM_COUNT] = { "auto", "none", "mmap", "m
 const char *bench_kv_name(int kv)
 {
     return kv >= 0 && kv < BENCH_KV_COUNT ? kv_names[kv] : "?";
+}
+
+int bench_kv_type(int kv)
+{
+    return kv >= 0 && kv < BENCH_KV_COUNT ? llm_kv_cache_type_from_name(kv_names[kv]) : -1;
 }
 
 const char *bench_sm_name(int sm)
@@ -850,12 +856,13 @@ int bench_validate(const struct bench_params *p, char *msg, size_t cap)
         snprintf(msg, cap, "-p/-n/-pg plus -d need a context of %lld tokens, more than %d", most, INT_MAX);
         return -1;
     }
-    const struct bench_ints *kv[] = { &p->type_k, &p->type_v };
-    for (int l = 0; l < 2; l++)
-        for (int i = 0; i < kv[l]->n; i++)
-            if (kv[l]->v[i] != BENCH_KV_F16 && kv[l]->v[i] != BENCH_KV_F32) {
-                snprintf(msg, cap, "KV cache type '%s' is not supported (%s: f16 or f32)", bench_kv_name(kv[l]->v[i]),
-                         l == 0 ? "-ctk" : "-ctv");
+    /* a quantized V cache needs flash attention (llama.cpp's rule): known before any test runs */
+    for (int i = 0; i < p->type_v.n; i++)
+        for (int j = 0; j < p->flash_attn.n; j++)
+            if (p->flash_attn.v[j] == 0 && bench_kv_type(p->type_v.v[i]) >= 0 &&
+                llm_type_info(bench_kv_type(p->type_v.v[i]))->blck_size > 1) {
+                snprintf(msg, cap, "a quantized V cache (-ctv %s) needs flash attention: -fa 0 cannot run it",
+                         bench_kv_name(p->type_v.v[i]));
                 return -1;
             }
     return 0;

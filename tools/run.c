@@ -180,14 +180,13 @@ static void discard_dump(struct run_opts *o)
 
 static int parse_cache_type(const char *opt, const char *s, enum llm_type *out)
 {
-    if (!strcmp(s, "f16")) {
-        *out = LLM_TYPE_F16;
-    } else if (!strcmp(s, "f32")) {
-        *out = LLM_TYPE_F32;
-    } else {
-        tool_error("unsupported KV cache type '%s' for %s (use f16 or f32)", s, opt);
+    const int t = llm_kv_cache_type_from_name(s);
+    if (t < 0) {
+        tool_error("unsupported KV cache type '%s' for %s (use f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0 or q5_1)",
+                   s, opt);
         return 1;
     }
+    *out = (enum llm_type)t;
     return 0;
 }
 
@@ -353,8 +352,8 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
     struct arg_dbl *rep_pen = arg_dbl0(NULL, "repeat-penalty", "X", "repeat penalty (default 1.0 = off)");
     struct arg_int *rep_n = arg_int0(NULL, "repeat-last-n", "N", "tokens the penalty looks back (default 64)");
     struct arg_str *seed = arg_str0("s", "seed", "N", "random seed (default -1: random)");
-    struct arg_str *ctk = arg_str0(NULL, "cache-type-k", "TYPE", "-ctk: K cache type f16|f32 (default f16)");
-    struct arg_str *ctv = arg_str0(NULL, "cache-type-v", "TYPE", "-ctv: V cache type f16|f32 (default f16)");
+    struct arg_str *ctk = arg_str0(NULL, "cache-type-k", "TYPE", "-ctk: K cache type f32|f16|bf16|q8_0|q4_0|q4_1|iq4_nl|q5_0|q5_1 (default f16)");
+    struct arg_str *ctv = arg_str0(NULL, "cache-type-v", "TYPE", "-ctv: V cache type, as -ctk; a quantized one needs -fa on (default f16)");
     struct arg_str *fa = arg_str0(NULL, "flash-attn", "on|off|auto", "-fa: fused attention (default auto = on)");
     struct arg_str *dev = arg_str0(NULL, "device", "cpu|npu", "-dev: backend (default cpu)");
     struct arg_int *ngl = arg_int0(NULL, "n-gpu-layers", "N", "-ngl: layers on the device, from the last (output = one; default -1: all)");
@@ -682,13 +681,13 @@ static void print_stats(const struct run_stats *rs, const struct llm_context *ct
     print_latency(rs);
     const struct llm_hparams *hp = &m->hp;
     const int64_t cells = ((int64_t)cp->n_ctx + LLM_KV_PAD - 1) / LLM_KV_PAD * LLM_KV_PAD;
-    const double row_k = (double)llm_row_size(cp->type_k, (int64_t)hp->n_embd_head_k * hp->n_head_kv);
-    const double row_v = (double)llm_row_size(cp->type_v, (int64_t)hp->n_embd_head_v * hp->n_head_kv);
-    const double bytes = (row_k + row_v) * (double)cells * hp->n_layer;
+    const size_t cell = llm_context_kv_cell_bytes(ctx);
     const int32_t used = llm_n_past(ctx);
-    fprintf(stderr, "llm-run: kv cache: %d of %d tokens used (%.1f%%), %lld cells x %u layers, %s/%s, %.2f MiB\n",
+    fprintf(stderr,
+            "llm-run: kv cache: %d of %d tokens used (%.1f%%), %lld cells x %u layers, %s/%s, %zu bytes a cell, "
+            "%.2f MiB\n",
             used, cp->n_ctx, cp->n_ctx ? 100.0 * used / cp->n_ctx : 0.0, (long long)cells, hp->n_layer,
-            llm_type_name(cp->type_k), llm_type_name(cp->type_v), bytes / 1048576.0);
+            llm_type_name(cp->type_k), llm_type_name(cp->type_v), cell, (double)cell * (double)cells / 1048576.0);
     print_splits(ctx);
     print_ranks(ctx, hp->n_layer);
     if (strcmp(llm_context_backend_name(ctx), "cpu") != 0) /* the cpu has no graph cache */

@@ -276,6 +276,15 @@ static bool layer_offloaded(const struct llm_context *c, int64_t il)
     return c->n_backends > 1 && il >= 0 && (ngl < 0 || il >= n_layer + 1 - ngl);
 }
 
+/* Does layer il's KV cache live on the device? With its layer, unless -nkvo, or the cache is
+ * quantized: the npu's SET_ROWS and attention take float caches only (as CANN's), so a quantized
+ * cache stays in host memory and the cpu runs the layer's cache writes and attention. */
+static bool kv_offloaded(const struct llm_context *c, int64_t il)
+{
+    return layer_offloaded(c, il) && !c->p.no_kv_offload && llm_type_info(c->p.type_k)->blck_size == 1 &&
+           llm_type_info(c->p.type_v)->blck_size == 1;
+}
+
 /* Does this stage use layer il (n_layer: the output layer; -1: the embedding and the rest)? */
 static bool layer_here(const struct llm_context *c, int64_t il)
 {
@@ -349,8 +358,8 @@ static size_t placement_bytes(struct llm_context *c)
     const size_t cells = (size_t)(c->p.n_ctx + LLM_KV_PAD - 1) / LLM_KV_PAD * LLM_KV_PAD;
     const size_t row = llm_row_size(c->p.type_k, (int64_t)hp->n_embd_head_k * hp->n_head_kv) +
                        llm_row_size(c->p.type_v, (int64_t)hp->n_embd_head_v * hp->n_head_kv);
-    for (uint32_t il = 0; il < hp->n_layer && !c->p.no_kv_offload; il++)
-        bytes += layer_offloaded(c, il) ? row * cells : 0;
+    for (uint32_t il = 0; il < hp->n_layer; il++)
+        bytes += kv_offloaded(c, il) ? row * cells : 0;
     return bytes;
 }
 
@@ -397,7 +406,7 @@ static int context_init(struct llm_context *c, struct llm_error *err)
     struct llm_backend *kv_home[LLM_MAX_LAYERS];
     for (uint32_t il = 0; il < c->model->hp.n_layer && il < LLM_MAX_LAYERS; il++) {
         kv_home[il] = !layer_here(c, il) ? NULL /* another rank's */
-                      : c->backends[layer_offloaded(c, il) && !c->p.no_kv_offload ? 0 : cpu_index(c)];
+                      : c->backends[kv_offloaded(c, il) ? 0 : cpu_index(c)];
     }
     if (!rc)
         rc = llm_kv_cache_init(&c->kv, &c->model->hp, kv_home, c->p.n_ctx, c->p.type_k, c->p.type_v, err);
@@ -440,9 +449,9 @@ int llm_context_new(struct llm_model *model, const struct llm_context_params *p,
     *out = NULL;
     if (p->n_ctx < 1 || p->n_batch < 1 || p->n_ubatch < 1 || p->n_threads < 1)
         return llm_fail(err, LLM_ERR_ARG, "context sizes and thread count must be positive");
-    if ((p->type_k != LLM_TYPE_F16 && p->type_k != LLM_TYPE_F32) ||
-        (p->type_v != LLM_TYPE_F16 && p->type_v != LLM_TYPE_F32))
-        return llm_fail(err, LLM_ERR_UNSUPPORTED, "KV cache type must be f16 or f32");
+    int rc = llm_kv_cache_check(&model->hp, p->type_k, p->type_v, p->flash_attn, err);
+    if (rc)
+        return rc;
     struct llm_context *c = calloc(1, sizeof *c);
     if (!c)
         return llm_fail(err, LLM_ERR_NOMEM, "out of memory");
@@ -450,7 +459,7 @@ int llm_context_new(struct llm_model *model, const struct llm_context_params *p,
     c->p = *p;
     if (c->p.n_ubatch > c->p.n_batch)
         c->p.n_ubatch = c->p.n_batch;
-    int rc = stage_init(c, err);
+    rc = stage_init(c, err);
     if (!rc)
         rc = context_init(c, err);
     if (rc) {
@@ -668,6 +677,11 @@ int llm_context_ranks(const struct llm_context *c, struct llm_rank_info *out, in
         return 0;
     out[0] = (struct llm_rank_info){ .rank = 0, .first = c->first, .end = c->end };
     return 1;
+}
+
+size_t llm_context_kv_cell_bytes(const struct llm_context *c)
+{
+    return llm_kv_cache_cell_bytes(&c->kv);
 }
 
 const struct llm_model *llm_context_model(const struct llm_context *c)

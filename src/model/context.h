@@ -29,7 +29,8 @@ struct llm_context_params {
     int32_t n_batch;       /* logical batch: max tokens per llm_decode call         */
     int32_t n_ubatch;      /* physical batch: max tokens per graph                  */
     int32_t n_threads;
-    enum llm_type type_k;  /* KV cache types: F16 (default) or F32                   */
+    enum llm_type type_k;  /* KV cache types: F16 (default), F32, BF16 or quantized
+                              (llm_kv_cache_type_ok; its rules: llm_kv_cache_check)   */
     enum llm_type type_v;
     bool flash_attn;       /* fused FLASH_ATTN node (default) or mul_mat+soft_max   */
     enum llm_device device;/* the device beside the cpu: cpu (none, the default) or npu */
@@ -83,6 +84,9 @@ const float *llm_get_logits(const struct llm_context *c, int32_t i);
  * llm_get_logits is NULL in that mode. */
 const float *llm_get_embeddings(const struct llm_context *c, int32_t i);
 
+/* Bytes one KV cell takes: the K and V rows of every layer this context holds (a Q8_0 cache takes
+ * 34 bytes per 32 elements, F16 2 per element). */
+size_t llm_context_kv_cell_bytes(const struct llm_context *c);
 /* The -ngl the context placed its layers with (after -fitt; -1: all). */
 int32_t llm_context_n_gpu_layers(const struct llm_context *c);
 int32_t llm_n_past(const struct llm_context *c);

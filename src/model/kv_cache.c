@@ -2,6 +2,42 @@
 
 #include <stdio.h>
 
+static const enum llm_type cache_types[] = { LLM_TYPE_F32,  LLM_TYPE_F16,    LLM_TYPE_BF16,
+                                             LLM_TYPE_Q8_0, LLM_TYPE_Q4_0,   LLM_TYPE_Q4_1,
+                                             LLM_TYPE_IQ4_NL, LLM_TYPE_Q5_0, LLM_TYPE_Q5_1 };
+
+bool llm_kv_cache_type_ok(enum llm_type t)
+{
+    for (size_t i = 0; i < sizeof cache_types / sizeof cache_types[0]; i++)
+        if (cache_types[i] == t)
+            return true;
+    return false;
+}
+
+int llm_kv_cache_type_from_name(const char *name)
+{
+    int t = llm_type_from_name(name);
+    return t >= 0 && llm_kv_cache_type_ok((enum llm_type)t) ? t : -1;
+}
+
+int llm_kv_cache_check(const struct llm_hparams *hp, enum llm_type type_k, enum llm_type type_v, bool flash_attn,
+                       struct llm_error *err)
+{
+    if (!llm_kv_cache_type_ok(type_k) || !llm_kv_cache_type_ok(type_v))
+        return llm_fail(err, LLM_ERR_ARG, "KV cache type %s/%s: use f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0 or q5_1",
+                        llm_type_name(type_k), llm_type_name(type_v));
+    const int64_t bk = llm_type_info(type_k)->blck_size, bv = llm_type_info(type_v)->blck_size;
+    if (bv > 1 && !flash_attn)
+        return llm_fail(err, LLM_ERR_ARG, "a quantized V cache (%s) needs flash attention: use -fa on", llm_type_name(type_v));
+    if (hp->n_embd_head_k % bk)
+        return llm_fail(err, LLM_ERR_ARG, "K cache type %s with block size %lld does not divide the head dim %u",
+                        llm_type_name(type_k), (long long)bk, hp->n_embd_head_k);
+    if (hp->n_embd_head_v % bv)
+        return llm_fail(err, LLM_ERR_ARG, "V cache type %s with block size %lld does not divide the head dim %u",
+                        llm_type_name(type_v), (long long)bv, hp->n_embd_head_v);
+    return LLM_OK;
+}
+
 static int32_t pad_to(int32_t n, int32_t m)
 {
     return (n + m - 1) / m * m;
@@ -51,6 +87,14 @@ void llm_kv_cache_release(struct llm_kv_cache *kv)
         llm_buffer_free(kv->v[il].buffer);
     }
     kv->n_layer = 0;
+}
+
+size_t llm_kv_cache_cell_bytes(const struct llm_kv_cache *kv)
+{
+    size_t bytes = 0;
+    for (int32_t il = 0; il < kv->n_layer; il++)
+        bytes += kv->k[il].buffer ? kv->k[il].nb[1] + kv->v[il].nb[1] : 0;
+    return bytes;
 }
 
 int32_t llm_kv_cache_window(const struct llm_kv_cache *kv, int32_t n_new)

@@ -72,7 +72,9 @@ struct npu_backend {
 
 /* What CANN runs (ggml-cann's supports_op, 3f545be): its matmul takes float weights, and Q8_0 and
  * Q4_0 ones with both operands contiguous, no K-quants, Q4_1 or Q5_x; GET_ROWS reads float and
- * Q8_0 rows; SET_ROWS writes float rows; RoPE rows are at most 896 elements. The rest as the cpu. */
+ * Q8_0 rows; SET_ROWS writes float rows; RoPE rows are at most 896 elements. Attention reads float
+ * K and V only: this npu takes no quantized KV cache (it stays in host memory, the cpu attends).
+ * The rest as the cpu. */
 static bool is_float(enum llm_type t)
 {
     return t == LLM_TYPE_F32 || t == LLM_TYPE_F16 || t == LLM_TYPE_BF16;
@@ -98,11 +100,13 @@ static bool npu_supports_op(struct llm_backend *b, const struct llm_tensor *node
         return is_float(s0->type) || s0->type == LLM_TYPE_Q8_0;
     case LLM_OP_SET_ROWS:
         return is_float(s0->type);
+    case LLM_OP_FLASH_ATTN: /* a float cache only: a quantized one stays in host memory */
+        return is_float(node->src[1]->type) && is_float(node->src[2]->type);
     case LLM_OP_ROPE:
     case LLM_OP_ROPE_QK: /* both halves have the rows of one layer's heads */
         return s0->ne[0] <= 896 && (node->op == LLM_OP_ROPE || node->src[2]->ne[0] <= 896);
     case LLM_OP_NONE: case LLM_OP_ADD: case LLM_OP_MUL: case LLM_OP_SCALE: case LLM_OP_RMS_NORM:
-    case LLM_OP_SOFT_MAX: case LLM_OP_FLASH_ATTN: case LLM_OP_SWIGLU: case LLM_OP_SILU: case LLM_OP_CPY:
+    case LLM_OP_SOFT_MAX: case LLM_OP_SWIGLU: case LLM_OP_SILU: case LLM_OP_CPY:
     case LLM_OP_CONT: case LLM_OP_VIEW: case LLM_OP_RESHAPE: case LLM_OP_PERMUTE: case LLM_OP_TRANSPOSE:
     case LLM_OP_CHANNEL_NORM: case LLM_OP_FUSED: case LLM_OP_ADD_RMS_NORM:
     case LLM_OP_RMS_NORM_MUL: case LLM_OP_COUNT:

@@ -7,7 +7,9 @@
  * blocks of 8 cells that every head masks with -inf are skipped: most of a padded KV window.
  * Head dims of 8 (tiny models such as stories260K) have an AVX-512 path of their own,
  * attention_hd8.c, and so has prefill (attention_tile.c: a unit is then a tile of query rows, whose
- * rows share each K and V block). */
+ * rows share each K and V block). A quantized (or BF16) K or V, a quantized KV cache, is read block
+ * by block: each K row is dequantized into the 8-row scratch as its cells are scored, and the V rows
+ * of the live cells ATTN_V_CELLS at a time, so no copy of the cache is ever made. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +26,12 @@ static float load_kv(enum llm_type t, const char *p)
     return t == LLM_TYPE_F16 ? llm_fp16_to_fp32(*(const uint16_t *)p) : *(const float *)p;
 }
 
+/* K or V of a type the kernels read as F32 rows it converts (quantized, BF16), not F32/F16 in place. */
+static bool converted(const struct llm_tensor *t)
+{
+    return t->type != LLM_TYPE_F32 && t->type != LLM_TYPE_F16;
+}
+
 static int64_t round8(int64_t n)
 {
     return (n + 7) & ~(int64_t)7;
@@ -37,8 +45,9 @@ static int64_t scratch_floats(const struct llm_tensor *dst, int64_t group)
     /* scores of max(group, 4) heads: the head-dim-8 path runs 4 heads of several groups at once */
     int64_t n = (group > 4 ? group : 4) * round16(k->ne[1]) + group * (hd8 + 8 + 1 + v->ne[0]) + 9 * hd8 +
                 round8(k->ne[1]);
+    n += converted(v) ? ATTN_V_CELLS * v->ne[0] : 0;
     n = (n + 15) & ~(int64_t)15;
-    int64_t tile = attn_tile_fits(q, k, v) ? attn_tile_scratch_floats(q->ne[0], v->ne[0], k->ne[1]) : 0;
+    int64_t tile = attn_tile_fits(q, k, v) ? attn_tile_scratch_floats(q->ne[0], v->ne[0], k->ne[1], converted(k)) : 0;
     return tile > n ? tile : n;
 }
 
@@ -184,7 +193,8 @@ static inline __attribute__((always_inline)) AVX2 __m256 dot8(const float *q, co
 }
 
 /* Points r[c] at the K rows of cells j0..j0+7, hd8 values each: the rows themselves when hd is a
- * multiple of 8, else zero-padded F32 copies in u->kb; past n_kv, zeros. True when r is F16. */
+ * multiple of 8 and K is F32/F16, else zero-padded F32 copies (converted ones for a quantized or
+ * BF16 K) in u->kb; past n_kv, zeros. True when r is F16. */
 static AVX2 bool k_block(const struct attn_unit *u, int64_t j0, const void *r[8])
 {
     const struct llm_tensor *k = u->k;
@@ -196,6 +206,14 @@ static AVX2 bool k_block(const struct attn_unit *u, int64_t j0, const void *r[8]
             continue;
         }
         const char *kr = k0 + c * k->nb[1];
+        if (u->k_deq) {
+            float *d = u->kb + c * u->hd8;
+            u->k_deq(kr, d, u->hd);
+            for (int64_t i = u->hd; i < u->hd8; i++)
+                d[i] = 0.0f;
+            r[c] = d;
+            continue;
+        }
         if (direct) {
             r[c] = kr;
             continue;
@@ -328,10 +346,47 @@ static AVX2 void accum_chunk_any(const struct attn_unit *u, int64_t i, int64_t t
     }
 }
 
+/* Pass 3 for a converted V: the V rows of ATTN_V_CELLS live cells dequantized into u->vq, then per
+ * head 32 elements at a time in four registers over them (the last hd_v % 32 one by one). */
+static AVX2 void accum_quant_avx2(struct attn_unit *u)
+{
+    const int64_t n_live = live_cells(u), hd_v = u->hd_v;
+    for (int64_t t0 = 0; t0 < n_live; t0 += ATTN_V_CELLS) {
+        const int64_t n = n_live - t0 < ATTN_V_CELLS ? n_live - t0 : ATTN_V_CELLS;
+        for (int64_t c = 0; c < n; c++)
+            u->v_deq(tensor_at(u->v, 0, u->live[t0 + c], u->hk, 0), u->vq + c * hd_v, hd_v);
+        for (int64_t g = 0; g < u->nh; g++) {
+            const float *w = u->s + g * u->n_kv8;
+            float *acc = u->acc + g * hd_v;
+            int64_t i = 0;
+            for (; i + 32 <= hd_v; i += 32) {
+                __m256 a[4];
+                for (int k = 0; k < 4; k++)
+                    a[k] = _mm256_loadu_ps(acc + i + 8 * k);
+                for (int64_t c = 0; c < n; c++) {
+                    const __m256 wv = _mm256_set1_ps(w[u->live[t0 + c]]);
+                    const float *vr = u->vq + c * hd_v + i;
+                    for (int k = 0; k < 4; k++)
+                        a[k] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(vr + 8 * k), a[k]);
+                }
+                for (int k = 0; k < 4; k++)
+                    _mm256_storeu_ps(acc + i + 8 * k, a[k]);
+            }
+            for (int64_t c = 0; i < hd_v && c < n; c++)
+                for (int64_t e = i; e < hd_v; e++)
+                    acc[e] += w[u->live[t0 + c]] * u->vq[c * hd_v + e];
+        }
+    }
+}
+
 /* Pass 3: live cells in tiles of 64, so the tile's V rows stay in L1 while every 8-wide chunk of
  * them is read; up to 4 heads per sweep. Elements past the last full chunk one by one. */
 static AVX2 void accum_avx2(struct attn_unit *u)
 {
+    if (u->v_deq) {
+        accum_quant_avx2(u);
+        return;
+    }
     bool f16 = u->v->type == LLM_TYPE_F16;
     int64_t n8 = u->hd_v & ~(int64_t)7, n_live = live_cells(u);
     for (int64_t t0 = 0; t0 < n_live; t0 += 64) {
@@ -365,6 +420,12 @@ static void scores_scalar(struct attn_unit *u)
     const char *mr0 = mask_row(u, 0);
     for (int64_t j = u->r_lo; j < u->r_hi; j++) {
         const char *kr = tensor_at(k, 0, j, u->hk, 0);
+        enum llm_type kt = k->type;
+        int64_t ks = (int64_t)k->nb[0];
+        if (u->k_deq) { /* converted once per cell, read below as F32 */
+            u->k_deq(kr, u->kb, u->hd);
+            kr = (const char *)u->kb, kt = LLM_TYPE_F32, ks = sizeof(float);
+        }
         for (int64_t g = 0; g < u->nh; g++) {
             const char *mr = nm == 1 ? mr0 : mask_row(u, g);
             float mv = mr ? *(const float *)(mr + j * (int64_t)m->nb[0]) : 0.0f, sc = -INFINITY;
@@ -372,7 +433,7 @@ static void scores_scalar(struct attn_unit *u)
                 const float *qs = u->qs + g * u->hd8;
                 sc = mv;
                 for (int64_t i = 0; i < u->hd; i++)
-                    sc += qs[i] * load_kv(k->type, kr + i * (int64_t)k->nb[0]);
+                    sc += qs[i] * load_kv(kt, kr + i * ks);
                 u->lo = u->lo < j ? u->lo : j;
                 u->hi = j + 1;
             }
@@ -382,9 +443,32 @@ static void scores_scalar(struct attn_unit *u)
     }
 }
 
+/* A converted V: each row with a non-zero weight dequantized once, then added to every head. */
+static void accum_quant_scalar(struct attn_unit *u)
+{
+    for (int64_t j = u->lo; j < u->hi; j++) {
+        bool live = false;
+        for (int64_t g = 0; g < u->nh && !live; g++)
+            live = u->s[g * u->n_kv8 + j] != 0.0f;
+        if (!live)
+            continue;
+        u->v_deq(tensor_at(u->v, 0, j, u->hk, 0), u->vq, u->hd_v);
+        for (int64_t g = 0; g < u->nh; g++) {
+            const float w = u->s[g * u->n_kv8 + j];
+            float *acc = u->acc + g * u->hd_v;
+            for (int64_t i = 0; w != 0.0f && i < u->hd_v; i++)
+                acc[i] += w * u->vq[i];
+        }
+    }
+}
+
 static void accum_scalar(struct attn_unit *u)
 {
     const struct llm_tensor *v = u->v;
+    if (u->v_deq) {
+        accum_quant_scalar(u);
+        return;
+    }
     for (int64_t g = 0; g < u->nh; g++) {
         const float *w = u->s + g * u->n_kv8;
         float *acc = u->acc + g * u->hd_v;
@@ -497,10 +581,13 @@ void cpu_flash_attn(const struct llm_cpu_params *p, struct llm_tensor *dst)
     u.kb = u.acc + group * hd_v;
     u.zero = u.kb + 8 * hd8;
     u.live = (int32_t *)(u.zero + hd8);
+    u.vq = (float *)(u.live + n_kv8);
+    u.k_deq = converted(k) ? llm_type_traits(k->type)->to_float_fast : NULL;
+    u.v_deq = converted(v) ? llm_type_traits(v->type)->to_float_fast : NULL;
     memset(u.zero, 0, (size_t)hd8 * sizeof(float));
     enum attn_path path = llm_cpu_has_avx2() && unit_rows(k) && unit_rows(v) ? PATH_AVX2 : PATH_SCALAR;
     if (path == PATH_AVX2 && hd == 8 && hd_v == 8 && (!m || (m->ne[2] == 1 && m->nb[0] == sizeof(float))) &&
-        llm_cpu_has_avx512())
+        !u.k_deq && !u.v_deq && llm_cpu_has_avx512())
         path = PATH_HD8_AVX512;
     else if (path == PATH_AVX2 && attn_tile_fits(q, k, v) && llm_cpu_has_avx512())
         path = PATH_TILE_AVX512;
@@ -543,14 +630,27 @@ void cpu_flash_attn(const struct llm_cpu_params *p, struct llm_tensor *dst)
     }
 }
 
-void llm_ref_flash_attn(struct llm_tensor *dst)
+/* A converted (quantized, BF16) t as a contiguous F32 tensor of its shape (rows dequantized by the
+ * reference to_float, data malloc'd into *f), else t itself; NULL when out of memory. */
+static const struct llm_tensor *ref_dequantized(const struct llm_tensor *t, struct llm_tensor *f)
 {
-    const struct llm_tensor *q = dst->src[0], *k = dst->src[1], *v = dst->src[2], *m = dst->src[3];
+    if (!converted(t))
+        return t;
+    *f = (struct llm_tensor){ .type = LLM_TYPE_F32, .ne = { t->ne[0], t->ne[1], t->ne[2], 1 } };
+    f->nb[0] = sizeof(float), f->nb[1] = (size_t)t->ne[0] * sizeof(float);
+    f->nb[2] = f->nb[1] * (size_t)t->ne[1], f->nb[3] = f->nb[2] * (size_t)t->ne[2];
+    f->data = malloc(f->nb[3]);
+    for (int64_t h = 0; f->data && h < t->ne[2]; h++)
+        for (int64_t j = 0; j < t->ne[1]; j++)
+            llm_type_traits(t->type)->to_float(tensor_at(t, 0, j, h, 0), tensor_at(f, 0, j, h, 0), t->ne[0]);
+    return f->data ? f : NULL;
+}
+
+static void ref_attend(struct llm_tensor *dst, const struct llm_tensor *k, const struct llm_tensor *v, double *w)
+{
+    const struct llm_tensor *q = dst->src[0], *m = dst->src[3];
     int64_t hd = q->ne[0], hd_v = v->ne[0], n_kv = k->ne[1], heads = q->ne[2];
     double scale = llm_get_op_f32(dst, 0);
-    double *w = malloc((size_t)n_kv * sizeof(double));
-    if (!w)
-        return;
     for (int64_t iq = 0; iq < q->ne[1]; iq++)
         for (int64_t h = 0; h < heads; h++) {
             int64_t hk = h / (heads / k->ne[2]);
@@ -574,5 +674,18 @@ void llm_ref_flash_attn(struct llm_tensor *dst)
                 *(float *)tensor_at(dst, i, h, iq, 0) = sum > 0.0 ? (float)(o / sum) : 0.0f;
             }
         }
+}
+
+/* A quantized or BF16 K or V is dequantized whole first, then the plain attention runs: the oracle
+ * of the block-by-block reads of the fast paths. */
+void llm_ref_flash_attn(struct llm_tensor *dst)
+{
+    struct llm_tensor kf = { 0 }, vf = { 0 };
+    const struct llm_tensor *k = ref_dequantized(dst->src[1], &kf), *v = ref_dequantized(dst->src[2], &vf);
+    double *w = malloc((size_t)dst->src[1]->ne[1] * sizeof(double));
+    if (k && v && w)
+        ref_attend(dst, k, v, w);
     free(w);
+    free(kf.data);
+    free(vf.data);
 }

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "kernels.h"
+#include "types.h"
 
 /* Query row iq, heads [h0, h0 + nh) of KV head hk, with this thread's scratch. */
 struct attn_unit {
@@ -17,13 +18,18 @@ struct attn_unit {
     float *mx;       /* nh × 8: lanes of each head's running max score */
     float *inv;      /* nh: 1 / Σ weights (0 when the head may attend to nothing) */
     float *acc;      /* nh rows of hd_v: Σ w·v */
-    float *kb;       /* 8 rows of hd8: K rows zero-padded to hd8 as F32 (when hd is not) */
+    float *kb;       /* 8 rows of hd8: K rows as F32, zero-padded to hd8 (when hd is not or K is converted) */
+    float *vq;       /* ATTN_V_CELLS rows of hd_v: converted V rows (a quantized or BF16 V only) */
+    llm_to_float_fn k_deq, v_deq; /* converters of a quantized or BF16 K and V, else NULL */
     float *zero;     /* hd8 zeros: stands in for rows past n_kv */
     int32_t *live;   /* n_kv8: the cells pass 3 reads (AVX2 path) */
     int64_t lo, hi;  /* cells [lo, hi) hold every cell some head may attend to */
     int64_t r_iq;    /* query row whose visible range [r_lo, r_hi) is known (-1: none yet) */
     int64_t r_lo, r_hi;
 };
+
+/* Live cells whose V rows a quantized V has dequantized at a time: rows of a few KiB, in L1. */
+#define ATTN_V_CELLS 16
 
 static inline int64_t round16(int64_t n)
 {
@@ -76,10 +82,10 @@ void attn_hd8_flush(const struct attn_unit *u, struct hd8_head *hs, int *np);
 #define TILE_ROWS 32
 
 /* Whether the shape suits it: more than one query row, hd a multiple of 16, hd_v of 64, GQA groups
- * of at most TILE_ROWS heads. */
+ * of at most TILE_ROWS heads. K and V may be quantized: their blocks are dequantized as they are read. */
 bool attn_tile_fits(const struct llm_tensor *q, const struct llm_tensor *k, const struct llm_tensor *v);
 int64_t attn_tile_queries(int64_t group);
-int64_t attn_tile_scratch_floats(int64_t hd, int64_t hd_v, int64_t n_kv);
+int64_t attn_tile_scratch_floats(int64_t hd, int64_t hd_v, int64_t n_kv, bool k_quant);
 
 /* Query rows [u->iq, u->iq + nq), heads [u->h0, u->h0 + u->nh) of KV head u->hk, over cells
  * [lo, hi) (the union of the rows' visible ranges, every head's mask included; empty when lo >=

@@ -5,7 +5,9 @@
  * FMAs (16 cells each); V rows stay as they are and an output row is one broadcast FMA per cell and
  * 16 dims. The passes are attention.c's: scores and each row's max; e^(s - max) and its sum;
  * Σ w·v over the cells some row of the tile weights. Each row's sums run in an order fixed by
- * its cell positions alone, so a row's result does not depend on which rows share its tile. */
+ * its cell positions alone, so a row's result does not depend on which rows share its tile. A
+ * quantized K has the 16 rows of a block dequantized before the transpose, a quantized V its live
+ * rows as they are converted: the cache is read block by block, never copied whole. */
 #include <math.h>
 #include <string.h>
 
@@ -33,6 +35,8 @@ struct tile {
     const char *k, *v;           /* row 0 of the unit's KV head in K and V */
     int64_t k_st, v_st;          /* their row strides in bytes */
     bool k_f16, v_f16;
+    llm_to_float_fn k_deq, v_deq; /* dequantizers of a quantized K and V, else NULL */
+    bool k_quant;                 /* K is quantized: scratch for a dequantized block */
     const struct llm_tensor *m;
     int64_t rows, hd, hd_v, n_kv, n16, lo, hi; /* cells [lo, hi): multiples of 16 */
     const char *mrow[TILE_ROWS]; /* each row's mask row (NULL: no mask) */
@@ -42,6 +46,7 @@ struct tile {
     float *inv;  /* rows: 1 / Σ weights, 0 when the row may attend to nothing */
     float *acc;  /* rows × hd_v: Σ w·v */
     float *kt;   /* hd × 32: two blocks of K, transposed */
+    float *kq;   /* 16 × hd: a block of K rows dequantized (a quantized K only) */
     float *vb;   /* V_CELLS × hd_v: V rows of live cells as F32 */
     int32_t *live;
 };
@@ -63,15 +68,16 @@ static int64_t layout(struct tile *t, float *base)
     PART(inv, float, round16(TILE_ROWS));
     PART(acc, float, TILE_ROWS * t->hd_v);
     PART(kt, float, t->hd * 32);
+    PART(kq, float, t->k_quant ? 16 * t->hd : 0);
     PART(vb, float, V_CELLS * t->hd_v);
     PART(live, int32_t, t->n16);
 #undef PART
     return used;
 }
 
-int64_t attn_tile_scratch_floats(int64_t hd, int64_t hd_v, int64_t n_kv)
+int64_t attn_tile_scratch_floats(int64_t hd, int64_t hd_v, int64_t n_kv, bool k_quant)
 {
-    struct tile t = { .hd = hd, .hd_v = hd_v, .n16 = round16(n_kv) };
+    struct tile t = { .hd = hd, .hd_v = hd_v, .n16 = round16(n_kv), .k_quant = k_quant };
     return layout(&t, NULL);
 }
 
@@ -113,8 +119,16 @@ static inline FORCE_INLINE AVX512 void transpose16(__m512 r[16])
 static AVX512 void pack_k_block(const struct tile *t, int64_t j0, int b)
 {
     const bool f16 = t->k_f16;
-    const int64_t st = t->k_st;
+    int64_t st = t->k_st;
     const char *base = t->k + j0 * st;
+    if (t->k_deq) { /* the block's rows as F32 (zeros past n_kv), then read as an F32 K */
+        for (int64_t c = 0; c < 16; c++)
+            if (j0 + c < t->n_kv)
+                t->k_deq(base + c * st, t->kq + c * t->hd, t->hd);
+            else
+                memset(t->kq + c * t->hd, 0, (size_t)t->hd * sizeof(float));
+        base = (const char *)t->kq, st = t->hd * (int64_t)sizeof(float);
+    }
     for (int64_t d0 = 0; d0 < t->hd; d0 += 16) {
         __m512 r[16];
 #pragma GCC unroll 16
@@ -279,6 +293,10 @@ static AVX512 void convert_v(const struct tile *t, int64_t c0, int64_t n)
     for (int64_t c = 0; c < n; c++) {
         const char *row = t->v + t->live[c0 + c] * t->v_st;
         float *d = t->vb + c * t->hd_v;
+        if (t->v_deq) {
+            t->v_deq(row, d, t->hd_v);
+            continue;
+        }
         for (int64_t i = 0; i < t->hd_v; i += 16)
             _mm512_storeu_ps(d + i, f16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)row + i)))
                                         : _mm512_loadu_ps((const float *)row + i));
@@ -352,6 +370,7 @@ AVX512 void attn_tile_run(const struct attn_unit *u, int64_t nq, int64_t lo, int
     t.k = tensor_at(k, 0, 0, u->hk, 0), t.v = tensor_at(v, 0, 0, u->hk, 0);
     t.k_st = (int64_t)k->nb[1], t.v_st = (int64_t)v->nb[1];
     t.k_f16 = k->type == LLM_TYPE_F16, t.v_f16 = v->type == LLM_TYPE_F16;
+    t.k_deq = u->k_deq, t.v_deq = u->v_deq, t.k_quant = u->k_deq != NULL;
     layout(&t, scratch);
 
     const float scale = llm_get_op_f32(dst, 0);

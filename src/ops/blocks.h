@@ -45,6 +45,15 @@ struct PACKED block_q8_1 {
     int8_t qs[QK];
 };
 
+struct PACKED block_iq4_nl {
+    uint16_t d;
+    uint8_t qs[QK / 2];        /* codebook indices, nibbles as in block_q4_0          */
+};
+
+/* IQ4_NL's 16-entry non-linear codebook (the GGUF spec's): x = d * value[index]. */
+static const int8_t iq4_nl_values[16] = { -127, -104, -83, -65, -49, -35, -22, -10,
+                                          1,    13,   25,  38,  53,  69,  89,  113 };
+
 struct PACKED block_q2_K {
     uint8_t scales[QK_K / 16]; /* per 16 elements: low nibble scale, high nibble min */
     uint8_t qs[QK_K / 4];
@@ -113,6 +122,7 @@ _Static_assert(sizeof(struct block_q5_0) == 22, "block_q5_0 size");
 _Static_assert(sizeof(struct block_q5_1) == 24, "block_q5_1 size");
 _Static_assert(sizeof(struct block_q8_0) == 34, "block_q8_0 size");
 _Static_assert(sizeof(struct block_q8_1) == 36, "block_q8_1 size");
+_Static_assert(sizeof(struct block_iq4_nl) == 18, "block_iq4_nl size");
 _Static_assert(sizeof(struct block_q2_K) == 84, "block_q2_K size");
 _Static_assert(sizeof(struct block_q3_K) == 110, "block_q3_K size");
 _Static_assert(sizeof(struct block_q4_K) == 144, "block_q4_K size");

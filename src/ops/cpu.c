@@ -52,10 +52,21 @@ bool cpu_get_rows_supported(const struct llm_tensor *n)
     return float_type(a->type);
 }
 
+/* A quantized destination (a quantized KV cache) takes whole rows of whole blocks, quantized by the
+ * type's from_float, so both rows need unit strides. */
+static bool set_rows_type(const struct llm_tensor *n)
+{
+    const struct llm_type_traits *tt = llm_type_traits(n->type);
+    if (!tt || llm_type_info(n->type)->blck_size == 1)
+        return float_type(n->type);
+    return tt->from_float && n->ne[0] % llm_type_info(n->type)->blck_size == 0 && unit_stride(n) &&
+           n->src[1]->nb[0] == sizeof(float);
+}
+
 bool cpu_set_rows_supported(const struct llm_tensor *n)
 {
     const struct llm_tensor *b = n->src[1], *ids = n->src[2];
-    return float_type(n->type) && tensor_is_f32(b) && ids && ids->type == LLM_TYPE_I32 && b->ne[0] == n->ne[0] &&
+    return tensor_is_f32(b) && set_rows_type(n) && ids && ids->type == LLM_TYPE_I32 && b->ne[0] == n->ne[0] &&
            ids->ne[0] == b->ne[1] && ids->ne[1] > 0 && ids->ne[2] > 0 && n->ne[2] > 0 && n->ne[3] > 0;
 }
 
@@ -76,11 +87,20 @@ bool cpu_soft_max_supported(const struct llm_tensor *n)
            (!m || (tensor_is_f32(m) && m->ne[0] == a->ne[0] && m->ne[1] >= a->ne[1] && broadcasts(a, m, 2)));
 }
 
+/* K or V of FLASH_ATTN: F32 or F16 with any strides, or another type with a dequantizer (a BF16
+ * or quantized KV cache), rows of whole blocks with unit stride, converted as they are read. */
+static bool attn_kv_type(const struct llm_tensor *t)
+{
+    const struct llm_type_traits *tt = llm_type_traits(t->type);
+    if (t->type == LLM_TYPE_F32 || t->type == LLM_TYPE_F16)
+        return true;
+    return tt && tt->to_float && t->ne[0] % llm_type_info(t->type)->blck_size == 0 && unit_stride(t);
+}
+
 bool cpu_flash_attn_supported(const struct llm_tensor *n)
 {
     const struct llm_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2], *m = n->src[3];
-    bool kv_ok = k && v && (k->type == LLM_TYPE_F32 || k->type == LLM_TYPE_F16) &&
-                 (v->type == LLM_TYPE_F32 || v->type == LLM_TYPE_F16);
+    bool kv_ok = k && v && attn_kv_type(k) && attn_kv_type(v);
     return tensor_is_f32(q) && tensor_is_f32(n) && kv_ok && k->ne[0] == q->ne[0] && v->ne[1] == k->ne[1] &&
            v->ne[2] == k->ne[2] && k->ne[2] > 0 && q->ne[2] % k->ne[2] == 0 && q->ne[3] == 1 &&
            n->ne[0] == v->ne[0] && n->ne[1] == q->ne[2] && n->ne[2] == q->ne[1] &&

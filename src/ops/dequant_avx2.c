@@ -140,6 +140,14 @@ void AVX2 llm_to_float_q4_0_avx2(const void *src, float *dst, int64_t n)
     }
 }
 
+void AVX2 llm_to_float_iq4_nl_avx2(const void *src, float *dst, int64_t n)
+{
+    const struct block_iq4_nl *b = src;
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)iq4_nl_values));
+    for (int64_t i = 0; i < n / QK; i++, b++, dst += QK)
+        put32_mul(dst, _mm256_shuffle_epi8(table, nibbles(b->qs)), half_ps(b->d));
+}
+
 void AVX2 llm_to_float_q4_1_avx2(const void *src, float *dst, int64_t n)
 {
     const struct block_q4_1 *b = src;

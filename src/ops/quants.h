@@ -36,6 +36,10 @@ void llm_from_float_q5_0(const float *src, void *dst, int64_t n);
 void llm_from_float_q5_1(const float *src, void *dst, int64_t n);
 void llm_from_float_q8_0(const float *src, void *dst, int64_t n);
 void llm_from_float_q8_1(const float *src, void *dst, int64_t n);
+/* IQ4_NL: a quantizer of our own (the best of a few scales by squared error, then least squares
+ * on the chosen codes), not ggml's bytes. */
+void llm_to_float_iq4_nl(const void *src, float *dst, int64_t n);
+void llm_from_float_iq4_nl(const float *src, void *dst, int64_t n);
 
 /* K-quants, 256-element super-blocks (quants_k.c) */
 void llm_to_float_q2_K(const void *src, float *dst, int64_t n);
@@ -56,6 +60,7 @@ void llm_vec_dot_f32_ref(int64_t n, float *s, const void *x, const void *y);
 void llm_vec_dot_f16_ref(int64_t n, float *s, const void *x, const void *y);
 void llm_vec_dot_bf16_ref(int64_t n, float *s, const void *x, const void *y);
 void llm_vec_dot_q4_0_ref(int64_t n, float *s, const void *x, const void *y);
+void llm_vec_dot_iq4_nl_ref(int64_t n, float *s, const void *x, const void *y);
 void llm_vec_dot_q4_1_ref(int64_t n, float *s, const void *x, const void *y);
 void llm_vec_dot_q5_0_ref(int64_t n, float *s, const void *x, const void *y);
 void llm_vec_dot_q5_1_ref(int64_t n, float *s, const void *x, const void *y);
@@ -118,6 +123,7 @@ void llm_to_float_q4_1_avx2(const void *src, float *dst, int64_t n);
 void llm_to_float_q5_0_avx2(const void *src, float *dst, int64_t n);
 void llm_to_float_q5_1_avx2(const void *src, float *dst, int64_t n);
 void llm_to_float_q8_0_avx2(const void *src, float *dst, int64_t n);
+void llm_to_float_iq4_nl_avx2(const void *src, float *dst, int64_t n);
 void llm_to_float_q2_K_avx2(const void *src, float *dst, int64_t n);
 void llm_to_float_q3_K_avx2(const void *src, float *dst, int64_t n);
 void llm_to_float_q4_K_avx2(const void *src, float *dst, int64_t n);

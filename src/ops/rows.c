@@ -1,6 +1,7 @@
 /* Row movement: GET_ROWS (embedding lookup, dequantizing one row per id), SET_ROWS (KV cache writes),
  * CPY (with type conversion) and CONT. Type conversions of whole runs go through the type traits;
  * strided elements are converted one at a time. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu_ref.h"
@@ -143,19 +144,32 @@ void cpu_set_rows(const struct llm_cpu_params *p, struct llm_tensor *dst)
     }
 }
 
+/* A quantized destination row is written whole by the type's reference quantizer. */
 void llm_ref_set_rows(struct llm_tensor *dst)
 {
     const struct llm_tensor *b = dst->src[1], *ids = dst->src[2];
+    const bool quant = llm_type_info(dst->type)->blck_size > 1;
+    float *row = quant ? malloc((size_t)b->ne[0] * sizeof(float)) : NULL;
+    if (quant && !row)
+        return;
     for (int64_t k = 0; k < b->ne[3]; k++)
         for (int64_t j = 0; j < b->ne[2]; j++)
             for (int64_t i = 0; i < b->ne[1]; i++) {
                 int32_t id = *(const int32_t *)tensor_at(ids, i, j % ids->ne[1], k % ids->ne[2], 0);
                 if (id < 0 || id >= dst->ne[1])
                     continue;
-                for (int64_t e = 0; e < b->ne[0]; e++)
-                    store_float(dst->type, tensor_at(dst, e, id, j % dst->ne[2], k % dst->ne[3]),
-                                *(const float *)tensor_at(b, e, i, j, k));
+                char *z = tensor_at(dst, 0, id, j % dst->ne[2], k % dst->ne[3]);
+                for (int64_t e = 0; e < b->ne[0]; e++) {
+                    const float v = *(const float *)tensor_at(b, e, i, j, k);
+                    if (quant)
+                        row[e] = v;
+                    else
+                        store_float(dst->type, z + e * (int64_t)dst->nb[0], v);
+                }
+                if (quant)
+                    llm_type_traits(dst->type)->from_float(row, z, b->ne[0]);
             }
+    free(row);
 }
 
 /* ---- CPY / CONT --------------------------------------------------------------------------- */

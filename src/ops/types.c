@@ -90,6 +90,10 @@ static struct row rows[LLM_TYPE_COUNT] = {
         .gemm_avx2 = llm_gemm_q8_0_avx2,
         .gemm_avxvnni = llm_gemm_q8_0_avxvnni,
         .gemm_avx512 = llm_gemm_q8_0_avx512 },
+    [LLM_TYPE_IQ4_NL] = {
+        .t = { .to_float = llm_to_float_iq4_nl, .from_float = llm_from_float_iq4_nl,
+               .vec_dot_ref = llm_vec_dot_iq4_nl_ref, .vec_dot_type = LLM_TYPE_Q8_0 },
+        .to_float_avx2 = llm_to_float_iq4_nl_avx2 },
     [LLM_TYPE_Q8_1] = {
         .t = { .to_float = llm_to_float_q8_1, .from_float = llm_from_float_q8_1 },
         .from_float_avx2 = llm_from_float_q8_1_avx2 },

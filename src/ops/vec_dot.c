@@ -94,6 +94,17 @@ static void unpack_q8_0(const void *blk, struct unpacked32 *u)
     u->m = 0;
 }
 
+static void unpack_iq4_nl(const void *blk, struct unpacked32 *u)
+{
+    const struct block_iq4_nl *b = blk;
+    for (int j = 0; j < QK / 2; j++) {
+        u->q[j] = iq4_nl_values[b->qs[j] & 0xf];
+        u->q[j + QK / 2] = iq4_nl_values[b->qs[j] >> 4];
+    }
+    u->d = llm_fp16_to_fp32(b->d);
+    u->m = 0;
+}
+
 typedef void (*unpack32_fn)(const void *blk, struct unpacked32 *u);
 
 /* Symmetric weights (m == 0) against Q8_0 activations. */
@@ -131,6 +142,11 @@ static float dot_q8_1(int64_t n, const void *x, size_t bsize, unpack32_fn unpack
 void llm_vec_dot_q4_0_ref(int64_t n, float *s, const void *x, const void *y)
 {
     *s = dot_q8_0(n, x, sizeof(struct block_q4_0), unpack_q4_0, y);
+}
+
+void llm_vec_dot_iq4_nl_ref(int64_t n, float *s, const void *x, const void *y)
+{
+    *s = dot_q8_0(n, x, sizeof(struct block_iq4_nl), unpack_iq4_nl, y);
 }
 
 void llm_vec_dot_q5_0_ref(int64_t n, float *s, const void *x, const void *y)
