@@ -7,7 +7,7 @@ SHARED  ?= ../shared
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS  ?= -O2 -g
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -pthread -Isrc $(EXTRA_CFLAGS)
-# OpenBLAS is loaded at run time (src/ops/blas.c), so it is not on the link line.
+# OpenBLAS is loaded at run time (src/ops/kernels/blas.c), so it is not on the link line.
 LDLIBS  = -ldl -largtable2 -lcjson -lm -pthread $(MPI_LIBS)
 TEST_LDLIBS := -lcjson
 
@@ -17,7 +17,7 @@ HAVE_MPI := $(shell command -v mpicc >/dev/null 2>&1 && echo 1)
 MPI_CFLAGS := $(if $(HAVE_MPI),$(patsubst -I%,-isystem %,$(shell mpicc --showme:compile)))
 MPI_LIBS := $(if $(HAVE_MPI),$(shell mpicc --showme:link))
 MPI_SRC := $(if $(HAVE_MPI),src/mpi/mpi_link.c,src/mpi/no_mpi.c)
-SRC     := $(sort $(filter-out src/mpi/%,$(wildcard src/*.c src/*/*.c)) $(MPI_SRC))
+SRC     := $(sort $(filter-out src/mpi/%,$(wildcard src/*.c src/*/*.c src/*/*/*.c)) $(MPI_SRC))
 TOOLS   := $(sort $(wildcard tools/*.c))
 TESTS   := $(sort $(wildcard tests/test_*.c))
 TEST_SCRIPTS := $(sort $(wildcard tests/test_*.sh))

@@ -1,7 +1,7 @@
 /* llm-repack-ab: decode's matrix-vector products of a qwen2-0.5B-shaped stack (24 layers of q, k, v,
  * o, gate, up, down; ~380 MiB of Q8_0, more than any L3; the K-quants, whose rows must be multiples
  * of 256, take 8 layers of TinyLlama-1.1B's shapes, ~200 MiB of Q4_K) on the file's row layout
- * against the repacked one (src/ops/repack.h), alternating layer stack by layer stack in one
+ * against the repacked one (src/ops/types/repack.h), alternating layer stack by layer stack in one
  * process, so a shared machine's slow seconds hit both alike. Prints each round's ms and the
  * medians' GB/s.
  *   usage: llm-repack-ab [TYPE (q4_0|q5_0|q8_0|q4_k|q6_k, default q8_0)] [THREADS (2)] [ROUNDS (15)] */
@@ -10,9 +10,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "ops/cpu.h"
-#include "ops/repack.h"
-#include "ops/types.h"
+#include "ops/cpu/cpu.h"
+#include "ops/types/repack.h"
+#include "ops/types/types.h"
 #include "threadpool.h"
 
 /* a layer's matrices (K, M) and the stack's layer count, of the 32-element types and of the K-quants */

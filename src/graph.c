@@ -1,6 +1,6 @@
 #include "graph.h"
 
-#include "ops/op_table.h"
+#include "ops/cpu/op_table.h"
 
 #include <stdarg.h>
 #include <stdio.h>

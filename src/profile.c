@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "graph.h"
-#include "ops/op_table.h"
+#include "ops/cpu/op_table.h"
 #include "trace.h"
 
 static const char *const phase_names[LLM_PHASE_COUNT] = { "prefill", "decode" };

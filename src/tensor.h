@@ -71,7 +71,7 @@ size_t llm_row_size(enum llm_type t, int64_t ne0);
 #define LLM_MAX_OP_PARAMS 16
 #define LLM_MAX_NAME 64
 
-/* Operations. Each has a row in the op table, src/ops/op_table.c (checked at compile time).
+/* Operations. Each has a row in the op table, src/ops/cpu/op_table.c (checked at compile time).
  * Shapes use ggml order [ne0, ne1, ne2, ne3]; dst is the node itself. Float op_params are stored
  * bitwise in the int32 slots (see llm_get_op_f32 / llm_set_op_f32). */
 enum llm_op {
@@ -128,7 +128,7 @@ enum llm_tensor_flag {
     LLM_TENSOR_INPUT = 1u << 0,  /* written by the host before each compute   */
     LLM_TENSOR_OUTPUT = 1u << 1, /* read by the host after compute; kept live  */
     LLM_TENSOR_WEIGHT = 1u << 2, /* model parameter, data points into the file */
-    LLM_TENSOR_REPACKED = 1u << 3, /* weight matrix in the decode layout of src/ops/repack.h */
+    LLM_TENSOR_REPACKED = 1u << 3, /* weight matrix in the decode layout of src/ops/types/repack.h */
 };
 
 struct llm_buffer;

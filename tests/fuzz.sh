@@ -25,7 +25,7 @@ CFLAGS=(-std=c11 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Werror -Isrc)
 SAN=(-fsanitize=address,undefined -fno-sanitize-recover=all)
 # the fuzzers run one process: the MPI transport's stub stands in for Open MPI
 SRC=()
-for s in src/*.c src/*/*.c; do [ "$s" = src/mpi/mpi_link.c ] || SRC+=("$s"); done
+for s in src/*.c src/*/*.c src/*/*/*.c; do [ "$s" = src/mpi/mpi_link.c ] || SRC+=("$s"); done
 
 passed=0; failed=0
 result() {

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/cpu.h"
-#include "ops/types.h"
+#include "ops/cpu/cpu.h"
+#include "ops/types/types.h"
 #include "threadpool.h"
 
 static void init_tensor(struct llm_tensor *t, enum llm_type type, int64_t ne0, int64_t ne1)

@@ -21,10 +21,10 @@
 #include "harness.h"
 #include "npu/layout.h"
 #include "npu/npu_backend.h"
-#include "ops/blas.h"
-#include "ops/blocks.h"
-#include "ops/cpu.h"
-#include "ops/types.h"
+#include "ops/kernels/blas.h"
+#include "ops/types/blocks.h"
+#include "ops/cpu/cpu.h"
+#include "ops/types/types.h"
 #include "split_exec.h"
 
 #define N_RUNS 3

@@ -12,7 +12,7 @@
 #include "graph.h"
 #include "harness.h"
 #include "model/sampler.h"
-#include "ops/op_table.h"
+#include "ops/cpu/op_table.h"
 #include "threadpool.h"
 
 /* A transformer-like chain: x -> (norm, matmuls, residual adds) x layers. */

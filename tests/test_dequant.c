@@ -11,8 +11,8 @@
 
 #include "harness.h"
 #include "model/gguf.h"
-#include "ops/cpu_features.h"
-#include "ops/types.h"
+#include "cpu_features.h"
+#include "ops/types/types.h"
 
 #define NE0 512
 #define NROWS 8

@@ -11,8 +11,8 @@
 #include "graph.h"
 #include "harness.h"
 #include "npu/fusion.h"
-#include "ops/cpu_ref.h"
-#include "ops/types.h"
+#include "ops/ref/cpu_ref.h"
+#include "ops/types/types.h"
 
 struct net {
     struct llm_ctx *ctx;

@@ -1,6 +1,6 @@
 /* The integer GEMM kernels of the prefill path (issue 9): the kernel the CPU dispatch chose (AVX-512
  * VNNI, AVX-VNNI under LLM_CPU_ISA=avxvnni, AVX2 under LLM_CPU_ISA=avx2: tests/test_isa_caps.sh)
- * against vec_dot_ref (src/ops/vec_dot.c) for every product, on odd shapes (M, N not multiples of
+ * against vec_dot_ref (src/ops/types/vec_dot.c) for every product, on odd shapes (M, N not multiples of
  * any tile, M past one block of rows, K of 1-152 blocks) with padded weight, activation and output
  * rows, and extreme quants (-128 weights). Tolerance: 2e-6 of Σ|w·x| per product (the integer block
  * sums are exact; only the float scaling and summation order differ). Wherever the CPU has AVX-VNNI
@@ -11,11 +11,11 @@
 
 #include "harness.h"
 #include "mul_mat_job.h"
-#include "ops/blocks.h"
-#include "ops/cpu.h"
-#include "ops/cpu_features.h"
-#include "ops/quants.h"
-#include "ops/types.h"
+#include "ops/types/blocks.h"
+#include "ops/cpu/cpu.h"
+#include "cpu_features.h"
+#include "ops/types/quants.h"
+#include "ops/types/types.h"
 
 static float frand(void)
 {

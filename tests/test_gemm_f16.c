@@ -12,10 +12,10 @@
 
 #include "harness.h"
 #include "mul_mat_job.h"
-#include "ops/cpu.h"
-#include "ops/cpu_features.h"
-#include "ops/quants.h"
-#include "ops/types.h"
+#include "ops/cpu/cpu.h"
+#include "cpu_features.h"
+#include "ops/types/quants.h"
+#include "ops/types/types.h"
 
 static float frand(void)
 {

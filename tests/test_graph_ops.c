@@ -6,7 +6,7 @@
 #include "backend.h"
 #include "graph.h"
 #include "harness.h"
-#include "ops/types.h"
+#include "ops/types/types.h"
 
 static float in[6 * 4]; /* [6, 4]: element (i, j) = 10 j + i */
 

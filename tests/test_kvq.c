@@ -20,7 +20,7 @@
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "model/sampler.h"
-#include "ops/cpu.h"
+#include "ops/cpu/cpu.h"
 
 /* Tolerances, relative to the logit range, of our prompt logits against llama.cpp's with the same
  * cache types, per cache pair and weight class, and against our own F32 cache. Both quantize the

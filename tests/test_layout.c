@@ -13,7 +13,7 @@
 #include "npu/acl.h"
 #include "npu/aclnn.h"
 #include "npu/layout.h"
-#include "ops/cpu_ref.h"
+#include "ops/ref/cpu_ref.h"
 
 static struct llm_tensor *input(struct llm_ctx *ctx, int n_dims, const int64_t *ne)
 {

@@ -11,8 +11,8 @@
 #include "harness.h"
 #include "model/model.h"
 #include "model/synth.h"
-#include "ops/repack.h"
-#include "ops/types.h"
+#include "ops/types/repack.h"
+#include "ops/types/types.h"
 
 /* ---- fixtures --------------------------------------------------------------------------------- */
 

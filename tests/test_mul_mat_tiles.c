@@ -7,8 +7,8 @@
 
 #include "harness.h"
 #include "mul_mat_job.h"
-#include "ops/cpu.h"
-#include "ops/types.h"
+#include "ops/cpu/cpu.h"
+#include "ops/types/types.h"
 
 static float frand(void)
 {

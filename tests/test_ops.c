@@ -1,4 +1,4 @@
-/* CPU kernels against their scalar reference kernels (src/ops/cpu_ref.h), by normalised mean squared
+/* CPU kernels against their scalar reference kernels (src/ops/ref/cpu_ref.h), by normalised mean squared
  * error (NMSE = Σ(fast - ref)² / Σ ref²), on random shapes with odd sizes, non-contiguous sources
  * (permuted and row-padded views) and 1, 2 and 3 threads (real threads and a pthread barrier).
  * Tolerances: exact data movement (GET_ROWS, SET_ROWS, CPY, ADD, MUL, SCALE) 0; float kernels whose
@@ -15,10 +15,10 @@
 #include <stdint.h>
 
 #include "harness.h"
-#include "ops/blocks.h"
-#include "ops/cpu.h"
-#include "ops/cpu_ref.h"
-#include "ops/types.h"
+#include "ops/types/blocks.h"
+#include "ops/cpu/cpu.h"
+#include "ops/ref/cpu_ref.h"
+#include "ops/types/types.h"
 
 /* ---- random numbers ----------------------------------------------------------------------- */
 

@@ -1,4 +1,4 @@
-/* Weights repacked at load for decode (issue 26, src/ops/repack.h): every repacked type (Q4_0,
+/* Weights repacked at load for decode (issue 26, src/ops/types/repack.h): every repacked type (Q4_0,
  * Q5_0, Q8_0, Q4_K, Q6_K), odd row counts and the last group that four rows do not fill, block
  * counts with and without a partial chunk of 8 blocks.
  *  - layout: unpacking gives back the file's bytes (0 tolerance), dequantizing a repacked row the
@@ -27,12 +27,12 @@
 #include "harness.h"
 #include "model/model.h"
 #include "mul_mat_job.h"
-#include "ops/blocks.h"
-#include "ops/cpu.h"
-#include "ops/cpu_features.h"
-#include "ops/quants.h"
-#include "ops/repack.h"
-#include "ops/types.h"
+#include "ops/types/blocks.h"
+#include "ops/cpu/cpu.h"
+#include "cpu_features.h"
+#include "ops/types/quants.h"
+#include "ops/types/repack.h"
+#include "ops/types/types.h"
 
 /* Each repacked type with the AVX2 kernel of the file's rows whose bits its repacked kernel keeps:
  * four rows at once (dot4) or one (dot1). */

@@ -7,10 +7,10 @@
 #include <stdint.h>
 
 #include "harness.h"
-#include "ops/blocks.h"
-#include "ops/cpu_features.h"
-#include "ops/quants.h"
-#include "ops/types.h"
+#include "ops/types/blocks.h"
+#include "cpu_features.h"
+#include "ops/types/quants.h"
+#include "ops/types/types.h"
 
 static float uniform(void)
 {

@@ -2,7 +2,7 @@
 #include "roofline.h"
 
 #include "clock.h"
-#include "ops/cpu_features.h"
+#include "cpu_features.h"
 
 #include <immintrin.h>
 #include <pthread.h>

@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../graph.h"
+#include "graph.h"
 
 /* ---- property records ---------------------------------------------------------------------- */
 

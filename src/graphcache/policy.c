@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../log.h"
+#include "log.h"
 
 /* ASCII only, so the answer does not depend on the locale. */
 static bool lower_equals(const char *value, const char *word)

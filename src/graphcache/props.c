@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../error.h"
+#include "error.h"
 
 static void record_src(struct llm_node_src_props *r, const struct llm_tensor *s)
 {

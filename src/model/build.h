@@ -2,7 +2,7 @@
 #ifndef LLM_BUILD_H
 #define LLM_BUILD_H
 
-#include "../graph.h"
+#include "graph.h"
 #include "kv_cache.h"
 #include "model.h"
 

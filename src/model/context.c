@@ -7,10 +7,10 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../graph.h"
-#include "../profile.h"
-#include "../split_exec.h"
-#include "../trace.h"
+#include "graph.h"
+#include "profile.h"
+#include "split_exec.h"
+#include "trace.h"
 #include "build.h"
 #include "pipeline.h"
 #include "weights.h"

@@ -6,8 +6,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../backend.h"
-#include "../error.h"
+#include "backend.h"
+#include "error.h"
 #include "model.h"
 
 struct llm_link;

@@ -13,7 +13,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "../log.h"
+#include "log.h"
 
 /* O_DIRECT wants the buffer, the file offset and the length aligned to the device's logical block
  * size; a page covers every common one. */

@@ -4,7 +4,7 @@
 #ifndef LLM_KV_CACHE_H
 #define LLM_KV_CACHE_H
 
-#include "../backend.h"
+#include "backend.h"
 #include "model.h"
 
 #define LLM_KV_PAD 256 /* attention sees the cache in windows of this many cells */

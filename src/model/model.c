@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../ops/blas.h"
-#include "../ops/types.h"
+#include "ops/kernels/blas.h"
+#include "ops/types/types.h"
 
 /* ---- text from the file ---------------------------------------------------------------------- */
 
@@ -279,7 +279,7 @@ static const char *role_need(enum role r, enum llm_type t)
     return r == ROLE_MATRIX ? "no matrix multiplication kernel for it" : "it cannot be dequantized";
 }
 
-/* The same rules as the cpu kernels (src/ops/cpu.c, matmul.c), which the npu runs too. */
+/* The same rules as the cpu kernels (src/ops/cpu/cpu.c, matmul.c), which the npu runs too. */
 static bool role_ok(enum role r, enum llm_type t)
 {
     const struct llm_type_traits *tt = llm_type_traits((int)t);

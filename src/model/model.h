@@ -7,8 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../error.h"
-#include "../tensor.h"
+#include "error.h"
+#include "tensor.h"
 #include "arch.h"
 #include "gguf.h"
 #include "vocab.h"
@@ -83,7 +83,7 @@ struct llm_model {
     size_t repacked_bytes;
 };
 
-/* Repack the matrices the cpu decodes faster in the layout of src/ops/repack.h (their data then
+/* Repack the matrices the cpu decodes faster in the layout of src/ops/types/repack.h (their data then
  * points into m->repacked and they carry LLM_TENSOR_REPACKED), dropping the file's pages of each;
  * llm_model_load does it. Non-zero (an llm_error code) when the memory cannot be mapped. */
 int llm_model_repack(struct llm_model *m, struct llm_error *err);

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../clock.h"
+#include "clock.h"
 
 #define MAX_RANKS 64
 #define MAX_STAGES 16 /* contexts a serving rank holds at once */

@@ -9,7 +9,7 @@
 #ifndef LLM_PIPELINE_H
 #define LLM_PIPELINE_H
 
-#include "../mpi/link.h"
+#include "mpi/link.h"
 #include "context.h"
 
 /* Layers per rank: rank r gets [first[r], end[r]). spec "a/b/..." gives K shares (as -ts: any

@@ -1,4 +1,4 @@
-/* Weight matrices repacked at load into the decode layout of src/ops/repack.h, tensor by tensor,
+/* Weight matrices repacked at load into the decode layout of src/ops/types/repack.h, tensor by tensor,
  * into one anonymous mapping the model owns. The file's pages of each matrix are dropped as soon
  * as they are copied (a few MiB at a time), so resident memory holds one copy of the weights, not
  * two, and never more than DROP_BYTES beyond it while loading.
@@ -15,9 +15,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "../graph.h"
-#include "../log.h"
-#include "../ops/repack.h"
+#include "graph.h"
+#include "log.h"
+#include "ops/types/repack.h"
 
 #define DROP_BYTES (4u << 20)
 #define REPACK_ALIGN 64 /* each matrix starts on a cache line */

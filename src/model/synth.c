@@ -11,7 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../ops/types.h"
+#include "ops/types/types.h"
 #include "model.h"
 
 struct preset {

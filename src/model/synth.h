@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../error.h"
+#include "error.h"
 #include "gguf.h"
 
 struct llm_synth_opts {

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../error.h"
+#include "error.h"
 #include "gguf.h"
 
 enum vocab_kind { VOCAB_SPM, VOCAB_BPE };

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "../clock.h"
+#include "clock.h"
 #include "model.h"
 #include "vocab_impl.h"
 

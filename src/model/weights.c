@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../ops/repack.h"
+#include "ops/types/repack.h"
 
 #define WEIGHT_ALIGN 64
 #define UNPACK_BYTES (1u << 20) /* a repacked matrix goes to the device this much at a time */
@@ -39,7 +39,7 @@ int64_t llm_weights_layer_of(const char *name, uint32_t n_layer)
     return strncmp(name, "output", 6) == 0 ? (int64_t)n_layer : -1;
 }
 
-/* Upload a repacked host matrix (src/ops/repack.h) into t in the file's layout, a few hundred
+/* Upload a repacked host matrix (src/ops/types/repack.h) into t in the file's layout, a few hundred
  * rows at a time through a small buffer. */
 static int upload_unpacked(struct llm_tensor *t, const void *packed, struct llm_error *err)
 {

@@ -5,7 +5,7 @@
 #ifndef LLM_WEIGHTS_H
 #define LLM_WEIGHTS_H
 
-#include "../backend.h"
+#include "backend.h"
 #include "model.h"
 
 struct llm_weights {

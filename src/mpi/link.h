@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "../error.h"
+#include "error.h"
 
 struct llm_link;
 

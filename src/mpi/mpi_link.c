@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../clock.h"
+#include "clock.h"
 
 /* Failure notes use a tag of their own, above every tag the callers use. */
 #define LINK_TAG_FAIL 32000

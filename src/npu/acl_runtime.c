@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../log.h"
+#include "log.h"
 #include "acl_internal.h"
 
 #define DEVICE_ALIGN 64

@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../threadpool.h"
+#include "threadpool.h"
 #include "acl_internal.h"
 
 #define RING_SLOTS 256 /* tasks in flight per stream before the host waits */

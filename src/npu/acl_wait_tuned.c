@@ -6,7 +6,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "../clock.h"
+#include "clock.h"
 #include "acl_stream_impl.h"
 
 #if defined(__x86_64__) || defined(__i386__)

@@ -3,10 +3,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../graph.h"
-#include "../ops/cpu.h"
-#include "../profile.h"
-#include "../trace.h"
+#include "graph.h"
+#include "ops/cpu/cpu.h"
+#include "profile.h"
+#include "trace.h"
 #include "acl_internal.h"
 #include "layout.h"
 

@@ -16,7 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../tensor.h"
+#include "tensor.h"
 #include "acl.h"
 
 typedef struct aclOpExecutor aclOpExecutor;

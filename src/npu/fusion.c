@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../ops/cpu.h"
+#include "ops/cpu/cpu.h"
 
 /* How many nodes (as a source or as a view's memory) read each tensor: open addressing on the
  * tensor's address, sized for every node and leaf of the graph. */

@@ -15,7 +15,7 @@
 #ifndef LLM_NPU_FUSION_H
 #define LLM_NPU_FUSION_H
 
-#include "../graph.h"
+#include "graph.h"
 
 struct npu_fusion_counts {
     int mul_mat_add, rms_norm_mul, add_rms_norm, rope_qk; /* fused nodes made, by kind */

@@ -6,8 +6,8 @@
 #include <sys/prctl.h>
 #include <time.h>
 
-#include "../clock.h"
-#include "../log.h"
+#include "clock.h"
+#include "log.h"
 
 #define SLEEP_MIN_NS 50000 /* sleep once at least this much is owed */
 

@@ -26,7 +26,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "../graph.h"
+#include "graph.h"
 
 enum npu_layout { NPU_LAYOUT_ALIGN, NPU_LAYOUT_NALIGN, NPU_LAYOUT_BOTH };
 

@@ -16,11 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../graphcache/graphcache.h"
-#include "../log.h"
-#include "../ops/cpu.h"
-#include "../profile.h"
-#include "../trace.h"
+#include "graphcache/graphcache.h"
+#include "log.h"
+#include "ops/cpu/cpu.h"
+#include "profile.h"
+#include "trace.h"
 #include "acl.h"
 #include "aclnn.h"
 #include "fusion.h"

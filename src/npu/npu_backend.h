@@ -5,7 +5,7 @@
 #ifndef LLM_NPU_BACKEND_H
 #define LLM_NPU_BACKEND_H
 
-#include "../backend.h"
+#include "backend.h"
 
 /* p->n_threads device worker threads. Options: acl_graph (graph mode, 1 or 0) and launch_us (host µs
  * per eager launch); not given, they come from GGML_CANN_ACL_GRAPH (default on) and

@@ -7,7 +7,7 @@
  * attention, by the input's length) with logits for them. Any violated contract aborts: a finding. */
 #include "model/context.h"
 #include "model/model.h"
-#include "ops/types.h"
+#include "ops/types/types.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,0 +1,95 @@
+/* What attention.c and its head-dim-8 AVX-512 path (attention_hd8.c) share. Internal to src/ops. */
+#ifndef LLM_OPS_ATTENTION_H
+#define LLM_OPS_ATTENTION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kernels.h"
+#include "ops/types/types.h"
+
+/* Query row iq, heads [h0, h0 + nh) of KV head hk, with this thread's scratch. */
+struct attn_unit {
+    const struct llm_tensor *dst, *q, *k, *v, *m;
+    int64_t iq, hk, h0, nh;
+    int64_t hd, hd8, hd_v, n_kv, n_kv8, n_kv16;
+    float *qs;       /* nh rows of hd8: q·scale, zero-padded */
+    float *s;        /* nh rows of n_kv8 (n_kv16 on the head-dim-8 path): scores, then weights */
+    float *mx;       /* nh × 8: lanes of each head's running max score */
+    float *inv;      /* nh: 1 / Σ weights (0 when the head may attend to nothing) */
+    float *acc;      /* nh rows of hd_v: Σ w·v */
+    float *kb;       /* 8 rows of hd8: K rows as F32, zero-padded to hd8 (when hd is not or K is converted) */
+    float *vq;       /* ATTN_V_CELLS rows of hd_v: converted V rows (a quantized or BF16 V only) */
+    llm_to_float_fn k_deq, v_deq; /* converters of a quantized or BF16 K and V, else NULL */
+    float *zero;     /* hd8 zeros: stands in for rows past n_kv */
+    int32_t *live;   /* n_kv8: the cells pass 3 reads (AVX2 path) */
+    int64_t lo, hi;  /* cells [lo, hi) hold every cell some head may attend to */
+    int64_t r_iq;    /* query row whose visible range [r_lo, r_hi) is known (-1: none yet) */
+    int64_t r_lo, r_hi;
+};
+
+/* Live cells whose V rows a quantized V has dequantized at a time: rows of a few KiB, in L1. */
+#define ATTN_V_CELLS 16
+
+static inline int64_t round16(int64_t n)
+{
+    return (n + 15) & ~(int64_t)15;
+}
+
+/* out[0..hd) = row (iq, head) of q times scale, then zeros up to pad. */
+static inline void load_q_row(const struct llm_tensor *q, int64_t iq, int64_t head, float scale, int64_t hd,
+                              int64_t pad, float *out)
+{
+    const char *qr = tensor_at(q, 0, iq, head, 0);
+    for (int64_t i = 0; i < hd; i++)
+        out[i] = *(const float *)(qr + i * (int64_t)q->nb[0]) * scale;
+    for (int64_t i = hd; i < pad; i++)
+        out[i] = 0.0f;
+}
+
+/* dst row (head, iq) = acc[0..hd_v) · inv. */
+static inline void store_out_row(const struct llm_tensor *dst, int64_t head, int64_t iq, const float *acc, float inv)
+{
+    char *z = tensor_at(dst, 0, head, iq, 0);
+    for (int64_t i = 0; i < dst->ne[0]; i++)
+        *(float *)(z + i * (int64_t)dst->nb[0]) = acc[i] * inv;
+}
+
+/* The mask row of the unit's head g (NULL without a mask). */
+static inline const char *mask_row(const struct attn_unit *u, int64_t g)
+{
+    const struct llm_tensor *m = u->m;
+    return m ? tensor_at(m, 0, u->iq, m->ne[2] == 1 ? 0 : (u->h0 + g) % m->ne[2], 0) : NULL; /* no division */
+}
+
+/* One head of a batch on the head-dim-8 path. */
+struct hd8_head {
+    const char *q;   /* its q row */
+    const char *k;   /* row 0 of its KV head in K and V */
+    const char *v;
+    char *out;       /* its dst row */
+};
+
+/* The head-dim-8 path (hd 8, hd_v 8, one mask row shared by the heads or none, AVX-512): adds the
+ * unit's heads (visible range already set) to the batch hs (room for 4, *np pending), running
+ * batches as they fill; heads of one query row only: flush with attn_hd8_flush before the next. */
+void attn_hd8_add(struct attn_unit *u, struct hd8_head *hs, int *np);
+void attn_hd8_flush(const struct attn_unit *u, struct hd8_head *hs, int *np);
+
+/* The prefill path (attention_tile.c; AVX-512, K and V rows with unit stride): query rows in tiles
+ * of attn_tile_queries(group) (fixed for a shape, whatever the thread count), each tile with up to
+ * TILE_ROWS rows of one query row and one head. */
+#define TILE_ROWS 32
+
+/* Whether the shape suits it: more than one query row, hd a multiple of 16, hd_v of 64, GQA groups
+ * of at most TILE_ROWS heads. K and V may be quantized: their blocks are dequantized as they are read. */
+bool attn_tile_fits(const struct llm_tensor *q, const struct llm_tensor *k, const struct llm_tensor *v);
+int64_t attn_tile_queries(int64_t group);
+int64_t attn_tile_scratch_floats(int64_t hd, int64_t hd_v, int64_t n_kv, bool k_quant);
+
+/* Query rows [u->iq, u->iq + nq), heads [u->h0, u->h0 + u->nh) of KV head u->hk, over cells
+ * [lo, hi) (the union of the rows' visible ranges, every head's mask included; empty when lo >=
+ * hi), with scratch of attn_tile_scratch_floats floats (64-byte aligned). */
+void attn_tile_run(const struct attn_unit *u, int64_t nq, int64_t lo, int64_t hi, float *scratch);
+
+#endif

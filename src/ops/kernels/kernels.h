@@ -1,0 +1,105 @@
+/* Internal to src/ops: the fast kernels cpu.c dispatches to, and small helpers they share.
+ * Each fast kernel runs thread ith's share of one node (see cpu.h); its scalar twin is in cpu_ref.h. */
+#ifndef LLM_OPS_KERNELS_H
+#define LLM_OPS_KERNELS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ops/cpu/cpu.h"
+
+/* Address of element (i0, i1, i2, i3) of t, honouring nb. */
+static inline void *tensor_at(const struct llm_tensor *t, int64_t i0, int64_t i1, int64_t i2, int64_t i3)
+{
+    return (char *)t->data + i0 * (int64_t)t->nb[0] + i1 * (int64_t)t->nb[1] + i2 * (int64_t)t->nb[2] +
+           i3 * (int64_t)t->nb[3];
+}
+
+static inline bool tensor_is_f32(const struct llm_tensor *t)
+{
+    return t && t->type == LLM_TYPE_F32;
+}
+
+static inline bool same_shape(const struct llm_tensor *a, const struct llm_tensor *b)
+{
+    for (int d = 0; d < LLM_MAX_DIMS; d++)
+        if (a->ne[d] != b->ne[d])
+            return false;
+    return true;
+}
+
+/* Rows [*r0, *r1) of nrows that thread ith of nth handles (contiguous, sizes differ by at most 1). */
+static inline void thread_rows(int64_t nrows, int ith, int nth, int64_t *r0, int64_t *r1)
+{
+    *r0 = nrows * ith / nth;
+    *r1 = nrows * (ith + 1) / nth;
+}
+
+/* Waits for every thread of the pool (no-op for a single thread). */
+static inline void pool_barrier(const struct llm_cpu_params *p)
+{
+    if (p->nth > 1)
+        p->barrier(p->pool);
+}
+
+/* Unpack a flat row index into (i1, i2, i3) of t. */
+static inline void row_index(const struct llm_tensor *t, int64_t r, int64_t *i1, int64_t *i2, int64_t *i3)
+{
+    *i1 = r % t->ne[1];
+    *i2 = r / t->ne[1] % t->ne[2];
+    *i3 = r / (t->ne[1] * t->ne[2]);
+}
+
+/* z[i] = e^(z[i] - max) for i < n (AVX2 when the CPU has it); returns their sum. max is finite;
+ * -inf entries give 0. Shared by SOFT_MAX and FLASH_ATTN. */
+float cpu_exp_sub_sum(int64_t n, float *z, float max);
+
+void cpu_get_rows(const struct llm_cpu_params *p, struct llm_tensor *dst);
+void cpu_set_rows(const struct llm_cpu_params *p, struct llm_tensor *dst);
+void cpu_cpy(const struct llm_cpu_params *p, struct llm_tensor *dst); /* CPY and CONT */
+void cpu_add(const struct llm_cpu_params *p, struct llm_tensor *dst);
+void cpu_mul(const struct llm_cpu_params *p, struct llm_tensor *dst);
+void cpu_scale(const struct llm_cpu_params *p, struct llm_tensor *dst);
+void cpu_silu(const struct llm_cpu_params *p, struct llm_tensor *dst);
+void cpu_swiglu(const struct llm_cpu_params *p, struct llm_tensor *dst);
+void cpu_rms_norm(const struct llm_cpu_params *p, struct llm_tensor *dst);
+/* One row r (flat index over dims 1-3) of ADD, MUL or RMS_NORM into dst, as the whole-node kernels
+ * compute it: the fused kernels are built of these, so their floats are the unfused ops' own. */
+void cpu_add_row(const struct llm_tensor *dst, int64_t r);
+void cpu_mul_row(const struct llm_tensor *dst, int64_t r);
+void cpu_rms_norm_row(const struct llm_tensor *dst, int64_t r, float eps);
+/* Fused ops (tensor.h), in fused.c with their reference kernels. */
+void cpu_add_rms_norm(const struct llm_cpu_params *p, struct llm_tensor *dst);
+void cpu_rms_norm_mul(const struct llm_cpu_params *p, struct llm_tensor *dst);
+void cpu_mul_mat_add(const struct llm_cpu_params *p, struct llm_tensor *dst);
+void cpu_mul_mat_add_planned(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct llm_cpu_plan *plan);
+bool cpu_add_rms_norm_supported(const struct llm_tensor *n);
+bool cpu_rms_norm_mul_supported(const struct llm_tensor *n);
+bool cpu_mul_mat_add_supported(const struct llm_tensor *n);
+void cpu_rope_qk(const struct llm_cpu_params *p, struct llm_tensor *dst);
+bool cpu_rope_qk_supported(const struct llm_tensor *n);
+void cpu_rope(const struct llm_cpu_params *p, struct llm_tensor *dst);
+void cpu_soft_max(const struct llm_cpu_params *p, struct llm_tensor *dst);
+void cpu_flash_attn(const struct llm_cpu_params *p, struct llm_tensor *dst);
+void cpu_mul_mat(const struct llm_cpu_params *p, struct llm_tensor *dst);
+void cpu_mul_mat_plan(const struct llm_tensor *dst, struct llm_cpu_plan *plan);
+void cpu_mul_mat_planned(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct llm_cpu_plan *plan);
+
+/* What each op's cpu kernel runs (types, strides), the rows of the op table (op_table.h). */
+bool cpu_get_rows_supported(const struct llm_tensor *n);
+bool cpu_set_rows_supported(const struct llm_tensor *n);
+bool cpu_binary_supported(const struct llm_tensor *n);  /* ADD, MUL */
+bool cpu_unary_supported(const struct llm_tensor *n);   /* SCALE, SILU, RMS_NORM */
+bool cpu_swiglu_supported(const struct llm_tensor *n);
+bool cpu_rope_supported(const struct llm_tensor *n);
+bool cpu_soft_max_supported(const struct llm_tensor *n);
+bool cpu_flash_attn_supported(const struct llm_tensor *n);
+bool cpu_cpy_supported(const struct llm_tensor *n);
+bool cpu_cont_supported(const struct llm_tensor *n);
+
+size_t cpu_mul_mat_work_size(const struct llm_tensor *dst, int nth);
+size_t cpu_mul_mat_work_size_bound(const struct llm_tensor *dst, int nth);
+size_t cpu_flash_attn_work_size(const struct llm_tensor *dst, int nth);
+bool cpu_mul_mat_supports(const struct llm_tensor *dst);
+
+#endif

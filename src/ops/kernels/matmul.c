@@ -1,0 +1,591 @@
+/* MUL_MAT: dst[m, n] = dot(src0 row m, src1 row n), src0 broadcast over dims 2/3.
+ *
+ * Four paths, chosen per node by choose_path():
+ *  - dot path (decode, small batches): src1 rows are converted once to the weights' vec_dot_type
+ *    (in parallel, into wdata), then threads take chunks of weight rows from a shared counter and
+ *    dot each row with every src1 row, so each weight row is read from memory once per call.
+ *  - BLAS path (large batches): each pool thread takes a slice of the weight rows, dequantizes it
+ *    to F32 in its part of wdata (F32 weights are read in place) and runs a single-threaded
+ *    cblas_sgemm of the slice against all of src1 (OpenBLAS without threads of its own, blas.h):
+ *    every thread works, where thread 0 calling a threaded sgemm left the pool waiting
+ *    (bench/results/kernel_choices.md).
+ *  - GEMM path (batches of Q8_0 / Q4_0 weights, gemm_batch()): src1 converted as for the dot path,
+ *    then each thread runs the type's integer GEMM kernel (types.h) over its share of the weight
+ *    rows against every src1 row; the results do not depend on the number of threads.
+ *  - float GEMM path (batches of F16 / BF16 weights, fgemm_min_batch()): the same split, the
+ *    type's gemm_f32 kernel reading the F32 src1 rows in place. */
+#include <stdint.h>
+#include <string.h>
+
+#include "blas.h"
+#include "cpu_features.h"
+#include "ops/ref/cpu_ref.h"
+#include "ops/isa/gemm.h"
+#include "kernels.h"
+#include "ops/types/repack.h"
+#include "ops/types/types.h"
+
+#define DOT_CHUNK 16            /* fewest weight rows per task on the dot path */
+#define PREFETCH_MAX_N 4        /* src1 rows up to which the dot path streams (decode): prefetch_ahead */
+/* Dequantized weights per sgemm tile, all threads: 4 MiB. Resident memory, not speed, sets it: a
+ * larger tile broke the peak RSS budget of file + KV cache + 64 MiB, a smaller one costs prefill
+ * speed (bench/results/kernel_choices.md). */
+#define BLAS_TILE_FLOATS (1u << 20)
+#define WDATA_HEADER 64         /* task counter, on its own cache line */
+
+/* A node's weights w and activations x, and what follows from their types and shapes alone (s,
+ * which a plan keeps). */
+struct mm_geom {
+    const struct llm_tensor *w, *x;
+    struct llm_mm_shape s;
+};
+
+/* The dot path reads src1 in place when it already is contiguous F32 rows of the right type. */
+static bool needs_convert(const struct mm_geom *g)
+{
+    return g->s.wt->vec_dot_type != LLM_TYPE_F32 || g->x->nb[1] != (size_t)g->s.K * sizeof(float) ||
+           g->x->nb[2] != g->x->nb[1] * (size_t)g->s.N || g->x->nb[3] != g->x->nb[2] * (size_t)g->x->ne[2];
+}
+
+static struct mm_geom geom(const struct llm_tensor *dst)
+{
+    const struct llm_tensor *w = dst->src[0], *x = dst->src[1];
+    const struct llm_type_traits *wt = llm_type_traits(w->type);
+    struct mm_geom g = {
+        .w = w, .x = x,
+        .s = { .K = w->ne[0], .M = w->ne[1], .N = x->ne[1], .r2 = x->ne[2] / w->ne[2], .r3 = x->ne[3] / w->ne[3],
+               .wt = wt, .vt = wt->vec_dot ? llm_type_traits(wt->vec_dot_type) : NULL },
+    };
+    g.s.convert = needs_convert(&g);
+    return g;
+}
+
+static bool dot_path_ok(const struct mm_geom *g)
+{
+    return g->s.wt->vec_dot && g->s.vt && g->s.K % llm_type_info(g->s.wt->vec_dot_type)->blck_size == 0 &&
+           (g->s.wt->vec_dot_type == LLM_TYPE_F32 || g->s.vt->from_float_fast);
+}
+
+static bool blas_path_ok(const struct mm_geom *g, const struct llm_tensor *dst)
+{
+    if (!llm_blas_available())
+        return false;
+    bool w_ok = g->w->type == LLM_TYPE_F32 ? g->w->nb[1] % sizeof(float) == 0 : g->s.wt->to_float != NULL;
+    return w_ok && dst->nb[1] % sizeof(float) == 0 && g->x->nb[1] % sizeof(float) == 0;
+}
+
+/* The path choice. Dequantize + sgemm costs one dequantization of the weights per call, which
+ * pays off only when enough src1 rows share it; the dot path streams each weight row once and is
+ * the only sensible choice for decode (N = 1, memory-bound). Float weights reach the crossover
+ * sooner than quantized ones, since their dot path is float FMAs anyway (F16 and BF16 take sgemm
+ * only without a float GEMM kernel, use_blas); the crossovers were measured
+ * (bench/results/kernel_choices.md). */
+static int64_t blas_min_batch(enum llm_type t)
+{
+    return t == LLM_TYPE_F32 || t == LLM_TYPE_F16 || t == LLM_TYPE_BF16 ? 8 : 24;
+}
+
+static bool use_blas(const struct mm_geom *g, const struct llm_tensor *dst)
+{
+    if (dot_path_ok(g)) {
+        /* F16 / BF16: the dot path below the float GEMM's batches (fgemm_min_batch); decode never
+         * asks blas_path_ok, which looks up OpenBLAS */
+        if (g->s.wt->gemm_f32 || g->s.N < blas_min_batch(g->w->type))
+            return false;
+    }
+    return blas_path_ok(g, dst);
+}
+
+/* When the integer GEMM (Q8_0 / Q4_0 weights, gemm_avx512.c / gemm_avxvnni.c / gemm_avx2.c) beats
+ * the dot and BLAS paths (bench/results/gemm_int8.md, kernel_choices.md): the VNNI kernels from
+ * N = 8 on, since a CPU with AVX-VNNI but no AVX-512 has a slower sgemm; the AVX2 kernel only in
+ * the range where it was measured to win against an AVX-512 OpenBLAS, so measure a CPU with an
+ * AVX2 sgemm before widening it. */
+static bool gemm_batch(int64_t N)
+{
+    return llm_cpu_has_avx512() || llm_cpu_has_avxvnni() ? N >= 8 : N >= 16 && N < 64;
+}
+
+static bool use_int_gemm(const struct mm_geom *g, const struct llm_tensor *dst)
+{
+    return g->s.wt->gemm && dot_path_ok(g) && dst->nb[1] % sizeof(float) == 0 && gemm_batch(g->s.N);
+}
+
+/* The float GEMM (F16 / BF16 weights, and the quantized ones without an integer GEMM dequantized
+ * into its panels; gemm_f16_avx512.c / gemm_f16_avx2.c) beats sgemm at every batch it takes, so
+ * BLAS no longer serves F16 or BF16 (bench/results/gemm_f16.md, kernel_choices.md). Its packing
+ * (weights transposed into float panels, once per call) loses to the four-row F16 dot kernels at
+ * small N, hence a minimum batch per ISA; BF16 has no AVX-512 dot4, so its GEMM starts at N = 8. */
+static int64_t fgemm_min_batch(enum llm_type t)
+{
+    if (t == LLM_TYPE_BF16)
+        return 8;
+    return llm_cpu_has_avx512() ? 16 : 32;
+}
+
+static bool use_float_gemm(const struct mm_geom *g, const struct llm_tensor *dst)
+{
+    return g->s.wt->gemm_f32 && dst->nb[1] % sizeof(float) == 0 && g->x->nb[1] % sizeof(float) == 0 &&
+           g->s.N >= fgemm_min_batch(g->w->type);
+}
+
+enum mm_path { PATH_DOT, PATH_BLAS, PATH_GEMM, PATH_FLOAT_GEMM };
+
+/* The one place the path is chosen: kernel, scratch size and the tests' questions all ask here. */
+static enum mm_path choose_path(const struct mm_geom *g, const struct llm_tensor *dst)
+{
+    if (use_float_gemm(g, dst))
+        return PATH_FLOAT_GEMM;
+    if (use_int_gemm(g, dst))
+        return PATH_GEMM;
+    return use_blas(g, dst) ? PATH_BLAS : PATH_DOT;
+}
+
+bool llm_cpu_mul_mat_uses_blas(const struct llm_tensor *node)
+{
+    struct mm_geom g = geom(node);
+    return choose_path(&g, node) == PATH_BLAS;
+}
+
+bool llm_cpu_mul_mat_uses_gemm(const struct llm_tensor *node)
+{
+    struct mm_geom g = geom(node);
+    enum mm_path path = choose_path(&g, node);
+    return path == PATH_GEMM || path == PATH_FLOAT_GEMM;
+}
+
+bool cpu_mul_mat_supports(const struct llm_tensor *dst)
+{
+    const struct llm_tensor *w = dst->src[0], *x = dst->src[1];
+    if (!w || !x || !llm_type_traits(w->type) || x->type != LLM_TYPE_F32 || dst->type != LLM_TYPE_F32)
+        return false;
+    struct mm_geom g = geom(dst);
+    const struct llm_type_info *wi = llm_type_info(w->type);
+    if (x->nb[0] != sizeof(float) || dst->nb[0] != sizeof(float) || w->nb[0] != wi->type_size ||
+        g.s.K % wi->blck_size || x->ne[0] != g.s.K || w->ne[2] == 0 || w->ne[3] == 0 ||
+        x->ne[2] % w->ne[2] || x->ne[3] % w->ne[3] || dst->ne[0] != g.s.M || dst->ne[1] != g.s.N ||
+        dst->ne[2] != x->ne[2] || dst->ne[3] != x->ne[3])
+        return false;
+    return dot_path_ok(&g) || use_blas(&g, dst);
+}
+
+/* Weight rows per sgemm tile (whole matrix when it fits). */
+static int64_t blas_tile_rows(const struct mm_geom *g)
+{
+    int64_t rows = (int64_t)BLAS_TILE_FLOATS / g->s.K;
+    rows = rows < 16 ? 16 : rows;
+    return rows < g->s.M ? rows : g->s.M;
+}
+
+/* Rows of dequantized weights each thread's own scratch region holds: its share of any tile. */
+static int64_t blas_thread_rows(const struct mm_geom *g, int nth)
+{
+    return (blas_tile_rows(g) + nth - 1) / nth;
+}
+
+static bool repacked(const struct mm_geom *g)
+{
+    return (g->w->flags & LLM_TENSOR_REPACKED) != 0;
+}
+
+/* The GEMMs read the file's rows: a repacked matrix is unpacked for them one block of
+ * gemm_block_rows rows at a time (the blocks they walk anyway) into each thread's scratch. */
+static size_t unpack_bytes(const struct mm_geom *g)
+{
+    return repacked(g) ? (size_t)gemm_block_rows(g->s.K) * llm_row_size(g->w->type, g->s.K) : 0;
+}
+
+/* Scratch of a GEMM thread: the kernel's own, then its unpacked rows. */
+static size_t gemm_thread_size(const struct mm_geom *g, enum mm_path path)
+{
+    return (path == PATH_GEMM ? llm_gemm_scratch_size(g->s.K, g->s.N) : llm_gemm_f32_scratch_size(g->s.K)) +
+           unpack_bytes(g);
+}
+
+/* Scratch of one path at this shape (converted src1 rows, per-thread panels or tiles). */
+static size_t path_work_size(const struct mm_geom *g, enum mm_path path, int nth)
+{
+    size_t size = 2 * WDATA_HEADER; /* header + room to align wdata to a cache line */
+    const size_t converted = (size_t)llm_nrows(g->x) * (g->s.vt ? llm_row_size(g->s.wt->vec_dot_type, g->s.K) : 0);
+    switch (path) {
+    case PATH_FLOAT_GEMM:
+        return size + (size_t)nth * gemm_thread_size(g, path);
+    case PATH_GEMM: /* converted src1, then each thread's scratch (mul_mat_gemm) */
+        return size + converted + (size_t)nth * gemm_thread_size(g, path);
+    case PATH_BLAS:
+        if (g->w->type != LLM_TYPE_F32)
+            size += (size_t)nth * (size_t)blas_thread_rows(g, nth) * (size_t)g->s.K * sizeof(float);
+        return size;
+    case PATH_DOT:
+        break;
+    }
+    return size + (g->s.convert ? converted : 0);
+}
+
+size_t cpu_mul_mat_work_size(const struct llm_tensor *dst, int nth)
+{
+    struct mm_geom g = geom(dst);
+    return path_work_size(&g, choose_path(&g, dst), nth);
+}
+
+/* Which path runs depends on N (and the CPU), and a path taken only at small N may need more than
+ * the one at this N (AVX2's integer GEMM at N 16-63 against dequantize + sgemm above): the
+ * largest scratch of every path this node could take. Each path's own size grows with N. */
+size_t cpu_mul_mat_work_size_bound(const struct llm_tensor *dst, int nth)
+{
+    struct mm_geom g = geom(dst);
+    size_t most = path_work_size(&g, PATH_DOT, nth);
+    const bool can[] = { [PATH_BLAS] = blas_path_ok(&g, dst),
+                         [PATH_GEMM] = g.s.wt->gemm && dot_path_ok(&g),
+                         [PATH_FLOAT_GEMM] = g.s.wt->gemm_f32 != NULL };
+    for (int path = PATH_BLAS; path <= PATH_FLOAT_GEMM; path++) {
+        size_t w = can[path] ? path_work_size(&g, (enum mm_path)path, nth) : 0;
+        most = w > most ? w : most;
+    }
+    return most;
+}
+
+/* ---- dot path ----------------------------------------------------------------------------- */
+
+/* Decode reads every weight once and is limited by how many cache misses one core keeps in flight,
+ * so asking for the bytes a few rows ahead (they follow in memory) raises its read rate. Pointless
+ * once a row is reused by many src1 rows. Quantized rows take several instructions per byte and
+ * gain from asking further ahead; float ones lose (bench/results/kernel_choices.md). Both hold on
+ * every CPU the project runs on: farther than the bytes a core reads in one memory latency, yet
+ * within half the smallest L1d among them (32 KiB), so a line is still in L1 when the kernel gets
+ * there. Matrices repacked at load (repack.h) stream without them. */
+#define PREFETCH_AHEAD_FLOAT 4096
+#define PREFETCH_AHEAD_QUANT 16384
+/* Smaller matrices come from cache (a tiny model's weights fit in L2/L3), where the prefetch
+ * instructions only take issue slots (bench/results/kernel_choices.md). */
+#define PREFETCH_MIN_BYTES (256u << 10)
+/* Streamed rows at least this long are read one at a time (dot_rows4). */
+#define STREAM_ROW_MIN_BYTES 2048
+
+static size_t prefetch_distance(enum llm_type t)
+{
+    return llm_type_info(t)->is_quantized ? PREFETCH_AHEAD_QUANT : PREFETCH_AHEAD_FLOAT;
+}
+
+static void prefetch_ahead(const void *row, size_t bytes, size_t ahead)
+{
+    const char *p = (const char *)row + ahead;
+    for (size_t o = 0; o < bytes; o += 64)
+        __builtin_prefetch(p + o);
+}
+
+/* Weight rows [m0, m1) of matrix (i2, i3) dotted with its N src1 rows at xb, four rows per call
+ * (the last group repeats its final row where fewer than four remain: dst rows are contiguous,
+ * and only the real ones are stored). */
+static void dot_rows4(const struct mm_geom *g, struct llm_tensor *dst, int64_t m0, int64_t m1, int64_t i2,
+                      int64_t i3, const char *xb, size_t xrow)
+{
+    const char *w = tensor_at(g->w, 0, 0, i2 / g->s.r2, i3 / g->s.r3);
+    const size_t stride = g->w->nb[1], row_bytes = llm_row_size(g->w->type, g->s.K);
+    llm_vec_dot4_fn dot4 = g->s.wt->vec_dot4;
+    const bool prefetch = g->s.N <= PREFETCH_MAX_N && (size_t)g->s.M * row_bytes >= PREFETCH_MIN_BYTES;
+    const size_t ahead = prefetch_distance(g->w->type);
+    int64_t m = m0;
+    /* decode from cache: whole groups of four rows, the kernel writing the sums in place, with
+     * nothing else per group (the checks below cost as much as a 64-float row's kernel) */
+    if (g->s.N == 1 && dst->nb[0] == sizeof(float) && !prefetch) {
+        float *out = tensor_at(dst, m0, 0, i2, i3);
+        const char *r = w + (size_t)m0 * stride;
+        if (g->s.wt->vec_dot_rows) {
+            const int64_t whole = (m1 - m0) / 4 * 4;
+            g->s.wt->vec_dot_rows(g->s.K, whole, out, r, stride, xb);
+            m += whole;
+        } else {
+            for (; m + 4 <= m1; m += 4, r += 4 * stride, out += 4) {
+                const void *rows[4] = { r, r + stride, r + 2 * stride, r + 3 * stride };
+                dot4(g->s.K, out, rows, xb);
+            }
+        }
+    }
+    /* decode of long rows streamed from memory: row after row with the one-row kernel, one
+     * sequential stream that the hardware prefetcher follows better than four long rows side by
+     * side with software prefetching; shorter rows gain nothing or lose
+     * (bench/results/kernel_choices.md) */
+    if (prefetch && g->s.N == 1 && g->s.wt->vec_dot1 && row_bytes >= STREAM_ROW_MIN_BYTES) {
+        for (; m < m1; m++)
+            g->s.wt->vec_dot1(g->s.K, tensor_at(dst, m, 0, i2, i3), w + (size_t)m * stride, xb);
+        return;
+    }
+    for (; m < m1; m += 4) {
+        const void *rows[4];
+        for (int r = 0; r < 4; r++)
+            rows[r] = w + (size_t)(m + r < m1 ? m + r : m1 - 1) * stride;
+        /* contiguous rows: the four rows' bytes ahead as one run, the same lines as row by row,
+         * yet measured faster (bench/results/decode.md) */
+        if (prefetch && stride == row_bytes) {
+            prefetch_ahead(rows[0], 4 * row_bytes, ahead);
+        } else if (prefetch) {
+            for (int r = 0; r < 4; r++)
+                prefetch_ahead(rows[r], row_bytes, ahead);
+        }
+        const size_t live = (size_t)(m1 - m < 4 ? m1 - m : 4);
+        /* decode: the kernel writes the four sums in place */
+        if (live == 4 && g->s.N == 1 && dst->nb[0] == sizeof(float)) {
+            dot4(g->s.K, tensor_at(dst, m, 0, i2, i3), rows, xb);
+            continue;
+        }
+        for (int64_t n = 0; n < g->s.N; n++) {
+            float out[4];
+            dot4(g->s.K, out, rows, xb + (size_t)n * xrow);
+            memcpy(tensor_at(dst, m, n, i2, i3), out, live * sizeof(float));
+        }
+    }
+}
+
+/* Weight rows [m0, m1) (m0 a multiple of LLM_REPACK_ROWS) of a repacked matrix (2-D) dotted with
+ * its N src1 rows at xb. Decode streams the share's groups in one call, the sums straight into
+ * dst; a batch takes PACKED_BATCH_ROWS rows at a time against each src1 row (rows up to 1 KiB stay
+ * in L1, longer ones in L2, on every CPU the project runs on: bench/results/kernel_choices.md). The
+ * last group of the matrix may hold fewer real rows: its sums go through out. */
+#define PACKED_BATCH_ROWS 16
+static void dot_packed_rows(const struct mm_geom *g, struct llm_tensor *dst, int64_t m0, int64_t m1, int64_t i2,
+                            int64_t i3, const char *xb, size_t xrow)
+{
+    llm_vec_dot_packed_fn kern = g->s.wt->vec_dot_packed;
+    const size_t gs = llm_repack_group_size(g->w->type, g->s.K);
+    const int64_t step = g->s.N == 1 ? m1 - m0 : PACKED_BATCH_ROWS;
+    for (int64_t a = m0; a < m1; a += step) {
+        const int64_t b = a + step < m1 ? a + step : m1, whole = (b - a) / LLM_REPACK_ROWS;
+        const char *w = (const char *)g->w->data + (size_t)(a / LLM_REPACK_ROWS) * gs;
+        for (int64_t n = 0; n < g->s.N; n++) {
+            const char *x = xb + (size_t)n * xrow;
+            kern(g->s.K, whole, tensor_at(dst, a, n, i2, i3), w, x);
+            if (a + whole * LLM_REPACK_ROWS < b) {
+                float out[LLM_REPACK_ROWS];
+                kern(g->s.K, 1, out, w + (size_t)whole * gs, x);
+                memcpy(tensor_at(dst, a + whole * LLM_REPACK_ROWS, n, i2, i3), out,
+                       (size_t)(b - a - whole * LLM_REPACK_ROWS) * sizeof(float));
+            }
+        }
+    }
+}
+
+/* src1 as rows of vec_dot_type: converted by the threads in parallel into work (each its share of
+ * rows; the caller waits at a barrier before reading), or src1's own data when it already is. */
+static const char *convert_src1(const struct llm_cpu_params *p, const struct mm_geom *g, char *work)
+{
+    const struct llm_tensor *x = g->x;
+    if (!g->s.convert)
+        return x->data;
+    size_t xrow = llm_row_size(g->s.wt->vec_dot_type, g->s.K);
+    llm_from_float_fn conv = g->s.vt->from_float_fast;
+    int64_t r0, r1;
+    thread_rows(llm_nrows(x), p->ith, p->nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t i1, i2, i3;
+        row_index(x, r, &i1, &i2, &i3);
+        const float *src = tensor_at(x, 0, i1, i2, i3);
+        if (conv)
+            conv(src, work + r * xrow, g->s.K);
+        else
+            memcpy(work + r * xrow, src, xrow);
+    }
+    return work;
+}
+
+static void mul_mat_dot(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct mm_geom *g,
+                        char *work, int64_t *counter)
+{
+    size_t xrow = llm_row_size(g->s.wt->vec_dot_type, g->s.K);
+    const char *xs = convert_src1(p, g, work);
+    /* Decode is bandwidth-bound and its threads run at the same pace: one equal share each, one
+     * run per matrix (faster than the counter: bench/results/kernel_choices.md), dealt out without
+     * the counter. Batches: about 8 tasks per thread from the counter, enough to balance, few
+     * enough that each thread streams long runs of consecutive rows (short interleaved runs defeat
+     * the hardware prefetcher). */
+    const bool decode = g->s.N <= PREFETCH_MAX_N;
+    if (!decode && p->ith == 0)
+        __atomic_store_n(counter, 0, __ATOMIC_RELAXED);
+    if (!decode || xs != g->x->data) /* the counter, or the converted rows, are shared */
+        pool_barrier(p);
+    int64_t tasks = (decode ? 1 : 8) * p->nth;
+    int64_t chunk = (g->s.M + tasks - 1) / tasks;
+    chunk = chunk < DOT_CHUNK ? DOT_CHUNK : chunk;
+    if (repacked(g)) /* whole groups per task */
+        chunk = (chunk + LLM_REPACK_ROWS - 1) / LLM_REPACK_ROWS * LLM_REPACK_ROWS;
+    int64_t chunks = (g->s.M + chunk - 1) / chunk, batches = dst->ne[2] * dst->ne[3];
+    llm_vec_dot_fn dot = g->s.wt->vec_dot;
+    const size_t row_bytes = llm_row_size(g->w->type, g->s.K), ahead = prefetch_distance(g->w->type);
+    for (int64_t mine = p->ith;; mine += p->nth) {
+        int64_t t = decode ? mine : __atomic_fetch_add(counter, 1, __ATOMIC_RELAXED);
+        if (t >= chunks * batches)
+            break;
+        int64_t b = t / chunks, m0 = t % chunks * chunk;
+        int64_t m1 = m0 + chunk < g->s.M ? m0 + chunk : g->s.M;
+        int64_t i2 = b % dst->ne[2], i3 = b / dst->ne[2];
+        const char *xb = xs + (size_t)(b * g->s.N) * xrow;
+        if (repacked(g)) {
+            dot_packed_rows(g, dst, m0, m1, i2, i3, xb, xrow);
+            continue;
+        }
+        if (g->s.wt->vec_dot4) {
+            dot_rows4(g, dst, m0, m1, i2, i3, xb, xrow);
+            continue;
+        }
+        for (int64_t m = m0; m < m1; m++) {
+            const void *wr = tensor_at(g->w, 0, m, i2 / g->s.r2, i3 / g->s.r3);
+            if (g->s.N <= PREFETCH_MAX_N)
+                prefetch_ahead(wr, row_bytes, ahead);
+            for (int64_t n = 0; n < g->s.N; n++)
+                dot(g->s.K, tensor_at(dst, m, n, i2, i3), wr, xb + (size_t)n * xrow);
+        }
+    }
+}
+
+/* ---- GEMM path ---------------------------------------------------------------------------- */
+
+/* Each thread takes its share of the weight rows of every matrix (the same share whatever the
+ * batch) and walks it in blocks that stay in L2 while all src1 rows of the batch pass by: the src1
+ * rows of matrix (i2, i3) start at xs + i2 * x2 + i3 * x3, xrow bytes apart. scratch is the
+ * thread's gemm_thread_size bytes; a repacked matrix (2-D) is unpacked into its end block by block. */
+static void gemm_share(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct mm_geom *g,
+                       llm_gemm_fn gemm, const char *xs, size_t xrow, size_t x2, size_t x3, void *scratch,
+                       size_t kernel_scratch)
+{
+    int64_t r0, r1;
+    thread_rows(g->s.M, p->ith, p->nth, &r0, &r1);
+    if (r1 <= r0)
+        return;
+    if (repacked(g)) {
+        const size_t row_bytes = llm_row_size(g->w->type, g->s.K);
+        char *rows = (char *)scratch + kernel_scratch;
+        for (int64_t a = r0, block = gemm_block_rows(g->s.K); a < r1; a += block) {
+            const int64_t b = a + block < r1 ? a + block : r1;
+            llm_repack_unpack(g->w->type, g->s.K, g->w->data, a, b, rows, row_bytes);
+            for (int64_t i3 = 0; i3 < dst->ne[3]; i3++)
+                for (int64_t i2 = 0; i2 < dst->ne[2]; i2++)
+                    gemm(g->s.K, b - a, g->s.N, rows, row_bytes, xs + (size_t)i2 * x2 + (size_t)i3 * x3, xrow,
+                         tensor_at(dst, a, 0, i2, i3), dst->nb[1] / sizeof(float), scratch);
+        }
+        return;
+    }
+    for (int64_t i3 = 0; i3 < dst->ne[3]; i3++)
+        for (int64_t i2 = 0; i2 < dst->ne[2]; i2++)
+            gemm(g->s.K, r1 - r0, g->s.N, tensor_at(g->w, 0, r0, i2 / g->s.r2, i3 / g->s.r3), g->w->nb[1],
+                 xs + (size_t)i2 * x2 + (size_t)i3 * x3, xrow, tensor_at(dst, r0, 0, i2, i3),
+                 dst->nb[1] / sizeof(float), scratch);
+}
+
+/* The integer GEMM, after src1 is converted as for the dot path. */
+static void mul_mat_gemm(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct mm_geom *g,
+                         char *work)
+{
+    size_t xrow = llm_row_size(g->s.wt->vec_dot_type, g->s.K);
+    const char *xs = convert_src1(p, g, work);
+    char *scratch = work + (size_t)llm_nrows(g->x) * xrow + (size_t)p->ith * gemm_thread_size(g, PATH_GEMM);
+    pool_barrier(p);
+    gemm_share(p, dst, g, g->s.wt->gemm, xs, xrow, (size_t)g->s.N * xrow, (size_t)(dst->ne[2] * g->s.N) * xrow,
+               scratch, llm_gemm_scratch_size(g->s.K, g->s.N));
+}
+
+/* The float GEMM reads the F32 src1 rows in place. */
+static void mul_mat_float_gemm(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct mm_geom *g,
+                               char *work)
+{
+    gemm_share(p, dst, g, g->s.wt->gemm_f32, g->x->data, g->x->nb[1], g->x->nb[2], g->x->nb[3],
+               work + (size_t)p->ith * gemm_thread_size(g, PATH_FLOAT_GEMM), llm_gemm_f32_scratch_size(g->s.K));
+}
+
+/* ---- BLAS path ---------------------------------------------------------------------------- */
+
+/* sgemm of a weight tile (mt rows from row m0, ldb floats apart) against every src1 matrix that
+ * broadcasts onto weight matrix (j2, j3). */
+static void sgemm_tile(struct llm_tensor *dst, const struct mm_geom *g, int64_t j2, int64_t j3, int64_t m0,
+                       int64_t mt, const float *tile, int64_t ldb)
+{
+    for (int64_t i3 = j3 * g->s.r3; i3 < (j3 + 1) * g->s.r3; i3++)
+        for (int64_t i2 = j2 * g->s.r2; i2 < (j2 + 1) * g->s.r2; i2++)
+            llm_blas_sgemm_nt((int)g->s.N, (int)mt, (int)g->s.K, tensor_at(g->x, 0, 0, i2, i3),
+                              (int)(g->x->nb[1] / sizeof(float)), tile, (int)ldb,
+                              tensor_at(dst, m0, 0, i2, i3), (int)(dst->nb[1] / sizeof(float)));
+}
+
+static void mul_mat_blas(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct mm_geom *g,
+                         float *work)
+{
+    const struct llm_tensor *w = g->w;
+    /* Each thread owns a slice of weight rows: it dequantizes the slice (when not F32) and runs a
+     * single-threaded sgemm on it, so no thread waits and no extra threads compete for cores. The
+     * dequantized rows go to the thread's own scratch region: slices move when the last tile of a
+     * matrix is shorter, and a thread may start the next tile while another still runs sgemm. */
+    int64_t tile = blas_tile_rows(g);
+    float *mine = work + (size_t)p->ith * (size_t)blas_thread_rows(g, p->nth) * (size_t)g->s.K;
+    for (int64_t j3 = 0; j3 < w->ne[3]; j3++)
+        for (int64_t j2 = 0; j2 < w->ne[2]; j2++)
+            for (int64_t m0 = 0; m0 < g->s.M; m0 += tile) {
+                int64_t mt = g->s.M - m0 < tile ? g->s.M - m0 : tile, r0, r1;
+                thread_rows(mt, p->ith, p->nth, &r0, &r1);
+                if (r1 <= r0)
+                    continue;
+                if (w->type == LLM_TYPE_F32) {
+                    sgemm_tile(dst, g, j2, j3, m0 + r0, r1 - r0, tensor_at(w, 0, m0 + r0, j2, j3),
+                               (int64_t)(w->nb[1] / sizeof(float)));
+                    continue;
+                }
+                for (int64_t r = r0; r < r1; r++) {
+                    if (repacked(g))
+                        llm_repack_row_to_float(w->type, g->s.K, w->data, m0 + r, mine + (r - r0) * g->s.K);
+                    else
+                        g->s.wt->to_float_fast(tensor_at(w, 0, m0 + r, j2, j3), mine + (r - r0) * g->s.K, g->s.K);
+                }
+                sgemm_tile(dst, g, j2, j3, m0 + r0, r1 - r0, mine, g->s.K);
+            }
+}
+
+void cpu_mul_mat_plan(const struct llm_tensor *dst, struct llm_cpu_plan *plan)
+{
+    struct mm_geom g = geom(dst);
+    plan->mm_path = (int)choose_path(&g, dst);
+    plan->mm = g.s;
+}
+
+void cpu_mul_mat(const struct llm_cpu_params *p, struct llm_tensor *dst)
+{
+    struct llm_cpu_plan plan;
+    cpu_mul_mat_plan(dst, &plan);
+    cpu_mul_mat_planned(p, dst, &plan);
+}
+
+void cpu_mul_mat_planned(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct llm_cpu_plan *plan)
+{
+    const struct mm_geom g = { .w = dst->src[0], .x = dst->src[1], .s = plan->mm };
+    /* wdata aligned up to a cache line: [counter][work] */
+    char *base = (char *)(((uintptr_t)p->wdata + WDATA_HEADER - 1) & ~(uintptr_t)(WDATA_HEADER - 1));
+    switch ((enum mm_path)plan->mm_path) {
+    case PATH_FLOAT_GEMM: mul_mat_float_gemm(p, dst, &g, base + WDATA_HEADER); break;
+    case PATH_GEMM: mul_mat_gemm(p, dst, &g, base + WDATA_HEADER); break;
+    case PATH_BLAS: mul_mat_blas(p, dst, &g, (float *)(base + WDATA_HEADER)); break;
+    case PATH_DOT: mul_mat_dot(p, dst, &g, base + WDATA_HEADER, (int64_t *)base); break;
+    }
+}
+
+void llm_ref_mul_mat(struct llm_tensor *dst)
+{
+    const struct llm_tensor *w = dst->src[0], *x = dst->src[1];
+    const struct llm_type_traits *wt = llm_type_traits(w->type);
+    const struct llm_type_info *wi = llm_type_info(w->type);
+    const int64_t bs = wi->blck_size;
+    int64_t K = w->ne[0], r2 = x->ne[2] / w->ne[2], r3 = x->ne[3] / w->ne[3];
+    float blk[256];
+    for (int64_t i3 = 0; i3 < dst->ne[3]; i3++)
+        for (int64_t i2 = 0; i2 < dst->ne[2]; i2++)
+            for (int64_t n = 0; n < dst->ne[1]; n++)
+                for (int64_t m = 0; m < dst->ne[0]; m++) {
+                    const char *wr = tensor_at(w, 0, m, i2 / r2, i3 / r3);
+                    double s = 0.0;
+                    for (int64_t k0 = 0; k0 < K; k0 += bs) {
+                        if (w->type == LLM_TYPE_F32)
+                            blk[0] = ((const float *)wr)[k0];
+                        else
+                            wt->to_float(wr + k0 / bs * wi->type_size, blk, bs);
+                        for (int64_t k = 0; k < bs; k++)
+                            s += (double)blk[k] * *(const float *)tensor_at(x, k0 + k, n, i2, i3);
+                    }
+                    *(float *)tensor_at(dst, m, n, i2, i3) = (float)s;
+                }
+}
