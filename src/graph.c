@@ -351,18 +351,6 @@ struct llm_tensor *llm_view_root(struct llm_tensor *t)
     return t->view_src ? t->view_src : t;
 }
 
-size_t llm_nbytes(const struct llm_tensor *t)
-{
-    const struct llm_type_info *ti = llm_type_info(t->type);
-    /* a row of whole elements may be strided (a transposed view); quantized rows are packed */
-    size_t n = ti->blck_size > 1 || t->ne[0] < 1 ? llm_row_size(t->type, t->ne[0])
-                                                 : ti->type_size + (size_t)(t->ne[0] - 1) * t->nb[0];
-    for (int i = 1; i < LLM_MAX_DIMS; i++)
-        if (t->ne[i] > 1)
-            n += (size_t)(t->ne[i] - 1) * t->nb[i];
-    return n;
-}
-
 /* ---- graph ordering ------------------------------------------------------------------------ */
 
 /* Open-addressing set of visited tensors. */

@@ -75,8 +75,6 @@ struct llm_tensor *llm_channel_norm(struct llm_ctx *ctx, struct llm_tensor *a, b
 bool llm_op_is_noop(enum llm_op op);
 /* The tensor that owns the memory t lives in (follows view_src to the root). */
 struct llm_tensor *llm_view_root(struct llm_tensor *t);
-/* Bytes spanned by t's elements given its strides (for allocation). */
-size_t llm_nbytes(const struct llm_tensor *t);
 
 /* Ordered nodes of a graph (computing and no-op nodes), sources before users, and the leaves
  * (tensors with op NONE: weights, inputs, caches). */

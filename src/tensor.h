@@ -166,6 +166,9 @@ static inline void llm_set_op_f32(struct llm_tensor *t, int i, float f)
 }
 
 /* Elements in all dims. */
+/* Bytes spanned by t's elements given its strides (for allocation). */
+size_t llm_nbytes(const struct llm_tensor *t);
+
 static inline int64_t llm_nelements(const struct llm_tensor *t)
 {
     return t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];

@@ -15,8 +15,8 @@
 
 #include <stdbool.h>
 
-#include "error.h"
 #include "clock.h"
+#include "error.h"
 
 #define LLM_TRACE_HOST 1
 #define LLM_TRACE_WORKER 100

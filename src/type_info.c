@@ -67,3 +67,15 @@ size_t llm_row_size(enum llm_type t, int64_t ne0)
     const struct llm_type_info *ti = llm_type_info((int)t);
     return (size_t)(ne0 / ti->blck_size) * ti->type_size;
 }
+
+size_t llm_nbytes(const struct llm_tensor *t)
+{
+    const struct llm_type_info *ti = llm_type_info(t->type);
+    /* a row of whole elements may be strided (a transposed view); quantized rows are packed */
+    size_t n = ti->blck_size > 1 || t->ne[0] < 1 ? llm_row_size(t->type, t->ne[0])
+                                                 : ti->type_size + (size_t)(t->ne[0] - 1) * t->nb[0];
+    for (int i = 1; i < LLM_MAX_DIMS; i++)
+        if (t->ne[i] > 1)
+            n += (size_t)(t->ne[i] - 1) * t->nb[i];
+    return n;
+}

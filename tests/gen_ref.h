@@ -1,6 +1,6 @@
 /* A llama.cpp reference case of ../shared/ref/<dir> (gen, kvq; see ../shared/ref/README.md): the
  * JSON's prompt and greedy ids and its logits file, with the logits' range. For tests/test_gen.c
- * and tests/test_kvq.c; include after harness.h. */
+ * and tests/test_kvq.c. */
 #ifndef LLM_TEST_GEN_REF_H
 #define LLM_TEST_GEN_REF_H
 
@@ -8,6 +8,12 @@
 #include <dirent.h>
 #include <math.h>
 #include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
 
 struct ref {
     cJSON *json;

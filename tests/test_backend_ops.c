@@ -21,9 +21,9 @@
 #include "harness.h"
 #include "npu/layout.h"
 #include "npu/npu_backend.h"
+#include "ops/cpu/cpu.h"
 #include "ops/kernels/blas.h"
 #include "ops/types/blocks.h"
-#include "ops/cpu/cpu.h"
 #include "ops/types/types.h"
 #include "split_exec.h"
 

@@ -16,12 +16,12 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "npu_harness.h"
 #include "model/context.h"
 #include "model/gguf.h"
 #include "model/model.h"
 #include "model/sampler.h"
 #include "model/vocab.h"
+#include "npu_harness.h"
 
 /* Logits of the cpu against oracle_logits, relative to the logit range. Measured worst 4.7e-7
  * (700-token run, F32 KV) and 5.7e-7 (RoPE-scaled prompts); llama.cpp itself is 2.7e-7 from exact

@@ -9,9 +9,9 @@
  * With AVX2 the fast slot must really be the AVX2 kernel (a different function). */
 #include <stdint.h>
 
+#include "cpu_features.h"
 #include "harness.h"
 #include "model/gguf.h"
-#include "cpu_features.h"
 #include "ops/types/types.h"
 
 #define NE0 512

@@ -8,7 +8,7 @@
 set -u
 cd "$(dirname "$0")/.." || exit 1
 python3 - <<'EOF'
-import os, re, sys
+import os, re, subprocess, sys
 
 results = []  # (ok, what) of every check
 def check(ok, what):
@@ -68,6 +68,10 @@ for src in sorted(walk(('.c', '.h'))):
             check(not FIGURE.search(comment), f'{src}:{n}: a comment carries a one-machine figure: {line.strip()}')
         if in_comment or start >= 0:
             in_comment = '*/' not in code[(start if not in_comment else 0):]
+
+# The folder picture in src/README.md is current, no include climbs, no two folders include each other.
+graph = subprocess.run([sys.executable, 'tests/folder_graph.py', '--check'], capture_output=True, text=True)
+check(graph.returncode == 0, 'tests/folder_graph.py --check: ' + (graph.stdout.strip() or graph.stderr.strip()))
 
 failed = [what for ok, what in results if not ok]
 for what in failed:

@@ -10,10 +10,10 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "cpu_features.h"
 #include "harness.h"
 #include "mul_mat_job.h"
 #include "ops/cpu/cpu.h"
-#include "cpu_features.h"
 #include "ops/types/quants.h"
 #include "ops/types/types.h"
 

@@ -7,13 +7,13 @@
  * computes for every case. */
 #include <math.h>
 
-#include "harness.h"
 #include "gen_ref.h"
-#include "npu_harness.h"
+#include "harness.h"
 #include "model/context.h"
 #include "model/model.h"
 #include "model/sampler.h"
 #include "model/vocab.h"
+#include "npu_harness.h"
 
 /* Tolerances, relative to the logit range, by weight class (the model's file type) and KV cache
  * type; one value bounds both the prompt logits and the teacher-forced steps of every case.

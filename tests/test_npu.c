@@ -5,10 +5,10 @@
  * with GGML_CANN_PREFILL_USE_GRAPH; graph mode off never touches the cache. Replays and eager
  * launches count the same kernels, and each graph fills one RoPE table, on every architecture. */
 #include "harness.h"
-#include "npu_harness.h"
 #include "model/context.h"
 #include "model/model.h"
 #include "model/sampler.h"
+#include "npu_harness.h"
 
 #define N_GEN 700
 #define N_CTX 1024

@@ -15,9 +15,9 @@
 #include <stdint.h>
 
 #include "harness.h"
-#include "ops/types/blocks.h"
 #include "ops/cpu/cpu.h"
 #include "ops/ref/cpu_ref.h"
+#include "ops/types/blocks.h"
 #include "ops/types/types.h"
 
 /* ---- random numbers ----------------------------------------------------------------------- */

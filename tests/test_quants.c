@@ -7,9 +7,9 @@
  * - the fast activation quantizers (from_float_fast) produce the reference bytes. */
 #include <stdint.h>
 
+#include "cpu_features.h"
 #include "harness.h"
 #include "model/gguf.h"
-#include "cpu_features.h"
 #include "ops/types/types.h"
 
 #define NE0 512

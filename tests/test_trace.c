@@ -13,9 +13,9 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "npu_harness.h"
 #include "model/context.h"
 #include "model/model.h"
+#include "npu_harness.h"
 #include "profile.h"
 #include "trace.h"
 

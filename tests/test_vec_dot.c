@@ -6,9 +6,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cpu_features.h"
 #include "harness.h"
 #include "ops/types/blocks.h"
-#include "cpu_features.h"
 #include "ops/types/quants.h"
 #include "ops/types/types.h"
 

@@ -9,19 +9,19 @@
 #include <unistd.h>
 
 #include "bench.h"
-#include "latency.h"
-#include "stats_print.h"
 #include "commands.h"
 #include "cpu_opts.h"
-#include "thread_policy.h"
+#include "latency.h"
 #include "log.h"
-#include "profile.h"
-#include "profile_print.h"
-#include "trace.h"
 #include "model/context.h"
 #include "model/model.h"
 #include "model/vocab.h"
+#include "profile.h"
+#include "profile_print.h"
 #include "roofline.h"
+#include "stats_print.h"
+#include "thread_policy.h"
+#include "trace.h"
 
 /* Set by the Makefile from `git rev-parse --short HEAD` and `git rev-list --count HEAD`. */
 #ifndef LLM_BUILD_COMMIT

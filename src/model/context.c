@@ -7,12 +7,12 @@
 #include <string.h>
 #include <strings.h>
 
+#include "build.h"
 #include "graph.h"
+#include "pipeline.h"
 #include "profile.h"
 #include "split_exec.h"
 #include "trace.h"
-#include "build.h"
-#include "pipeline.h"
 #include "weights.h"
 
 /* Host-side contents of the input tensors and their home in backend memory. */

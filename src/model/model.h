@@ -7,10 +7,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
-#include "tensor.h"
 #include "arch.h"
+#include "error.h"
 #include "gguf.h"
+#include "tensor.h"
 #include "vocab.h"
 
 #define LLM_MAX_LAYERS 512

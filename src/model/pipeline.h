@@ -9,8 +9,8 @@
 #ifndef LLM_PIPELINE_H
 #define LLM_PIPELINE_H
 
-#include "mpi/link.h"
 #include "context.h"
+#include "mpi/link.h"
 
 /* Layers per rank: rank r gets [first[r], end[r]). spec "a/b/..." gives K shares (as -ts: any
  * non-negative numbers, not all zero), NULL or "" equal ones; boundaries round to the nearest

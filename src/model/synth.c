@@ -11,8 +11,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "ops/types/types.h"
 #include "model.h"
+#include "ops/types/types.h"
 
 struct preset {
     const char *name;

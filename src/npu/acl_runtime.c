@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
 #include "acl_internal.h"
+#include "log.h"
 
 #define DEVICE_ALIGN 64
 #define DEFAULT_MEMORY_MIB 65536 /* an Ascend 910B's HBM */

@@ -15,9 +15,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "acl_stream_impl.h"
 #include "clock.h"
 #include "thread_policy.h"
-#include "acl_stream_impl.h"
 
 void acl_futex_wait(atomic_uint *word, unsigned seen)
 {

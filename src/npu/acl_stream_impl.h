@@ -10,8 +10,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "threadpool.h"
 #include "acl_internal.h"
+#include "threadpool.h"
 
 #define RING_SLOTS 256 /* tasks in flight per stream before the host waits */
 

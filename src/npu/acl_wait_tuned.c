@@ -6,8 +6,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "clock.h"
 #include "acl_stream_impl.h"
+#include "clock.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>

@@ -3,12 +3,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "acl_internal.h"
 #include "graph.h"
+#include "layout.h"
 #include "ops/cpu/cpu.h"
 #include "profile.h"
 #include "trace.h"
-#include "acl_internal.h"
-#include "layout.h"
 
 enum kernel_kind { KERNEL_COMPUTE, KERNEL_ROPE_CACHE, KERNEL_ROPE_APPLY };
 

@@ -16,8 +16,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "tensor.h"
 #include "acl.h"
+#include "tensor.h"
 
 typedef struct aclOpExecutor aclOpExecutor;
 

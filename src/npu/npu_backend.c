@@ -16,17 +16,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graphcache/graphcache.h"
-#include "log.h"
-#include "ops/cpu/cpu.h"
-#include "profile.h"
-#include "trace.h"
 #include "acl.h"
 #include "aclnn.h"
 #include "fusion.h"
+#include "graphcache/graphcache.h"
 #include "launch_cost.h"
 #include "layout.h"
+#include "log.h"
 #include "npu_backend.h"
+#include "ops/cpu/cpu.h"
+#include "profile.h"
+#include "trace.h"
 
 #define MAX_RETIRED 16
 

@@ -6,10 +6,10 @@
 #include <string.h>
 
 #include "backend.h"
+#include "cpu.h"
 #include "profile.h"
 #include "threadpool.h"
 #include "trace.h"
-#include "cpu.h"
 
 struct cpu_backend {
     struct llm_threadpool *pool;

@@ -2,8 +2,8 @@
 #include "op_table.h"
 
 #include "graph.h"
-#include "ops/ref/cpu_ref.h"
 #include "ops/kernels/kernels.h"
+#include "ops/ref/cpu_ref.h"
 
 /* ---- shape rules (types are the kernels' business: their supports functions) ---------------- */
 

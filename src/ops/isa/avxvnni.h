@@ -6,9 +6,9 @@
 #ifndef LLM_OPS_AVXVNNI_H
 #define LLM_OPS_AVXVNNI_H
 
-#include "tensor.h"
 #include "ops/types/blocks.h"
 #include "simd.h"
+#include "tensor.h"
 
 /* The target of the AVX-VNNI kernels, after llm_cpu_has_avxvnni() */
 #define AVXVNNI __attribute__((target("avx2,fma,f16c,avxvnni")))

@@ -7,9 +7,9 @@
 #ifndef LLM_OPS_DOT4_Q8_0_H
 #define LLM_OPS_DOT4_Q8_0_H
 
-#include "tensor.h"
 #include "ops/types/blocks.h"
 #include "simd.h"
+#include "tensor.h"
 
 typedef __m256 (*scales8_fn)(const void *blocks, size_t stride);
 /* acc[r] += d[r][0] * (block b of row r · activation block b) for the four rows */

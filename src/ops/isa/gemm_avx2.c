@@ -4,8 +4,8 @@
  * each activation block RM weight rows; 16 vector registers hold RM·RN = 8 accumulators. */
 #include <string.h>
 
-#include "ops/types/blocks.h"
 #include "gemm.h"
+#include "ops/types/blocks.h"
 #include "ops/types/quants.h"
 #include "simd.h"
 

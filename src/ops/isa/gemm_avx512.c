@@ -10,8 +10,8 @@
  * activation rows: each weight load serves RN activations, each broadcast 32 rows. */
 #include <string.h>
 
-#include "ops/types/blocks.h"
 #include "gemm.h"
+#include "ops/types/blocks.h"
 #include "ops/types/quants.h"
 #include "simd.h"
 

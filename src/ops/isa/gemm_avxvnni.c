@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "avxvnni.h"
-#include "ops/types/blocks.h"
 #include "gemm.h"
+#include "ops/types/blocks.h"
 #include "ops/types/quants.h"
 
 #define RM 4

@@ -2,8 +2,8 @@
  * One activation block is loaded once for four weight rows (the loop: dot4_q8_0.h). */
 #include <stdint.h>
 
-#include "ops/types/blocks.h"
 #include "dot4_q8_0.h"
+#include "ops/types/blocks.h"
 #include "ops/types/quants.h"
 #include "simd.h"
 

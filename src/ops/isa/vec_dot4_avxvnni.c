@@ -4,8 +4,8 @@
 #include <stdint.h>
 
 #include "avxvnni.h"
-#include "ops/types/blocks.h"
 #include "dot4_q8_0.h"
+#include "ops/types/blocks.h"
 #include "ops/types/quants.h"
 
 /* Block b of the four rows; d[r] points at row r's combined scale of that block. */

@@ -5,7 +5,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "attention.h"
+#include "attention_paths.h"
 #include "ops/isa/simd.h"
 
 /* what the kernels below are built from: inlined, so loops over constants unroll into registers */

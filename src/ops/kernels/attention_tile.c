@@ -11,7 +11,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "attention.h"
+#include "attention_paths.h"
 #include "ops/isa/simd.h"
 
 #define FORCE_INLINE __attribute__((always_inline))

@@ -2,7 +2,6 @@
  * threads; rows with unit stride take AVX2 loops (plain loops without AVX2). */
 #include <math.h>
 
-#include "ops/ref/cpu_ref.h"
 #include "cpu_features.h"
 #include "kernels.h"
 #include "ops/isa/simd.h"
@@ -106,30 +105,6 @@ void cpu_mul(const struct llm_cpu_params *p, struct llm_tensor *dst)
     binary(BIN_MUL, p, dst);
 }
 
-static void binary_ref(enum binop op, struct llm_tensor *dst)
-{
-    const struct llm_tensor *a = dst->src[0], *b = dst->src[1];
-    for (int64_t i3 = 0; i3 < dst->ne[3]; i3++)
-        for (int64_t i2 = 0; i2 < dst->ne[2]; i2++)
-            for (int64_t i1 = 0; i1 < dst->ne[1]; i1++)
-                for (int64_t i0 = 0; i0 < dst->ne[0]; i0++) {
-                    float x = *(float *)tensor_at(a, i0, i1, i2, i3);
-                    float y = *(float *)tensor_at(b, i0 % b->ne[0], i1 % b->ne[1], i2 % b->ne[2],
-                                                  i3 % b->ne[3]);
-                    *(float *)tensor_at(dst, i0, i1, i2, i3) = apply(op, x, y);
-                }
-}
-
-void llm_ref_add(struct llm_tensor *dst)
-{
-    binary_ref(BIN_ADD, dst);
-}
-
-void llm_ref_mul(struct llm_tensor *dst)
-{
-    binary_ref(BIN_MUL, dst);
-}
-
 /* ---- SCALE -------------------------------------------------------------------------------- */
 
 void cpu_scale(const struct llm_cpu_params *p, struct llm_tensor *dst)
@@ -150,17 +125,6 @@ void cpu_scale(const struct llm_cpu_params *p, struct llm_tensor *dst)
             for (int64_t i = 0; i < n; i++)
                 *elem_w(dst, z, i) = elem(a, x, i) * s;
     }
-}
-
-void llm_ref_scale(struct llm_tensor *dst)
-{
-    const struct llm_tensor *a = dst->src[0];
-    float s = llm_get_op_f32(dst, 0);
-    for (int64_t i3 = 0; i3 < dst->ne[3]; i3++)
-        for (int64_t i2 = 0; i2 < dst->ne[2]; i2++)
-            for (int64_t i1 = 0; i1 < dst->ne[1]; i1++)
-                for (int64_t i0 = 0; i0 < dst->ne[0]; i0++)
-                    *(float *)tensor_at(dst, i0, i1, i2, i3) = *(float *)tensor_at(a, i0, i1, i2, i3) * s;
 }
 
 /* ---- SILU / SWIGLU ------------------------------------------------------------------------ */
@@ -222,27 +186,3 @@ void cpu_swiglu(const struct llm_cpu_params *p, struct llm_tensor *dst)
     glu(p, dst, true);
 }
 
-static void glu_ref(struct llm_tensor *dst, bool gated)
-{
-    const struct llm_tensor *a = dst->src[0], *b = dst->src[1];
-    for (int64_t i3 = 0; i3 < dst->ne[3]; i3++)
-        for (int64_t i2 = 0; i2 < dst->ne[2]; i2++)
-            for (int64_t i1 = 0; i1 < dst->ne[1]; i1++)
-                for (int64_t i0 = 0; i0 < dst->ne[0]; i0++) {
-                    double x = *(float *)tensor_at(a, i0, i1, i2, i3);
-                    double v = x / (1.0 + exp(-x));
-                    if (gated)
-                        v *= *(float *)tensor_at(b, i0, i1, i2, i3);
-                    *(float *)tensor_at(dst, i0, i1, i2, i3) = (float)v;
-                }
-}
-
-void llm_ref_silu(struct llm_tensor *dst)
-{
-    glu_ref(dst, false);
-}
-
-void llm_ref_swiglu(struct llm_tensor *dst)
-{
-    glu_ref(dst, true);
-}

@@ -4,20 +4,7 @@
  * The fusion pass (src/npu/fusion.h) makes them only where dst shares no memory with a source. */
 #include <string.h>
 
-#include "ops/ref/cpu_ref.h"
 #include "kernels.h"
-
-/* A node of op on dst's memory and shape (or other's) with sources s0, s1: what an unfused op saw. */
-static struct llm_tensor as_op(const struct llm_tensor *mem, enum llm_op op, const struct llm_tensor *s0,
-                               const struct llm_tensor *s1)
-{
-    struct llm_tensor t = *mem;
-    t.op = op;
-    t.src[0] = (struct llm_tensor *)s0;
-    t.src[1] = (struct llm_tensor *)s1;
-    t.src[2] = t.src[3] = NULL;
-    return t;
-}
 
 /* ---- ADD_RMS_NORM: sum = a + b; dst = rms_norm(sum) [* w] -------------------------------------- */
 
@@ -46,18 +33,6 @@ void cpu_add_rms_norm(const struct llm_cpu_params *p, struct llm_tensor *dst)
     }
 }
 
-void llm_ref_add_rms_norm(struct llm_tensor *dst)
-{
-    struct llm_tensor add = as_op(dst->src[2], LLM_OP_ADD, dst->src[0], dst->src[1]);
-    struct llm_tensor norm = as_op(dst, LLM_OP_RMS_NORM, dst->src[2], NULL);
-    llm_ref_add(&add);
-    llm_ref_rms_norm(&norm);
-    if (dst->src[3]) {
-        struct llm_tensor mul = as_op(dst, LLM_OP_MUL, dst, dst->src[3]);
-        llm_ref_mul(&mul);
-    }
-}
-
 /* ---- RMS_NORM_MUL: dst = rms_norm(x) * w -------------------------------------------------------- */
 
 bool cpu_rms_norm_mul_supported(const struct llm_tensor *n)
@@ -77,13 +52,6 @@ void cpu_rms_norm_mul(const struct llm_cpu_params *p, struct llm_tensor *dst)
         cpu_rms_norm_row(&norm, r, eps);
         cpu_mul_row(&mul, r);
     }
-}
-
-void llm_ref_rms_norm_mul(struct llm_tensor *dst)
-{
-    struct llm_tensor norm = as_op(dst, LLM_OP_RMS_NORM, dst->src[0], NULL), mul = as_op(dst, LLM_OP_MUL, dst, dst->src[1]);
-    llm_ref_rms_norm(&norm);
-    llm_ref_mul(&mul);
 }
 
 /* ---- MUL_MAT_ADD: dst = w · x + bias -------------------------------------------------------------- */
@@ -116,13 +84,6 @@ void cpu_mul_mat_add(const struct llm_cpu_params *p, struct llm_tensor *dst)
     cpu_mul_mat_add_planned(p, dst, &plan);
 }
 
-void llm_ref_mul_mat_add(struct llm_tensor *dst)
-{
-    struct llm_tensor mm = as_op(dst, LLM_OP_MUL_MAT, dst->src[0], dst->src[1]), add = as_op(dst, LLM_OP_ADD, dst, dst->src[2]);
-    llm_ref_mul_mat(&mm);
-    llm_ref_add(&add);
-}
-
 /* ---- ROPE_QK: ROPE of src0 into dst and of src2 into src3's memory, one table --------------------- */
 
 struct llm_tensor llm_rope_qk_part(const struct llm_tensor *n, int part)
@@ -149,10 +110,3 @@ void cpu_rope_qk(const struct llm_cpu_params *p, struct llm_tensor *dst)
     }
 }
 
-void llm_ref_rope_qk(struct llm_tensor *dst)
-{
-    for (int part = 0; part < 2; part++) {
-        struct llm_tensor r = llm_rope_qk_part(dst, part);
-        llm_ref_rope(&r);
-    }
-}

@@ -6,7 +6,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "ops/cpu/cpu.h"
+#include "ops/types/types.h"
+#include "params.h"
 
 /* Address of element (i0, i1, i2, i3) of t, honouring nb. */
 static inline void *tensor_at(const struct llm_tensor *t, int64_t i0, int64_t i1, int64_t i2, int64_t i3)
@@ -48,6 +49,56 @@ static inline void row_index(const struct llm_tensor *t, int64_t r, int64_t *i1,
     *i1 = r % t->ne[1];
     *i2 = r / t->ne[1] % t->ne[2];
     *i3 = r / (t->ne[1] * t->ne[2]);
+}
+
+/* One element of a plain float type (F32/F16/BF16) as float, and back. */
+static inline float load_float(enum llm_type t, const void *p)
+{
+    switch (t) {
+    case LLM_TYPE_F16:
+        return llm_fp16_to_fp32(*(const uint16_t *)p);
+    case LLM_TYPE_BF16:
+        return llm_bf16_to_fp32(*(const uint16_t *)p);
+    default:
+        return *(const float *)p;
+    }
+}
+
+static inline void store_float(enum llm_type t, void *p, float v)
+{
+    switch (t) {
+    case LLM_TYPE_F16:
+        *(uint16_t *)p = llm_fp32_to_fp16(v);
+        break;
+    case LLM_TYPE_BF16:
+        *(uint16_t *)p = llm_fp32_to_bf16(v);
+        break;
+    default:
+        *(float *)p = v;
+    }
+}
+
+/* Elements correspond by their flat index in row-major order (ne0 fastest), so the two shapes may
+ * differ (a reshape on the way). Work is split over src0 rows; a src0 row maps onto one or more
+ * runs of dst rows. */
+static inline void flat_coords(const struct llm_tensor *t, int64_t f, int64_t c[4])
+{
+    for (int d = 0; d < 4; d++) {
+        c[d] = f % t->ne[d];
+        f /= t->ne[d];
+    }
+}
+
+/* A node of op on dst's memory and shape (or other's) with sources s0, s1: what an unfused op saw. */
+static inline struct llm_tensor as_op(const struct llm_tensor *mem, enum llm_op op, const struct llm_tensor *s0,
+                               const struct llm_tensor *s1)
+{
+    struct llm_tensor t = *mem;
+    t.op = op;
+    t.src[0] = (struct llm_tensor *)s0;
+    t.src[1] = (struct llm_tensor *)s1;
+    t.src[2] = t.src[3] = NULL;
+    return t;
 }
 
 /* z[i] = e^(z[i] - max) for i < n (AVX2 when the CPU has it); returns their sum. max is finite;

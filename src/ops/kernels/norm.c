@@ -1,7 +1,6 @@
 /* RMS_NORM: each row divided by sqrt(mean(x²) + eps). Rows are split between threads. */
 #include <math.h>
 
-#include "ops/ref/cpu_ref.h"
 #include "cpu_features.h"
 #include "kernels.h"
 #include "ops/isa/simd.h"
@@ -68,23 +67,4 @@ void cpu_rms_norm(const struct llm_cpu_params *p, struct llm_tensor *dst)
     thread_rows(llm_nrows(dst), p->ith, p->nth, &r0, &r1);
     for (int64_t r = r0; r < r1; r++)
         cpu_rms_norm_row(dst, r, eps);
-}
-
-void llm_ref_rms_norm(struct llm_tensor *dst)
-{
-    const struct llm_tensor *a = dst->src[0];
-    double eps = llm_get_op_f32(dst, 0);
-    for (int64_t i3 = 0; i3 < dst->ne[3]; i3++)
-        for (int64_t i2 = 0; i2 < dst->ne[2]; i2++)
-            for (int64_t i1 = 0; i1 < dst->ne[1]; i1++) {
-                double ss = 0.0;
-                for (int64_t i0 = 0; i0 < dst->ne[0]; i0++) {
-                    double v = *(float *)tensor_at(a, i0, i1, i2, i3);
-                    ss += v * v;
-                }
-                double scale = 1.0 / sqrt(ss / (double)dst->ne[0] + eps);
-                for (int64_t i0 = 0; i0 < dst->ne[0]; i0++)
-                    *(float *)tensor_at(dst, i0, i1, i2, i3) =
-                        (float)(*(float *)tensor_at(a, i0, i1, i2, i3) * scale);
-            }
 }

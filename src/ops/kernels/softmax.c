@@ -2,7 +2,6 @@
  * query that may attend to nothing, e.g. a padded batch row. Rows are split between threads. */
 #include <math.h>
 
-#include "ops/ref/cpu_ref.h"
 #include "cpu_features.h"
 #include "kernels.h"
 #include "ops/isa/simd.h"
@@ -57,7 +56,7 @@ static void softmax_row(int64_t n, float *z, const struct llm_tensor *a, const c
         z[i] *= inv;
 }
 
-static const char *mask_row(const struct llm_tensor *m, int64_t i1, int64_t i2, int64_t i3)
+static const char *softmax_mask_row(const struct llm_tensor *m, int64_t i1, int64_t i2, int64_t i3)
 {
     return m ? tensor_at(m, 0, i1, i2 % m->ne[2], i3 % m->ne[3]) : NULL;
 }
@@ -73,37 +72,7 @@ void cpu_soft_max(const struct llm_cpu_params *p, struct llm_tensor *dst)
         row_index(dst, r, &i1, &i2, &i3);
         /* the kernel works in the dst row, so it needs unit stride there (checked in supports) */
         softmax_row(n, tensor_at(dst, 0, i1, i2, i3), a, tensor_at(a, 0, i1, i2, i3), m,
-                    mask_row(m, i1, i2, i3), scale);
+                    softmax_mask_row(m, i1, i2, i3), scale);
     }
 }
 
-void llm_ref_soft_max(struct llm_tensor *dst)
-{
-    const struct llm_tensor *a = dst->src[0], *m = dst->src[1];
-    double scale = llm_get_op_f32(dst, 0);
-    int64_t n = dst->ne[0];
-    for (int64_t i3 = 0; i3 < dst->ne[3]; i3++)
-        for (int64_t i2 = 0; i2 < dst->ne[2]; i2++)
-            for (int64_t i1 = 0; i1 < dst->ne[1]; i1++) {
-                double max = -INFINITY, sum = 0.0;
-                for (int64_t i0 = 0; i0 < n; i0++) {
-                    double v = *(float *)tensor_at(a, i0, i1, i2, i3) * scale;
-                    if (m)
-                        v += *(float *)tensor_at(m, i0, i1, i2 % m->ne[2], i3 % m->ne[3]);
-                    max = v > max ? v : max;
-                }
-                for (int64_t i0 = 0; i0 < n; i0++) {
-                    double v = *(float *)tensor_at(a, i0, i1, i2, i3) * scale;
-                    if (m)
-                        v += *(float *)tensor_at(m, i0, i1, i2 % m->ne[2], i3 % m->ne[3]);
-                    sum += max == -INFINITY ? 0.0 : exp(v - max);
-                }
-                for (int64_t i0 = 0; i0 < n; i0++) {
-                    double v = *(float *)tensor_at(a, i0, i1, i2, i3) * scale;
-                    if (m)
-                        v += *(float *)tensor_at(m, i0, i1, i2 % m->ne[2], i3 % m->ne[3]);
-                    *(float *)tensor_at(dst, i0, i1, i2, i3) =
-                        max == -INFINITY ? 0.0f : (float)(exp(v - max) / sum);
-                }
-            }
-}

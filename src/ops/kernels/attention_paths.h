@@ -1,6 +1,7 @@
-/* What attention.c and its head-dim-8 AVX-512 path (attention_hd8.c) share. Internal to src/ops. */
-#ifndef LLM_OPS_ATTENTION_H
-#define LLM_OPS_ATTENTION_H
+/* What the attention paths share (attention.c, the head-dim-8 path attention_hd8.c and the prefill
+ * tiles attention_tile.c): the unit of work, its row helpers and the paths' entry points. Internal to src/ops. */
+#ifndef LLM_OPS_ATTENTION_PATHS_H
+#define LLM_OPS_ATTENTION_PATHS_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,0 +1,42 @@
+/* Reference kernels of the fused ops: the unfused ops' reference kernels, one after the other. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_ref.h"
+#include "ops/kernels/kernels.h"
+#include "ops/types/types.h"
+
+void llm_ref_add_rms_norm(struct llm_tensor *dst)
+{
+    struct llm_tensor add = as_op(dst->src[2], LLM_OP_ADD, dst->src[0], dst->src[1]);
+    struct llm_tensor norm = as_op(dst, LLM_OP_RMS_NORM, dst->src[2], NULL);
+    llm_ref_add(&add);
+    llm_ref_rms_norm(&norm);
+    if (dst->src[3]) {
+        struct llm_tensor mul = as_op(dst, LLM_OP_MUL, dst, dst->src[3]);
+        llm_ref_mul(&mul);
+    }
+}
+
+void llm_ref_rms_norm_mul(struct llm_tensor *dst)
+{
+    struct llm_tensor norm = as_op(dst, LLM_OP_RMS_NORM, dst->src[0], NULL), mul = as_op(dst, LLM_OP_MUL, dst, dst->src[1]);
+    llm_ref_rms_norm(&norm);
+    llm_ref_mul(&mul);
+}
+
+void llm_ref_mul_mat_add(struct llm_tensor *dst)
+{
+    struct llm_tensor mm = as_op(dst, LLM_OP_MUL_MAT, dst->src[0], dst->src[1]), add = as_op(dst, LLM_OP_ADD, dst, dst->src[2]);
+    llm_ref_mul_mat(&mm);
+    llm_ref_add(&add);
+}
+
+void llm_ref_rope_qk(struct llm_tensor *dst)
+{
+    for (int part = 0; part < 2; part++) {
+        struct llm_tensor r = llm_rope_qk_part(dst, part);
+        llm_ref_rope(&r);
+    }
+}
