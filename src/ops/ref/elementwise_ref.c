@@ -18,7 +18,7 @@ static void elementwise_ref(enum elem op, struct llm_tensor *dst)
     for (int64_t f = 0; f < llm_nelements(dst); f++) {
         int64_t c[4];
         flat_coords(dst, f, c);
-        double x = *(const float *)tensor_at(a, c[0], c[1], c[2], c[3]), v;
+        double x = *(const float *)tensor_at(a, c[0], c[1], c[2], c[3]), v = 0.0;
         switch (op) {
         case ELEM_ADD:
         case ELEM_MUL: {
