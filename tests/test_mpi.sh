@@ -2,7 +2,8 @@
 # Pipeline stages over MPI (issue 31), on loopback: `mpirun --oversubscribe -np 2` and `-np 3` print
 # the same greedy text as one process (prompts in micro-batches too) for stories260K (5 layers),
 # qwen2-tiny and llama-k256 (2 layers each, so one layer per rank), on cpu and npu ranks;
-# --dump-logits is byte for byte the same (the same kernels run on every layer); --ranks-split 1/3
+# --dump-logits is byte for byte the same (the same kernels run on every layer); sampled text is the
+# same, drawn on the last rank, which sends back only the token id; --ranks-split 1/3
 # splits unevenly; -v reports each rank's layers, resident memory and bubble (computing and waiting
 # time); more ranks than layers, a bad split or a rank that cannot open its stage give one
 # "llm: error:" line from rank 0 naming the cause (and the rank); a rank killed mid-run ends the
@@ -55,6 +56,21 @@ for spec in "stories260K 3 cpu" "qwen2-tiny-q8_0 2 npu" "llama-k256-q4_k_m 2 cpu
   one "${args[@]}" --dump-logits "$tmp/l1" >/dev/null
   many "$2" "${args[@]}" --dump-logits "$tmp/lk" >/dev/null; rc=$?
   [ $rc -eq 0 ] && [ -s "$tmp/l1" ] && cmp -s "$tmp/l1" "$tmp/lk" && ok || fail "$1 -np $2 $3: logits differ (exit $rc)"
+done
+
+# Sampling: the last rank draws (with the same seed, so the same text) and only the token id comes
+# back, 4 bytes per decode, banned tokens (--ignore-eos) included; with a repeat penalty (its
+# history is rank 0's) the logits row travels and rank 0 draws; --dump-logits brings the prompt's
+# rows (5 x 512 floats) and the drawn token.
+for spec in "generation 4 --temp 0.8 -s 7" "generation 4 --temp 0.8 -s 7 --ignore-eos -n 60" \
+            "generation 2048 --temp 0.8 -s 7 --repeat-penalty 1.2" "prompt 10244 --temp 0 --dump-logits $tmp/dl"; do
+  set -- $spec; phase=$1 back=$2; shift 2
+  args=(-m "$M/stories260K.gguf" -p "Once upon a time" -n 40 "$@")
+  one "${args[@]}" >"$tmp/one"
+  many 3 "${args[@]}" -v >"$tmp/many"; rc=$?
+  [ $rc -eq 0 ] && [ -s "$tmp/one" ] && cmp -s "$tmp/one" "$tmp/many" && ok || fail "-np 3 $* (exit $rc): text differs"
+  grep -q "^llm-run:   $phase: $back bytes back from rank 2 per decode$" "$tmp/errk" && ok \
+    || fail "-np 3 $*: bytes back: $(grep 'bytes back' "$tmp/errk")"
 done
 
 # Micro-batches (-ub 2 on a 5-token prompt) flow through the stages one after the other.

@@ -664,6 +664,9 @@ static void print_ranks(const struct llm_context *ctx, uint32_t n_layer)
             if (all > 0)
                 fprintf(stderr, "llm-run:   %s: computing %.2f ms, waiting %.2f ms (bubble %.0f%%)\n", phase[ph],
                         ri[i].busy_ms[ph], ri[i].wait_ms[ph], 100.0 * ri[i].wait_ms[ph] / all);
+            if (ri[i].back_bytes[ph] > 0)
+                fprintf(stderr, "llm-run:   %s: %.0f bytes back from rank %d per decode\n", phase[ph],
+                        ri[i].back_bytes[ph], n - 1);
         }
     }
 }
@@ -718,16 +721,19 @@ static int32_t *eog_tokens(const struct vocab *voc)
     return ids;
 }
 
-/* Evaluate the prompt in batches of n_batch (stops early on Ctrl-C). */
+/* Evaluate the prompt in batches of n_batch (stops early on Ctrl-C); the last batch draws the
+ * first token into *next. */
 static int eval_prompt(struct llm_context *ctx, const int32_t *tokens, struct run_stats *rs, int32_t n_batch,
-                       bool logits_all)
+                       bool logits_all, int32_t *next)
 {
     struct llm_error err = { 0 };
     const double t = (llm_now_us() / 1e3);
     while (rs->n_prompt_done < rs->n_prompt && !interrupted) {
         int64_t left = rs->n_prompt - rs->n_prompt_done;
         int32_t n = (int32_t)(left < n_batch ? left : n_batch);
-        if (llm_decode(ctx, tokens + rs->n_prompt_done, n, logits_all, &err)) {
+        const int32_t *batch = tokens + rs->n_prompt_done;
+        if (n == left ? llm_decode_next(ctx, batch, n, logits_all, next, &err)
+                      : llm_decode(ctx, batch, n, logits_all, &err)) {
             tool_error("%s", err.msg);
             return 1;
         }
@@ -751,29 +757,17 @@ static int alloc_token_times(struct run_stats *rs, int n_predict, int32_t n_ctx)
     return 0;
 }
 
-/* Sample, print and decode until end of generation, -n, a full context or Ctrl-C. */
-static int eval_gen(const struct run_opts *o, struct llm_context *ctx, const struct vocab *voc,
-                    struct llm_sampler *smpl, const int32_t *eog, float *scratch, int32_t n_vocab,
-                    int32_t first_row, struct run_stats *rs)
+/* Print tok (drawn after the prompt), then decode and draw until end of generation, -n, a full
+ * context or Ctrl-C. */
+static int eval_gen(const struct run_opts *o, struct llm_context *ctx, const struct vocab *voc, int32_t tok,
+                    struct run_stats *rs)
 {
     struct llm_error err = { 0 };
     struct utf8_out u = { .n = 0 };
-    const float *logits = llm_get_logits(ctx, first_row);
     int rc = 0;
     const double t = (llm_now_us() / 1e3);
     double last = t; /* -v: when the previous token was drawn */
     while ((o->n_predict < 0 || rs->n_gen < o->n_predict) && !interrupted) {
-        const double ts = (llm_now_us() / 1e3);
-        if (eog) { /* --ignore-eos: those tokens can never be drawn */
-            memcpy(scratch, logits, (size_t)n_vocab * sizeof *scratch);
-            for (const int32_t *e = eog; *e >= 0; e++)
-                if (*e < n_vocab)
-                    scratch[*e] = -INFINITY;
-            logits = scratch;
-        }
-        int32_t tok = llm_sampler_sample(smpl, logits);
-        llm_sampler_accept(smpl, tok);
-        rs->t_sample += (llm_now_us() / 1e3) - ts;
         rs->n_gen++;
         if (rs->n_tok < rs->cap_tok) {
             const double drawn = (llm_now_us() / 1e3);
@@ -791,16 +785,16 @@ static int eval_gen(const struct run_opts *o, struct llm_context *ctx, const str
             rs->stop = " (stopped: context full)";
             break;
         }
-        if (llm_decode(ctx, &tok, 1, false, &err)) {
+        if (llm_decode_next(ctx, &tok, 1, false, &tok, &err)) {
             utf8_flush(&u);
             tool_error("%s", err.msg);
             rc = 1;
             break;
         }
-        logits = llm_get_logits(ctx, 0);
     }
     utf8_flush(&u);
     rs->t_gen = (llm_now_us() / 1e3) - t;
+    rs->t_sample = llm_draw_ms(ctx);
     return rc;
 }
 
@@ -819,9 +813,7 @@ static int generate(struct run_opts *o)
     struct llm_error err = { 0 };
     struct llm_model *model = NULL;
     struct llm_context *ctx = NULL;
-    struct llm_sampler *smpl = NULL;
     int32_t *tokens = NULL, *eog = NULL;
-    float *scratch = NULL;
     struct run_stats rs = { .stop = "" };
     int rc = 1;
 
@@ -883,21 +875,18 @@ static int generate(struct run_opts *o)
         o->sp.seed = (uint32_t)time(NULL) ^ (uint32_t)((llm_now_us() / 1e3) * 1000.0);
     if (o->verbose)
         llm_log_set_level(LLM_LOG_INFO);
+    if (o->ignore_eos && !(eog = eog_tokens(voc))) {
+        tool_error("out of memory");
+        goto out;
+    }
+    cp.sampler = &o->sp; /* the context draws: on the last rank of a pipeline, only the id travels */
+    cp.sampler_banned = eog;
     t = (llm_now_us() / 1e3);
     if (llm_context_new(model, &cp, &ctx, &err)) {
         tool_error("%s", err.msg);
         goto out;
     }
     rs.t_context = (llm_now_us() / 1e3) - t;
-    smpl = llm_sampler_new(&o->sp, n_vocab);
-    if (o->ignore_eos) {
-        eog = eog_tokens(voc);
-        scratch = malloc((size_t)n_vocab * sizeof *scratch);
-    }
-    if (!smpl || (o->ignore_eos && (!eog || !scratch))) {
-        tool_error("out of memory");
-        goto out;
-    }
     if (o->verbose)
         fprintf(stderr, "llm-run: model %s (%s), load mode %s%s, n_ctx %d, n_batch %d, n_ubatch %d, threads %d, "
                 "kv %s/%s, flash_attn %s, seed %u, temp %.2f top_k %d top_p %.2f min_p %.2f\n",
@@ -909,18 +898,15 @@ static int generate(struct run_opts *o)
         fputs(o->prompt, stdout);
         fflush(stdout);
     }
-    /* with every prompt row kept (for the dump), the next token follows the last row */
-    const bool logits_all = o->dump != NULL;
-    if (eval_prompt(ctx, tokens, &rs, cp.n_batch, logits_all))
+    /* every prompt row kept for the dump; the first token is drawn from the last row */
+    int32_t first = 0;
+    if (eval_prompt(ctx, tokens, &rs, cp.n_batch, o->dump != NULL, &first))
         goto out;
     if (o->verbose && alloc_token_times(&rs, o->n_predict, cp.n_ctx) != 0)
         goto out;
-    for (int64_t i = 0; i < rs.n_prompt_done; i++)
-        llm_sampler_accept(smpl, tokens[i]);
     if (!interrupted && o->dump && dump_logits(o, ctx, (int32_t)n_prompt, n_vocab))
         goto out;
-    if (!interrupted &&
-        eval_gen(o, ctx, voc, smpl, eog, scratch, n_vocab, logits_all ? (int32_t)n_prompt - 1 : 0, &rs))
+    if (!interrupted && eval_gen(o, ctx, voc, first, &rs))
         goto out;
     if (interrupted)
         rs.stop = " (stopped: interrupted)";
@@ -935,10 +921,8 @@ static int generate(struct run_opts *o)
     rc = interrupted ? 130 : 0;
 out:
     free(rs.tok_ns);
-    free(scratch);
     free(eog);
     free(tokens);
-    llm_sampler_free(smpl);
     llm_context_free(ctx);
     llm_model_free(model);
     return rc;
