@@ -8,7 +8,8 @@
 # time); more ranks than layers, a bad split or a rank that cannot open its stage give one
 # "llm: error:" line from rank 0 naming the cause (and the rank); a rank killed mid-run ends the
 # job within seconds with rank 0's line naming the rank, with or without --enable-recovery;
-# llm-bench rows carry n_ranks and ranks_split in every format. Skipped, and
+# llm-bench rows carry n_ranks and ranks_split in every format; the build without MPI runs one
+# process and refuses mpirun with one line. Skipped, and
 # said so, where mpirun is not installed.
 set -u
 LLM=${LLM:-bin/llm}
@@ -36,6 +37,28 @@ MPIRUN=(timeout -k 5 120 mpirun --oversubscribe)
 
 one()  { "$LLM" run "$@" 2>"$tmp/err1"; }
 many() { local np=$1; shift; "${MPIRUN[@]}" -np "$np" "$LLM" run "$@" 2>"$tmp/errk"; }
+
+# The build without MPI (make links it beside the MPI one; or $LLM itself, built with HAVE_MPI=,
+# which make test says with LLM_HAVE_MPI empty): one process runs as usual; under mpirun every
+# process fails and rank 0 alone says why.
+NO_MPI=${TEST_BUILD:-build}/no_mpi/llm
+[ -n "${LLM_HAVE_MPI-1}" ] || NO_MPI=$LLM
+if [ -x "$NO_MPI" ]; then
+  args=(-m "$M/stories260K.gguf" -p "Once upon a time" -n 40 --temp 0)
+  "$NO_MPI" run "${args[@]}" >"$tmp/nompi" 2>/dev/null && cmp -s "$tmp/plain" "$tmp/nompi" && ok || fail "no-MPI build: text differs"
+  for np in 1 2 3; do
+    "${MPIRUN[@]}" -np $np "$NO_MPI" run "${args[@]}" >/dev/null 2>"$tmp/errk"; rc=$?
+    [ $rc -ne 0 ] && [ "$(grep -c '^llm: error: ' "$tmp/errk")" -eq 1 ] && \
+      grep -q '^llm: error: started by mpirun, but this llm was built without MPI' "$tmp/errk" && ok \
+      || fail "no-MPI build under mpirun -np $np: exit $rc: $(grep -v '^[-]' "$tmp/errk" | head -c 400)"
+  done
+else
+  fail "no build without MPI at $NO_MPI (make all links it when mpicc is installed)"
+fi
+
+if [ -z "${LLM_HAVE_MPI-1}" ]; then
+  skipped=1; echo "SKIP test_mpi: $LLM was built without MPI (HAVE_MPI=)" >&2; done_
+fi
 
 # Greedy text: K ranks against one process.
 for spec in "stories260K 2" "stories260K 3" "qwen2-tiny-q8_0 2" "llama-k256-q4_k_m 2"; do
@@ -107,8 +130,8 @@ grep -q '| ranks    |' "$tmp/b.md" && [ "$(grep -c '| 3/2      |' "$tmp/b.md")" 
 [ "$(grep -c '"n_ranks": 2,$' "$tmp/b.json")" -eq 2 ] && [ "$(grep -c '"ranks_split": "3/2",$' "$tmp/b.json")" -eq 2 ] && ok \
   || fail "json: $(grep ranks "$tmp/b.json")"
 [ "$(grep -c '"n_ranks": 2, "ranks_split": "3/2"' "$tmp/b.jsonl")" -eq 2 ] && ok || fail "jsonl"
-grep -q 'CREATE TABLE IF NOT EXISTS llm_bench_extra' "$tmp/b.sql" && [ "$(grep -c "INSERT INTO llm_bench_extra.*n_ranks, ranks_split) SELECT.*'2', '3/2'" "$tmp/b.sql")" -eq 2 ] && ok \
-  || fail "sql: $(grep -i 'llm_bench_extra' "$tmp/b.sql" | head -c 600)"
+grep -q 'CREATE TABLE IF NOT EXISTS llm_bench_splits' "$tmp/b.sql" && [ "$(grep -c "INSERT INTO llm_bench_splits.*n_ranks, ranks_split) SELECT.*'2', '3/2'" "$tmp/b.sql")" -eq 2 ] && ok \
+  || fail "sql: $(grep -i 'llm_bench_splits' "$tmp/b.sql" | head -c 600)"
 
 # expect_rank_error NAME PATTERN NP ARGS...: non-zero exit, exactly one "llm: error:" line, matching PATTERN.
 expect_rank_error() {

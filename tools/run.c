@@ -31,7 +31,7 @@
 static const struct tool_alias run_aliases[] = {
     { "-ub", "--ubatch-size" }, { "-ctk", "--cache-type-k" }, { "-ctv", "--cache-type-v" },
     { "-dev", "--device" }, { "-ngl", "--n-gpu-layers" }, { "--gpu-layers", "--n-gpu-layers" },
-    { "-fa", "--flash-attn" }, { "-nkvo", "--no-kv-offload" }, { "-ot", "--override-tensor" },
+    { "-fa", "--flash-attn" }, { "-nkvo", "--no-kv-offload" }, { "-nopo", "--no-op-offload" }, { "-ot", "--override-tensor" },
     { "-dio", "--direct-io" }, { "-sm", "--split-mode" }, { "-ts", "--tensor-split" }, { "-mg", "--main-gpu" }, { "-no-cnv", "--no-conversation" }, { "-sp", "--special" }, { "--predict", "--n-predict" },
 };
 
@@ -68,7 +68,7 @@ struct run_opts {
     struct llm_sampler_params sp;
     enum llm_type type_k, type_v;
     int flash_attn;
-    bool display_prompt, special, verbose, seed_given, parse_special, ignore_eos, no_kv_offload;
+    bool display_prompt, special, verbose, seed_given, parse_special, ignore_eos, no_kv_offload, no_op_offload;
     enum gguf_load_mode load_mode; /* --no-mmap, --mlock, -dio */
     struct llm_thread_policy threads; /* -C, --cpu-strict, --poll, --prio */
     const char *numa;     /* --numa, "" when not given */
@@ -359,6 +359,7 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
     struct arg_str *dev = arg_str0(NULL, "device", "cpu|npu", "-dev: backend (default cpu)");
     struct arg_int *ngl = arg_int0(NULL, "n-gpu-layers", "N", "-ngl: layers on the device, from the last (output = one; default -1: all)");
     struct arg_lit *nkvo = arg_lit0(NULL, "no-kv-offload", "-nkvo: keep every layer's KV cache in host memory");
+    struct arg_lit *nopo = arg_lit0(NULL, "no-op-offload", "-nopo: batches over host weights stay on the cpu");
     struct arg_lit *mmap_on = arg_lit0(NULL, "mmap", "map the model file (the default)");
     struct arg_lit *mmap_off = arg_lit0(NULL, "no-mmap", "read the model into memory instead of mapping it");
     struct arg_lit *mlock = arg_lit0(NULL, "mlock", "lock the model in RAM");
@@ -389,7 +390,7 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
     struct arg_lit *help = arg_lit0("h", "help", "print this help");
     struct arg_end *end = arg_end(5);
     void *table[] = { help, model, prompt, file, n_predict, n_ctx, n_batch, n_ubatch, threads, temp, top_k,
-                      top_p, min_p, rep_pen, rep_n, seed, ctk, ctv, fa, dev, ngl, nkvo, mmap_on, mmap_off, mlock, dio, cpu_mask, cpu_strict, poll, prio, numa, sm, ts, mg, ot, rsplit, no_display, special,
+                      top_p, min_p, rep_pen, rep_n, seed, ctk, ctv, fa, dev, ngl, nkvo, nopo, mmap_on, mmap_off, mlock, dio, cpu_mask, cpu_strict, poll, prio, numa, sm, ts, mg, ot, rsplit, no_display, special,
                       no_parse, escape, no_escape, ignore_eos, no_cnv, no_warmup, dump, verbose, profile, trace, end };
     const int n_table = sizeof table / sizeof table[0];
     int rc = -1;
@@ -449,6 +450,7 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
     o->device = dev->count ? dev->sval[0] : "cpu";
     o->n_gpu_layers = ngl->count ? ngl->ival[0] : -1;
     o->no_kv_offload = nkvo->count > 0;
+    o->no_op_offload = nopo->count > 0;
     if ((rsplit->count && !(o->ranks_split = strdup(rsplit->sval[0]))) || join_overrides(ot, o) != 0) {
         rc = 1;
         goto out;
@@ -841,6 +843,7 @@ static int generate(struct run_opts *o)
     cp.device = (enum llm_device)llm_device_from_name(o->device);
     cp.n_gpu_layers = o->n_gpu_layers;
     cp.no_kv_offload = o->no_kv_offload;
+    cp.no_op_offload = o->no_op_offload;
     cp.tensor_overrides = o->tensor_overrides;
     cp.link = tool_job_link();
     cp.ranks_split = o->ranks_split;

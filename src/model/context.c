@@ -207,10 +207,14 @@ static bool backend_runs(void *user, int b, const struct llm_tensor *node)
     return c->backends[b]->iface->supports_op(c->backends[b], node);
 }
 
+/* Op offload's batch threshold: llama.cpp's GGML_OP_OFFLOAD_MIN_BATCH default. */
+#define OP_OFFLOAD_MIN_BATCH 32
+
 static struct llm_sched_query sched_query(struct llm_context *c)
 {
     return (struct llm_sched_query){ .n_backends = c->n_backends, .leaf_backend = leaf_backend,
-                                     .supports = backend_runs, .user = c };
+                                     .supports = backend_runs, .user = c,
+                                     .op_offload_min_batch = c->p.no_op_offload ? 0 : OP_OFFLOAD_MIN_BATCH };
 }
 
 /* Reserve the arenas and the backends' buffers for one graph shape. */

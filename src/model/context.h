@@ -39,6 +39,8 @@ struct llm_context_params {
     int32_t n_gpu_layers;  /* -ngl: the last N layers (the output layer counted as one)
                               on the device; -1 (default) all; 0 none                  */
     bool no_kv_offload;    /* -nkvo: every layer's KV cache in host memory            */
+    bool no_op_offload;    /* -nopo 1: a batch of 32+ rows over a weight in host memory stays
+                              on the cpu (else it runs on the device, the weight copied in) */
     int32_t fit_target_mib; /* -fitt: > 0 lowers n_gpu_layers to the largest count whose weights and
                               KV cache leave this many MiB of the device's memory free (0: off) */
     bool embeddings;       /* -embd: decode keeps the final-normed hidden state of each output

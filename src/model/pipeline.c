@@ -32,7 +32,7 @@ struct pipe_open {
     struct { int32_t device; char name[32]; double value; } opts[MAX_OPTS];
     int32_t n_opts;
     int32_t n_ctx, n_batch, n_ubatch, n_threads, type_k, type_v, flash_attn, device, n_gpu_layers;
-    int32_t no_kv_offload, first, end;
+    int32_t no_kv_offload, no_op_offload, first, end;
     int32_t draws; /* the last rank draws each llm_decode_next's token with this sampler */
     struct llm_sampler_params sampler;
     int32_t banned[MAX_BANNED + 1];
@@ -240,6 +240,7 @@ static void fill_open(struct pipe_open *o, const char *path, const struct llm_co
     o->n_ctx = p->n_ctx, o->n_batch = p->n_batch, o->n_ubatch = p->n_ubatch, o->n_threads = p->n_threads;
     o->type_k = (int32_t)p->type_k, o->type_v = (int32_t)p->type_v, o->flash_attn = p->flash_attn;
     o->device = (int32_t)p->device, o->n_gpu_layers = p->n_gpu_layers, o->no_kv_offload = p->no_kv_offload;
+    o->no_op_offload = p->no_op_offload;
     if ((o->draws = last_rank_draws(p, o->banned)))
         o->sampler = *p->sampler;
 }
@@ -436,7 +437,7 @@ static int open_stage(struct server *s, int32_t id, struct llm_error *err)
         p.n_ctx = o->n_ctx, p.n_batch = o->n_batch, p.n_ubatch = o->n_ubatch, p.n_threads = o->n_threads;
         p.type_k = (enum llm_type)o->type_k, p.type_v = (enum llm_type)o->type_v, p.flash_attn = o->flash_attn;
         p.device = (enum llm_device)o->device, p.n_gpu_layers = o->n_gpu_layers;
-        p.no_kv_offload = o->no_kv_offload;
+        p.no_kv_offload = o->no_kv_offload, p.no_op_offload = o->no_op_offload;
         memcpy(st->overrides, o->overrides, sizeof st->overrides);
         p.tensor_overrides = st->overrides;
         p.n_backend_options = o->n_opts < MAX_OPTS ? o->n_opts : MAX_OPTS;

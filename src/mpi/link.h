@@ -14,7 +14,8 @@ struct llm_link;
 
 /* The job this process was started in by mpirun (MPI_Init, errors returned rather than fatal).
  * NULL with err->code LLM_OK when the process was not started by mpirun (no job: one process),
- * NULL with an error when it was but MPI cannot start or this build has no MPI. */
+ * NULL with an error when it was but MPI cannot start or this build has no MPI (then every process
+ * of the job fails, and the message is empty on all but rank 0, so that the job prints one line). */
 struct llm_link *llm_link_open(struct llm_error *err);
 /* MPI_Finalize; NULL is ignored. */
 void llm_link_close(struct llm_link *l);
