@@ -12,11 +12,15 @@ LDLIBS  = -ldl -largtable2 -lcjson -lm -pthread $(MPI_LIBS)
 TEST_LDLIBS := -lcjson
 
 # Pipeline stages over MPI (src/mpi): built on Open MPI when its mpicc is installed, else a stub
-# that runs one process (the MPI tests then say they are skipped).
+# that runs one process (the MPI tests then say they are skipped). `make HAVE_MPI= BUILD=build/nompi
+# BIN=build/nompi/bin` forces the stub (in a build tree of its own: the objects are the same).
+ifeq ($(origin HAVE_MPI),undefined)
 HAVE_MPI := $(shell command -v mpicc >/dev/null 2>&1 && echo 1)
+endif
 MPI_CFLAGS := $(if $(HAVE_MPI),$(patsubst -I%,-isystem %,$(shell mpicc --showme:compile)))
 MPI_LIBS := $(if $(HAVE_MPI),$(shell mpicc --showme:link))
 MPI_SRC := $(if $(HAVE_MPI),src/mpi/mpi_link.c,src/mpi/no_mpi.c)
+NO_MPI_LLM = $(BUILD)/no_mpi/llm
 SRC     := $(sort $(filter-out src/mpi/%,$(wildcard src/*.c src/*/*.c src/*/*/*.c)) $(MPI_SRC))
 TOOLS   := $(sort $(wildcard tools/*.c))
 TESTS   := $(sort $(wildcard tests/test_*.c))
@@ -37,7 +41,7 @@ endif
 endif
 
 .PHONY: all deps run test test-unit test-asan fuzz bench clean mutants
-all: $(BIN)/llm $(BIN)/llm-run $(BIN)/llm-bench $(BIN)/llm-roofline $(BIN)/llm-repack-ab $(if $(HAVE_MPI),$(BIN)/llm-mpi-hop)
+all: $(BIN)/llm $(BIN)/llm-run $(BIN)/llm-bench $(BIN)/llm-roofline $(BIN)/llm-repack-ab $(if $(HAVE_MPI),$(BIN)/llm-mpi-hop $(NO_MPI_LLM))
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -55,6 +59,12 @@ $(BIN)/llm: $(TOOL_OBJ) $(LIB)
 
 $(BIN)/llm-run $(BIN)/llm-bench: $(BIN)/llm
 	ln -sf llm $@
+
+# With MPI, the build without it is checked too (tests/test_mpi.sh runs it): the same objects with
+# the stub linked instead of Open MPI, one more compile and link.
+$(NO_MPI_LLM): $(TOOL_OBJ) $(filter-out $(BUILD)/src/mpi/mpi_link.o,$(OBJ)) $(BUILD)/src/mpi/no_mpi.o
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $^ -ldl -largtable2 -lcjson -lm -pthread -o $@
 
 # bench/roofline.c: the machine's bandwidth and FMA peak alone (the measurement is tools/roofline.c).
 $(BIN)/llm-roofline: bench/roofline.c $(BUILD)/tools/roofline.o $(LIB)
@@ -103,7 +113,7 @@ run: deps all
 TEST_TIMEOUT ?= 600
 test-unit: all $(TEST_BIN)
 	@mkdir -p $(BUILD)
-	@SHARED=$(SHARED) LLM=$(BIN)/llm TEST_BUILD=$(BUILD) SUITE=$(SUITE) RESULTS=$(BUILD)/results.txt TEST_TIMEOUT=$(TEST_TIMEOUT) \
+	@SHARED=$(SHARED) LLM=$(BIN)/llm LLM_HAVE_MPI=$(HAVE_MPI) TEST_BUILD=$(BUILD) SUITE=$(SUITE) RESULTS=$(BUILD)/results.txt TEST_TIMEOUT=$(TEST_TIMEOUT) \
 	  bash tests/run.sh $(TEST_BIN) $(TEST_SCRIPTS)
 
 # The same suite under AddressSanitizer + UndefinedBehaviorSanitizer, in its own build tree.
@@ -135,7 +145,7 @@ test: test-unit test-asan fuzz
 # graph_ab.md, crossover.png; operator fusion off and on, eager and graph, at 0 and 20 µs per launch,
 # with the layout pass's report: fusion_ab.md; and one decode token of the 0.5B shape, eager against graph, as a
 # timeline: timeline.md, timeline.png; the 0.5B Q8_0 and Q4_K_M shapes at -ngl 0..99 on the npu:
-# ngl.md, ngl.png; tg128 on stories260K with and without --token-times: token_times_ab.md; a
+# ngl.md, ngl.png; pp512 with op offload off and on at -ngl 0 and 12: op_offload.md; tg128 on stories260K with and without --token-times: token_times_ab.md; a
 # 2048-token decode of the 0.5B Q8_0 shape with per-token times: depth.md, depth.png. Last,
 # tg128 on stories260K with --profile, --trace and neither
 # against the build before them (built once into build/profile_ab/): profile_ab.md. Last, the
@@ -149,6 +159,7 @@ bench: all
 	@[ "$(BENCH_QUICK)" = 1 ] || SHARED=$(SHARED) BIN=$(BIN) bash bench/fusion_ab.sh
 	@[ "$(BENCH_QUICK)" = 1 ] || SHARED=$(SHARED) BIN=$(BIN) bash bench/timeline.sh
 	@[ "$(BENCH_QUICK)" = 1 ] || SHARED=$(SHARED) BIN=$(BIN) bash bench/ngl_sweep.sh
+	@[ "$(BENCH_QUICK)" = 1 ] || SHARED=$(SHARED) BIN=$(BIN) bash bench/op_offload_ab.sh
 	@[ "$(BENCH_QUICK)" = 1 ] || SHARED=$(SHARED) BIN=$(BIN) bash bench/token_times_ab.sh
 	@[ "$(BENCH_QUICK)" = 1 ] || SHARED=$(SHARED) BIN=$(BIN) LLAMA_BENCH=$(LLAMA_BENCH) bash bench/depth.sh
 	@[ "$(BENCH_QUICK)" = 1 ] || BIN=$(BIN) bash bench/profile_ab.sh
@@ -163,4 +174,4 @@ mutants:
 clean:
 	rm -rf build $(BIN)
 
--include $(OBJ:.o=.d) $(TOOL_OBJ:.o=.d)
+-include $(OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(wildcard $(BUILD)/src/mpi/*.d)

@@ -198,8 +198,9 @@ static int grow(struct llm_allocator *a, size_t need, struct llm_error *err)
     llm_buffer_free(a->arena);
     a->size = 0;
     a->arena = llm_buffer_new(a->backend, need ? need : ALIGN);
-    if (!a->arena)
-        return llm_fail(err, LLM_ERR_NOMEM, "cannot allocate a compute buffer of %zu bytes", need);
+    if (!a->arena) /* one line with the bytes needed and, in a device's memory, those available */
+        return a->backend ? llm_backend_alloc_failed(a->backend, "compute buffer", need, err)
+                          : llm_fail(err, LLM_ERR_NOMEM, "cannot allocate a compute buffer of %zu bytes", need);
     a->size = need;
     a->generation++;
     return LLM_OK;

@@ -31,8 +31,27 @@ static const struct llm_tensor *preallocated(const struct llm_tensor *t)
     return t->op == LLM_OP_NONE ? t : NULL;
 }
 
+/* Op offload: the highest-priority backend that runs node when node is a batch of at least
+ * op_offload_min_batch rows reading a weight in the cpu's memory (GET_ROWS reads a few rows of its
+ * weight: never); UNASSIGNED otherwise. */
+static int offload_backend(const struct llm_sched_query *q, const struct llm_tensor *node)
+{
+    if (q->op_offload_min_batch <= 0 || node->op == LLM_OP_GET_ROWS || node->ne[1] < q->op_offload_min_batch)
+        return UNASSIGNED;
+    bool host_weight = false;
+    for (int s = 0; s < LLM_MAX_SRC; s++) {
+        const struct llm_tensor *mem = node->src[s] ? preallocated(node->src[s]) : NULL;
+        host_weight = host_weight || (mem && (mem->flags & LLM_TENSOR_WEIGHT) && mem->backend == cpu_of(q));
+    }
+    for (int b = 0; host_weight && b < cpu_of(q); b++)
+        if (q->supports(q->user, b, node))
+            return b;
+    return UNASSIGNED;
+}
+
 /* Pass 1: leaves where their memory is; nodes that read or write preallocated memory other than
- * the graph's inputs (weights, the KV cache) where that memory is. */
+ * the graph's inputs (weights, the KV cache) where that memory is, or a device for a large batch
+ * over a host weight (op offload). */
 static void pass_memory(struct llm_graph *g, const struct llm_sched_query *q)
 {
     for (int i = 0; i < g->n_leafs; i++) {
@@ -55,6 +74,9 @@ static void pass_memory(struct llm_graph *g, const struct llm_sched_query *q)
             if (mem && !(mem->flags & LLM_TENSOR_INPUT) && runs(q, mem->backend, node))
                 node->backend = mem->backend;
         }
+        const int offload = node->backend == cpu_of(q) ? offload_backend(q, node) : UNASSIGNED;
+        if (offload != UNASSIGNED)
+            node->backend = offload;
     }
 }
 

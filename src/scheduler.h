@@ -10,7 +10,9 @@
  *   1. leaves: the backend of their memory (graph inputs: the cpu); a node that writes into
  *      preallocated memory (SET_ROWS, CPY into the KV cache) goes there, and one that reads a weight
  *      or other preallocated memory goes there when that backend runs it (else it falls back below,
- *      reading a copy);
+ *      reading a copy); op offload: one that would so go to the cpu for a weight in host memory
+ *      goes instead to the highest-priority backend that runs it when it has at least
+ *      op_offload_min_batch rows (not GET_ROWS), reading a copy of the weight;
  *   2. a non-cpu assignment spreads to unassigned neighbours that backend runs, down the node list
  *      then up; a cpu node stops the spread;
  *   3. an unassigned node goes to the backend, among those that run it, holding most of its
@@ -36,6 +38,10 @@ struct llm_sched_query {
     /* Can backend b run node (its op, types and shapes)? Never asked for the cpu. */
     bool (*supports)(void *user, int b, const struct llm_tensor *node);
     void *user;
+    /* Op offload (llama.cpp's GGML_OP_OFFLOAD_MIN_BATCH, -nopo 0): a batch of at least this many
+     * rows (the node's ne[1]) reading a weight in the cpu's memory runs on a device, the weight
+     * copied in each run, where the copy costs less than the cpu computing it; 0 or less: off. */
+    int op_offload_min_batch;
 };
 
 struct llm_sched_split {

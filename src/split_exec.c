@@ -37,10 +37,12 @@ void llm_split_exec_release(struct llm_split_exec *x)
     memset(x, 0, sizeof *x);
 }
 
-/* A copy of t with its shape and strides (so the same bytes), in the arena of the split's backend. */
+/* A copy of t with its shape, strides and layout (so the same bytes, read the same way), in the
+ * arena of the split's backend. */
 static void make_copy(struct llm_tensor *c, const struct llm_tensor *t, int backend)
 {
-    *c = (struct llm_tensor){ .type = t->type, .op = LLM_OP_NONE, .backend = backend };
+    *c = (struct llm_tensor){ .type = t->type, .op = LLM_OP_NONE, .backend = backend,
+                              .flags = t->flags & LLM_TENSOR_REPACKED };
     memcpy(c->ne, t->ne, sizeof c->ne);
     memcpy(c->nb, t->nb, sizeof c->nb);
     snprintf(c->name, sizeof c->name, "%.50s (copy)", t->name);

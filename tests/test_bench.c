@@ -531,15 +531,17 @@ static void sql_mask_timing(char *s)
     }
 }
 
-/* Our companion table, after llama-bench's CREATE TABLE. */
+/* Our companion tables, after llama-bench's CREATE TABLE: llm_bench_extra (its columns never
+ * change) and those linked through it. */
 static const char sql_extra_create[] =
     "CREATE TABLE IF NOT EXISTS llm_bench_extra (\n  llama_bench_rowid INTEGER,\n  test_time TEXT,\n  avg_ns INTEGER,\n"
     "  acl_graph INTEGER,\n  graph_captures INTEGER,\n  graph_replays INTEGER,\n  graph_hits INTEGER,\n"
     "  graph_misses INTEGER,\n  graph_evictions INTEGER,\n  eager_launches INTEGER,\n  npu_launch_us INTEGER,\n"
     "  ops_replayed INTEGER,\n  host_launch_us_per_token REAL,\n  host_match_us_per_token REAL,\n"
     "  host_serial_us_per_token REAL,\n  device_us_per_token REAL,\n  host_waits INTEGER,\n"
-    "  host_waits_shared_cpu INTEGER,\n  n_splits INTEGER,\n  copy_bytes_per_token REAL,\n  n_ranks INTEGER,\n"
-    "  ranks_split TEXT\n);\n\n"
+    "  host_waits_shared_cpu INTEGER\n);\n\n"
+    "CREATE TABLE IF NOT EXISTS llm_bench_splits (\n  llama_bench_rowid INTEGER,\n  test_time TEXT,\n  avg_ns INTEGER,\n"
+    "  n_splits INTEGER,\n  copy_bytes_per_token REAL,\n  n_ranks INTEGER,\n  ranks_split TEXT\n);\n\n"
     "CREATE TABLE IF NOT EXISTS llm_bench_load (\n  llama_bench_rowid INTEGER,\n  test_time TEXT,\n  avg_ns INTEGER,\n"
     "  use_mmap INTEGER\n);\n\n"
     "CREATE TABLE IF NOT EXISTS llm_bench_fusion (\n  llama_bench_rowid INTEGER,\n  test_time TEXT,\n  avg_ns INTEGER,\n"
@@ -573,11 +575,15 @@ static void test_sql(void)
             fprintf(m, "INSERT INTO llm_bench_extra (llama_bench_rowid, test_time, avg_ns, acl_graph, graph_captures, "
                        "graph_replays, graph_hits, graph_misses, graph_evictions, eager_launches, npu_launch_us, "
                        "ops_replayed, host_launch_us_per_token, host_match_us_per_token, host_serial_us_per_token, "
-                       "device_us_per_token, host_waits, host_waits_shared_cpu, n_splits, copy_bytes_per_token, n_ranks, "
-                       "ranks_split) SELECT rowid, "
+                       "device_us_per_token, host_waits, host_waits_shared_cpu) SELECT rowid, "
                        "test_time, avg_ns, '1', '0', '0', '0', '0', '0', '0', '0', '0', '0.000000', '0.000000', '0.000000', "
-                       "'0.000000', '0', '0', '0', '0.000000', '0', '' FROM llama_bench WHERE rowid = "
+                       "'0.000000', '0', '0' FROM llama_bench WHERE rowid = "
                        "last_insert_rowid() AND test_time = '%s' AND avg_ns = '%" PRIu64 "';\n",
+                    r->test_time, bench_avg_ns(r->samples_ns, r->n_samples));
+            fprintf(m, "INSERT INTO llm_bench_splits (llama_bench_rowid, test_time, avg_ns, n_splits, copy_bytes_per_token, "
+                       "n_ranks, ranks_split) SELECT e.llama_bench_rowid, e.test_time, e.avg_ns, '0', '0.000000', '0', '' "
+                       "FROM (SELECT llama_bench_rowid, test_time, avg_ns FROM llm_bench_extra WHERE test_time = '%s' AND "
+                       "avg_ns = '%" PRIu64 "' ORDER BY rowid DESC LIMIT 1) AS e;\n",
                     r->test_time, bench_avg_ns(r->samples_ns, r->n_samples));
             fprintf(m, "INSERT INTO llm_bench_load (llama_bench_rowid, test_time, avg_ns, use_mmap) SELECT "
                        "e.llama_bench_rowid, e.test_time, e.avg_ns, '1' FROM (SELECT llama_bench_rowid, test_time, avg_ns "

@@ -28,12 +28,15 @@ EXTRA = ['acl_graph', 'graph_captures', 'graph_replays', 'graph_hits', 'graph_mi
          'host_serial_us_per_token', 'device_us_per_token', 'host_waits', 'host_waits_shared_cpu', 'n_splits',
          'copy_bytes_per_token', 'n_ranks', 'ranks_split', 'use_mmap']
 # their values on cpu (no graph cache, one split, one rank; -lm auto maps the file) and sql types;
-# use_mmap goes to sql's llm_bench_load
+# sql puts n_splits .. ranks_split in llm_bench_splits and use_mmap in llm_bench_load (N_EXTRA of
+# them stay in llm_bench_extra, whose columns never change)
 EXTRA_CPU = ['1'] + ['0'] * 8 + ['0.000000'] * 4 + ['0'] * 2 + ['1', '0.000000', '1', '5', '1']
-EXTRA_SQL = ['INTEGER'] * 9 + ['REAL'] * 4 + ['INTEGER'] * 3 + ['REAL', 'INTEGER', 'TEXT']
+EXTRA_SQL = ['INTEGER'] * 9 + ['REAL'] * 4 + ['INTEGER'] * 3 + ['REAL', 'INTEGER', 'TEXT', 'INTEGER']
+N_EXTRA = 15
 # after them operator fusion and the kernels per token with and without it (sql: llm_bench_fusion)
 FUSION = ['operator_fusion', 'launches_per_token', 'launches_per_token_unfused']
 FUSION_CPU = ['0', '0.000000', '0.000000']
+FUSION_SQL = ['INTEGER', 'REAL', 'REAL']
 VOLATILE = {'build_commit', 'build_number', 'cpu_info', 'test_time', 'avg_ns', 'stddev_ns', 'avg_ts', 'stddev_ts'}
 FORMATS = {'build_number': r'\d+', 'test_time': r'\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ', 'avg_ns': r'\d+',
            'stddev_ns': r'\d+', 'avg_ts': r'\d+\.\d{6}', 'stddev_ts': r'\d+\.\d{6}'}
@@ -93,35 +96,30 @@ elif fmt == 'sql':
     # each llama_bench INSERT, the llm_bench_extra INSERT keyed to the new rowid, test_time and avg_ns.
     mask = lambda s: re.sub(r"'[^']*'", "'V'", s)
     rl, ol = ref.splitlines(), out.splitlines()
-    create = ['CREATE TABLE IF NOT EXISTS llm_bench_extra (', '  llama_bench_rowid INTEGER,', '  test_time TEXT,',
-              '  avg_ns INTEGER,'] + ['  %s %s,' % (n, t) for n, t in zip(EXTRA, EXTRA_SQL)] + [');', '']
-    create[-3] = create[-3].rstrip(',')
-    create += ['CREATE TABLE IF NOT EXISTS llm_bench_load (', '  llama_bench_rowid INTEGER,', '  test_time TEXT,',
-               '  avg_ns INTEGER,', '  use_mmap INTEGER', ');', '']
-    create += ['CREATE TABLE IF NOT EXISTS llm_bench_fusion (', '  llama_bench_rowid INTEGER,', '  test_time TEXT,',
-               '  avg_ns INTEGER,', '  operator_fusion INTEGER,', '  launches_per_token REAL,',
-               '  launches_per_token_unfused REAL', ');', '']
+    names_all, cpu_all, sql_all = EXTRA + FUSION, EXTRA_CPU + FUSION_CPU, EXTRA_SQL + FUSION_SQL
+    linked_tables = (('llm_bench_splits', N_EXTRA, len(EXTRA) - 1), ('llm_bench_load', len(EXTRA) - 1, len(EXTRA)),
+                     ('llm_bench_fusion', len(EXTRA), len(names_all)))
+    def table(name, lo, hi):
+        t = ['CREATE TABLE IF NOT EXISTS %s (' % name, '  llama_bench_rowid INTEGER,', '  test_time TEXT,',
+             '  avg_ns INTEGER,'] + ['  %s %s,' % (n, t) for n, t in zip(names_all[lo:hi], sql_all[lo:hi])] + [');', '']
+        t[-3] = t[-3].rstrip(',')
+        return t
+    create = table('llm_bench_extra', 0, N_EXTRA) + sum((table(*t) for t in linked_tables), [])
     i = ol.index('CREATE TABLE IF NOT EXISTS llm_bench_extra (') if create[0] in ol else len(ol)
     if i != rl.index(');') + 2 or ol[i:i + len(create)] != create: err('sql llm_bench_extra table: %r' % ol[i:i + len(create)])
     del ol[i:i + len(create)]
     extra_re = (r"INSERT INTO llm_bench_extra \(llama_bench_rowid, test_time, avg_ns, %s\) SELECT rowid, test_time, "
                 r"avg_ns, %s FROM llama_bench WHERE rowid = last_insert_rowid\(\) AND test_time = '([^']*)' AND "
-                r"avg_ns = '(\d+)';" % (', '.join(EXTRA[:-1]), ', '.join("'%s'" % v for v in EXTRA_CPU[:-1])))
-    load_re = (r"INSERT INTO llm_bench_load \(llama_bench_rowid, test_time, avg_ns, use_mmap\) SELECT "
-               r"e.llama_bench_rowid, e.test_time, e.avg_ns, '1' FROM \(SELECT llama_bench_rowid, test_time, avg_ns "
-               r"FROM llm_bench_extra WHERE test_time = '[^']*' AND avg_ns = '\d+' ORDER BY rowid DESC LIMIT 1\) AS e;")
-    loads = [l for l in ol if l.startswith('INSERT INTO llm_bench_load')]
-    if len(loads) != len([l for l in rl if l.startswith('INSERT')]) or not all(re.fullmatch(load_re, l) for l in loads):
-        err('sql llm_bench_load inserts: %r' % loads[:1])
-    ol = [l for l in ol if not l.startswith('INSERT INTO llm_bench_load')]
-    fusion_re = (r"INSERT INTO llm_bench_fusion \(llama_bench_rowid, test_time, avg_ns, %s\) SELECT "
-                 r"e.llama_bench_rowid, e.test_time, e.avg_ns, %s FROM \(SELECT llama_bench_rowid, test_time, avg_ns "
-                 r"FROM llm_bench_extra WHERE test_time = '[^']*' AND avg_ns = '\d+' ORDER BY rowid DESC LIMIT 1\) AS e;"
-                 % (', '.join(FUSION), ', '.join("'%s'" % v for v in FUSION_CPU)))
-    fusions = [l for l in ol if l.startswith('INSERT INTO llm_bench_fusion')]
-    if len(fusions) != len(loads) or not all(re.fullmatch(fusion_re, l) for l in fusions):
-        err('sql llm_bench_fusion inserts: %r' % fusions[:1])
-    ol = [l for l in ol if not l.startswith('INSERT INTO llm_bench_fusion')]
+                r"avg_ns = '(\d+)';" % (', '.join(EXTRA[:N_EXTRA]), ', '.join("'%s'" % v for v in EXTRA_CPU[:N_EXTRA])))
+    for name, lo, hi in linked_tables:
+        linked_re = (r"INSERT INTO %s \(llama_bench_rowid, test_time, avg_ns, %s\) SELECT e.llama_bench_rowid, "
+                     r"e.test_time, e.avg_ns, %s FROM \(SELECT llama_bench_rowid, test_time, avg_ns FROM llm_bench_extra "
+                     r"WHERE test_time = '[^']*' AND avg_ns = '\d+' ORDER BY rowid DESC LIMIT 1\) AS e;"
+                     % (name, ', '.join(names_all[lo:hi]), re.escape(', '.join("'%s'" % v for v in cpu_all[lo:hi]))))
+        linked = [l for l in ol if l.startswith('INSERT INTO %s ' % name)]
+        if len(linked) != len([l for l in rl if l.startswith('INSERT')]) or not all(re.fullmatch(linked_re, l) for l in linked):
+            err('sql %s inserts: %r' % (name, linked[:1]))
+        ol = [l for l in ol if not l.startswith('INSERT INTO %s ' % name)]
     mine = []
     for k in range(len(ol) - 1, -1, -1):
         if ol[k].startswith('INSERT INTO llm_bench_extra'):

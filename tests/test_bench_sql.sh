@@ -2,6 +2,7 @@
 # llm-bench -o sql and llama-bench's own -o sql (../shared/ref/llama-bench/*.sql) in one SQLite
 # database, as llama.cpp's compare-llama-bench.py users keep them: either tool first, no error;
 # llama_bench keeps llama-bench's columns and both tools' rows; our fields sit in llm_bench_extra
+# (whose columns never change) and the tables linked through it (llm_bench_splits, llm_bench_load)
 # and join back to our rows only. SQLite is python3's sqlite3 module (stdlib); statements run one by
 # one and go on after an error, as the sqlite3 CLI does; the CLI itself is tried too when installed.
 set -u
@@ -210,6 +211,33 @@ fusion = db.execute('SELECT f.operator_fusion, f.launches_per_token, f.launches_
                     'JOIN llm_bench_fusion AS f ON f.llama_bench_rowid = b.rowid AND f.test_time = b.test_time AND '
                     'f.avg_ns = b.avg_ns ORDER BY b.rowid').fetchall()
 check(fusion == [(0, 99.0, 99.0)] * 2 + [(1, 73.0, 99.0)] * 2, 'llm_bench_fusion: %r' % fusion)
+# llm_bench_extra's columns never change: the fields added since live in llm_bench_splits (the
+# schedule's splits and copies, the MPI ranks), linked through the extra row like llm_bench_load.
+# A database whose llm_bench_extra was made while those fields sat in it (they were, for a while)
+# takes our rows without an error, their old columns left NULL.
+EXTRA_COLUMNS = ['llama_bench_rowid', 'test_time', 'avg_ns', 'acl_graph', 'graph_captures', 'graph_replays',
+                 'graph_hits', 'graph_misses', 'graph_evictions', 'eager_launches', 'npu_launch_us', 'ops_replayed',
+                 'host_launch_us_per_token', 'host_match_us_per_token', 'host_serial_us_per_token',
+                 'device_us_per_token', 'host_waits', 'host_waits_shared_cpu']
+SPLITS = ('SELECT b.devices, s.n_splits, s.n_ranks, s.ranks_split FROM llama_bench AS b JOIN llm_bench_splits AS s '
+          'ON s.llama_bench_rowid = b.rowid AND s.test_time = b.test_time AND s.avg_ns = b.avg_ns ORDER BY b.rowid')
+db, errors = load(REF, NPU, CPU)
+check([c for c, _ in columns(db, 'llm_bench_extra')] == EXTRA_COLUMNS, 'llm_bench_extra columns changed: %r'
+      % [c for c, _ in columns(db, 'llm_bench_extra')])
+check(columns(db, 'llm_bench_splits')[3:] == [('n_splits', 'INTEGER'), ('copy_bytes_per_token', 'REAL'),
+                                             ('n_ranks', 'INTEGER'), ('ranks_split', 'TEXT')],
+      'llm_bench_splits columns %r' % columns(db, 'llm_bench_splits'))
+got = db.execute(SPLITS).fetchall()
+check(got == [('npu', 2, 1, '5'), ('npu', 2, 1, '5'), ('auto', 1, 1, '5')], 'llm_bench_splits joined %r' % got)
+typed = ', '.join('%s %s' % c for c in columns(db, 'llm_bench_extra'))
+db = sqlite3.connect(':memory:')
+db.execute('CREATE TABLE llm_bench_extra (%s, n_splits INTEGER, copy_bytes_per_token REAL, n_ranks INTEGER, '
+           'ranks_split TEXT)' % typed)
+errors = run(db, NPU)
+check(errors == [], 'llm_bench_extra with the moved columns: errors %r' % errors[:3])
+got = db.execute(SPLITS).fetchall()
+check(got == [('npu', 2, 1, '5'), ('npu', 2, 1, '5')], 'llm_bench_extra with the moved columns: splits %r' % got)
+check(joined(db) == [NPU_ON, NPU_OFF], 'llm_bench_extra with the moved columns: joined %r' % joined(db))
 
 print('test_bench_sql: %d passed, %d failed' % (passed, failed))
 sys.exit(1 if failed else 0)

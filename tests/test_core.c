@@ -262,6 +262,11 @@ static void test_sampler(void)
     struct llm_sampler *s = llm_sampler_new(&p, 100);
     CHECK_EQ_INT(llm_sampler_sample(s, logits), 42);
     CHECK_EQ_INT(llm_argmax(logits, 100), 42);
+    /* Banned tokens are never drawn; ids past the vocabulary are ignored. */
+    CHECK(llm_sampler_ban(s, (const int32_t[]){ 42, 500, -1 }), "ban");
+    CHECK_EQ_INT(llm_sampler_sample(s, logits), 43);
+    CHECK(llm_sampler_ban(s, NULL), "ban nothing");
+    CHECK_EQ_INT(llm_sampler_sample(s, logits), 42);
     llm_sampler_free(s);
 
     /* Repeat penalty pushes a seen token below the other. */

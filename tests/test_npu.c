@@ -3,7 +3,8 @@
  * are exactly what the design predicts (one capture per window, replays for every other decode
  * step, the prompt eager, evictions only when the cache is full); a prefill graph is captured only
  * with GGML_CANN_PREFILL_USE_GRAPH; graph mode off never touches the cache. Replays and eager
- * launches count the same kernels, and each graph fills one RoPE table, on every architecture. */
+ * launches count the same kernels, and each graph fills one RoPE table, on every architecture; op
+ * offload sends prompts of 32+ rows over host weights to the npu unless -nopo, logits unchanged. */
 #include "harness.h"
 #include "model/context.h"
 #include "model/model.h"
@@ -368,6 +369,75 @@ static void test_prefill(struct llm_model *m)
     unsetenv("GGML_CANN_PREFILL_USE_GRAPH");
 }
 
+/* Op offload (-nopo 0, the default): under -ngl 0 or a partial -ngl, a prompt of 32 or more rows
+ * runs its matmuls over host weights on the npu, each weight copied in; -nopo 1 keeps them on the
+ * cpu, and so does a prompt of 31 rows; every logits row equals the cpu's alone (stories260K, a
+ * Q8_0 file, and a K-quant file whose matrices of types the npu lacks stay on the cpu). */
+static bool offload_prompt(struct llm_model *m, int ngl, bool nopo, int32_t n, float *logits, uint64_t *npu_graphs,
+                           int *splits)
+{
+    struct llm_context_params p = llm_context_default_params();
+    p.n_ctx = 64;
+    p.device = ngl < -1 ? LLM_DEVICE_CPU : LLM_DEVICE_NPU;
+    p.n_gpu_layers = ngl;
+    p.no_op_offload = nopo;
+    struct llm_backend_option npu_opts[2];
+    test_npu_options(&p, npu_opts, 1, -1);
+    struct llm_context *c = NULL;
+    struct llm_error err;
+    int32_t prompt[40];
+    for (int i = 0; i < 40; i++)
+        prompt[i] = 1 + (i * 37) % ((int32_t)m->hp.n_vocab - 1);
+    bool ok = llm_context_new(m, &p, &c, &err) == 0 && llm_decode(c, prompt, n, true, &err) == 0;
+    CHECK(ok, "ngl %d nopo %d: %s", ngl, nopo, err.msg);
+    if (ok) {
+        memcpy(logits, llm_get_logits(c, 0), (size_t)n * m->hp.n_vocab * sizeof *logits);
+        struct llm_npu_stats st;
+        test_npu_stats(c, &st);
+        *npu_graphs = st.eager_graphs + st.replays;
+        *splits = llm_context_n_splits(c);
+    }
+    llm_context_free(c);
+    return ok;
+}
+
+static void test_op_offload(void)
+{
+    static const char *const files[] = { "models/stories260K.gguf", "models/qwen2-tiny-q8_0.gguf",
+                                         "models/llama-k256-q4_k_m.gguf" };
+    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+        struct llm_model *m = NULL;
+        struct llm_error err;
+        CHECK(llm_model_load(test_path(files[f]), &m, &err) == 0, "%s", err.msg);
+        if (!m)
+            continue;
+        const size_t row = m->hp.n_vocab;
+        float *want = malloc(40 * row * sizeof *want), *got = malloc(40 * row * sizeof *got);
+        uint64_t graphs = 0;
+        int splits = 0;
+        for (int32_t n = 31; want && got && n <= 40; n += 9) {
+            if (!offload_prompt(m, -2, false, n, want, &graphs, &splits))
+                continue;
+            const int ngls[] = { 0, (int)m->hp.n_layer / 2 + 1 };
+            for (size_t k = 0; k < 2; k++)
+                for (int nopo = 0; nopo < 2; nopo++) {
+                    if (!offload_prompt(m, ngls[k], nopo, n, got, &graphs, &splits))
+                        continue;
+                    CHECK(memcmp(got, want, (size_t)n * row * sizeof *got) == 0,
+                          "%s -ngl %d -nopo %d, %d rows: logits differ from the cpu's", files[f], ngls[k], nopo, n);
+                    const bool offloads = n >= 32 && !nopo;
+                    if (ngls[k] == 0)
+                        CHECK(offloads ? graphs > 0 && splits > 1 : graphs == 0 && splits == 1,
+                              "%s -ngl 0 -nopo %d, %d rows: %llu npu graphs, %d splits", files[f], nopo, n,
+                              (unsigned long long)graphs, splits);
+                }
+        }
+        free(want);
+        free(got);
+        llm_model_free(m);
+    }
+}
+
 int main(void)
 {
     unsetenv("GGML_CANN_PREFILL_USE_GRAPH");
@@ -385,5 +455,6 @@ int main(void)
     test_capture_every_batch();
     test_offload();
     test_overrides();
+    test_op_offload();
     return test_done("test_npu");
 }

@@ -1,7 +1,8 @@
 /* Issue 28: the emulated npu has a memory size (and -fitt fits -ngl into it), LLM_NPU_MEMORY_MIB (an Ascend 910B's 65536 MiB by
  * default): aclrtGetMemInfo reports it, an aclrtMalloc beyond what is free fails with CANN's
- * ACL_ERROR_RT_MEMORY_ALLOCATION, and a context whose placement does not fit fails with one line
- * naming the bytes needed and available. This program sets the size before the runtime reads it. */
+ * ACL_ERROR_RT_MEMORY_ALLOCATION, and a context whose placement (KV cache, compute buffer) does not
+ * fit fails with one line naming the bytes needed and available. This program sets the size before the runtime reads it. */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "harness.h"
@@ -41,6 +42,13 @@ int main(void)
               "%s", err.msg);
         CHECK(aclrtGetMemInfo(ACL_HBM_MEM, &free_bytes, &total) == ACL_SUCCESS && free_bytes == total,
               "the failed context left %zu bytes allocated", total - free_bytes);
+        /* weights and a 256-cell cache fit, a 512-token compute buffer does not: its line has both sizes */
+        cp.n_ctx = 256;
+        CHECK(llm_context_new(m, &cp, &c, &err) != 0 && !c, "a compute buffer that does not fit was placed");
+        size_t need = 0, avail = 0, of = 0;
+        CHECK(sscanf(err.msg, "cannot place %zu bytes of compute buffer in npu memory: %zu of %zu bytes available",
+                     &need, &avail, &of) == 3 && need > avail && of == 2u << 20 && !strchr(err.msg, '\n'),
+              "%s", err.msg);
         /* -fitt: the largest -ngl that leaves the margin free (0: off, -ngl as asked); all of the
          * memory as margin: none */
         cp.n_ctx = 256;

@@ -1,7 +1,7 @@
 /* Pipeline stages (issue 31) without MPI: llm_pipe_split's layer ranges and errors, and a model
  * run as two or three stages in one process, chained through an in-memory transport, whose logits
  * must equal the whole model's bit for bit (stories260K; prompts longer than a micro-batch, then
- * decoded tokens; cpu and npu stages). */
+ * decoded tokens; cpu and npu stages); llm_decode_next's draws against a sampler on the logits. */
 #include "harness.h"
 
 #include "model/context.h"
@@ -126,6 +126,51 @@ static void chain(struct llm_model *m, enum llm_device dev, const int32_t *bound
     llm_context_free(whole);
 }
 
+/* llm_decode_next draws what a sampler of the same settings draws from llm_get_logits after each
+ * llm_decode when it has seen every decoded token (repeat penalty) and skips banned tokens; a
+ * context without a sampler refuses to draw. */
+static void draws(struct llm_model *m)
+{
+    struct llm_error err = { 0 };
+    struct llm_sampler_params sp = llm_sampler_default_params();
+    sp.seed = 11, sp.repeat_penalty = 1.5f;
+    const int32_t banned[] = { 13, -1 };
+    struct llm_context_params p = llm_context_default_params();
+    p.n_ctx = 128;
+    struct llm_context *plain = NULL, *drawing = NULL;
+    CHECK(llm_context_new(m, &p, &plain, &err) == 0, "%s", err.msg);
+    p.sampler = &sp, p.sampler_banned = banned;
+    CHECK(llm_context_new(m, &p, &drawing, &err) == 0, "%s", err.msg);
+    struct llm_sampler *s = llm_sampler_new(&sp, (int32_t)m->hp.n_vocab);
+    if (!plain || !drawing || !s || !llm_sampler_ban(s, banned))
+        goto out;
+    int32_t tok = 0, next = -1;
+    CHECK(llm_decode_next(plain, &tok, 1, false, &next, &err) == LLM_ERR_ARG && strstr(err.msg, "needs a sampler"),
+          "a context without a sampler drew: %s", err.msg);
+    int32_t prompt[24];
+    for (int i = 0; i < 24; i++)
+        prompt[i] = (i * 37 + 1) % (int32_t)m->hp.n_vocab;
+    bool same = true, banned_drawn = false;
+    for (int step = 0; step < 40 && same; step++) {
+        const int32_t *in = step ? &tok : prompt;
+        const int32_t n = step ? 1 : 24;
+        CHECK(llm_decode(plain, in, n, false, &err) == 0, "%s", err.msg);
+        for (int i = 0; i < n; i++)
+            llm_sampler_accept(s, in[i]);
+        const int32_t want = llm_sampler_sample(s, llm_get_logits(plain, 0));
+        CHECK(llm_decode_next(drawing, in, n, false, &next, &err) == 0, "%s", err.msg);
+        same = next == want;
+        CHECK(same, "step %d: drew %d, the sampler on the logits %d", step, next, want);
+        banned_drawn |= next == 13;
+        tok = want;
+    }
+    CHECK(!banned_drawn, "a banned token was drawn");
+out:
+    llm_sampler_free(s);
+    llm_context_free(plain);
+    llm_context_free(drawing);
+}
+
 int main(void)
 {
     test_split();
@@ -138,6 +183,7 @@ int main(void)
         chain(m, LLM_DEVICE_CPU, (const int32_t[]){ 0, 1, 4, 5 }, 3, 512);
         chain(m, LLM_DEVICE_NPU, (const int32_t[]){ 0, 1, 5 }, 2, 512);
         chain(m, LLM_DEVICE_NPU, (const int32_t[]){ 0, 2, 3, 5 }, 3, 16);
+        draws(m);
     }
     llm_model_free(m);
     return test_done("test_pipeline");

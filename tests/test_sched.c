@@ -1,6 +1,7 @@
 /* The backend scheduler (src/scheduler.h) on crafted graphs: the assignment after each of its passes,
  * the splits and their inputs, copies on exactly the edges that cross backends, views with their
- * source, preallocated memory deciding where its readers and writers run, and a 10^5-node chain
+ * source, preallocated memory deciding where its readers and writers run, op offload of batches
+ * over host weights, and a 10^5-node chain
  * whose scheduling work (questions asked of the backends, splits) grows linearly. */
 #include "graph.h"
 #include "harness.h"
@@ -266,9 +267,59 @@ static void test_chain(void)
     CHECK(q_big <= 8L * 100000, "%ld questions for 100000 nodes", q_big);
 }
 
+/* Op offload: a batch of rows rows over a host weight goes to the npu when rows >= min_batch > 0,
+ * reading a copy of the weight (an input of its split); GET_ROWS of a host weight, a node the npu
+ * cannot run, and a batch over host memory that is no weight (a KV cache) stay on the cpu. */
+static void offload_case(int rows, int min_batch, int want_mm)
+{
+    struct world w = { .n = 0 };
+    struct llm_ctx *ctx = llm_ctx_new(32);
+    struct llm_tensor *wt = leaf(&w, ctx, CPU, LLM_TENSOR_WEIGHT, 8, 8, "w");
+    struct llm_tensor *tok = leaf(&w, ctx, CPU, LLM_TENSOR_WEIGHT, 8, 10, "tok_embd");
+    struct llm_tensor *wide = leaf(&w, ctx, CPU, LLM_TENSOR_WEIGHT, 8, rows, "wide");
+    struct llm_tensor *cache = leaf(&w, ctx, CPU, 0, 8, 16, "cache");
+    struct llm_tensor *x = llm_new_tensor_2d(ctx, LLM_TYPE_F32, 8, rows);
+    struct llm_tensor *ids = llm_new_tensor_1d(ctx, LLM_TYPE_I32, rows);
+    x->flags = ids->flags = LLM_TENSOR_INPUT;
+    struct llm_tensor *mm = llm_mul_mat(ctx, wt, x), *gr = llm_get_rows(ctx, tok, ids);
+    struct llm_tensor *sm = llm_soft_max(ctx, wide, NULL, 1.0f), *kv = llm_mul_mat(ctx, cache, x);
+    struct llm_tensor *outs[] = { mm, gr, sm, kv };
+    struct llm_graph *g = llm_graph_build(outs, 4);
+    CHECK(g != NULL && !llm_ctx_overflowed(ctx));
+    struct llm_sched_query q = query(&w);
+    q.op_offload_min_batch = min_batch;
+    struct llm_sched s = { 0 };
+    struct llm_error err;
+    if (g && llm_sched_plan(&s, g, &q, &err) == 0) {
+        CHECK(mm->backend == want_mm && gr->backend == CPU && sm->backend == CPU && kv->backend == CPU,
+              "%d rows, min %d: matmul on %d (want %d), get_rows %d, soft_max %d, cache matmul %d", rows, min_batch,
+              mm->backend, want_mm, gr->backend, sm->backend, kv->backend);
+        bool copied = false;
+        for (int k = 0; k < s.n_splits; k++)
+            for (int m = 0; m < s.splits[k].n_inputs; m++)
+                copied = copied || (s.inputs[s.splits[k].first_input + m] == wt && s.splits[k].backend == NPU);
+        CHECK(copied == (want_mm == NPU), "%d rows, min %d: the weight copied to the npu: %d", rows, min_batch, copied);
+        CHECK(copies_on_boundaries(g, &s), "split inputs are not exactly the crossing edges");
+    } else {
+        CHECK(false, "plan: %s", g ? err.msg : "no graph");
+    }
+    llm_sched_release(&s);
+    llm_graph_free(g);
+    llm_ctx_free(ctx);
+}
+
+static void test_op_offload(void)
+{
+    offload_case(32, 32, NPU);
+    offload_case(40, 32, NPU);
+    offload_case(31, 32, CPU);
+    offload_case(32, 0, CPU);
+}
+
 int main(void)
 {
     test_passes();
+    test_op_offload();
     test_single_backend();
     test_out_of_reach();
     test_chain();

@@ -277,6 +277,7 @@ static struct llm_context_params test_context_params(const struct bench_instance
     cp.device = t->device == BENCH_DEV_NPU ? LLM_DEVICE_NPU : LLM_DEVICE_CPU;
     cp.n_gpu_layers = t->n_gpu_layers;
     cp.no_kv_offload = t->no_kv_offload != 0;
+    cp.no_op_offload = t->no_op_offload != 0;
     cp.embeddings = t->embeddings != 0;
     cp.fit_target_mib = t->fit_target;
     cp.tensor_overrides = t->overrides;

@@ -21,14 +21,15 @@ enum field {
     /* ours: the A/B dimension and the ACL graph statistics */
     F_ACL_GRAPH, F_GRAPH_CAPTURES, F_GRAPH_REPLAYS, F_GRAPH_HITS, F_GRAPH_MISSES, F_GRAPH_EVICTIONS,
     F_EAGER_LAUNCHES, F_NPU_LAUNCH_US, F_OPS_REPLAYED, F_HOST_LAUNCH_US, F_HOST_MATCH_US, F_HOST_SERIAL_US, F_DEVICE_US,
-    F_HOST_WAITS, F_HOST_WAITS_SHARED_CPU, F_N_SPLITS, F_COPY_BYTES, F_N_RANKS, F_RANKS_SPLIT,
+    F_HOST_WAITS, F_HOST_WAITS_SHARED_CPU,
+    /* the schedule's splits and copies, the MPI ranks and their layers (sql: llm_bench_splits) */
+    F_N_SPLITS, F_COPY_BYTES, F_N_RANKS, F_RANKS_SPLIT,
     /* older llama-bench's use_mmap beside load_mode (sql: llm_bench_load) */
     F_USE_MMAP,
     /* operator fusion and the kernels run per token with and without it (sql: llm_bench_fusion) */
     F_OPERATOR_FUSION, F_LAUNCHES, F_LAUNCHES_UNFUSED, N_FIELDS,
     N_LLAMA_FIELDS = F_ACL_GRAPH, /* llama-bench's fields are [0, N_LLAMA_FIELDS) */
-    N_EXTRA_END = F_USE_MMAP,     /* llm_bench_extra's are [N_LLAMA_FIELDS, N_EXTRA_END) */
-    N_LOAD_END = F_OPERATOR_FUSION /* llm_bench_load's are [N_EXTRA_END, N_LOAD_END)       */
+    N_EXTRA_END = F_N_SPLITS      /* llm_bench_extra's are [N_LLAMA_FIELDS, N_EXTRA_END) */
 };
 
 /* A field's name and type; the device's figures (backend.h llm_backend_stat) name the figure they
@@ -401,15 +402,26 @@ static void put_token_times(FILE *out, const struct record *rec, const char *ind
  *   (SQLite 3.40 does) and a deleted last rowid is reused. So the extra row keeps test_time and
  *   avg_ns, joins match them too (a stale link drops out instead of pairing wrong rows), and they
  *   can relink it.
- * llm_bench_extra's columns should not change (CREATE TABLE IF NOT EXISTS keeps an older one, and
- * our INSERTs fail in it, dropping the extra rows): new fields get a new table keyed the same way.
- * n_splits, copy_bytes_per_token, n_ranks and ranks_split broke that rule; a database made before
- * them keeps its llama_bench rows but gets no llm_bench_extra rows until that table is dropped.
- * The load row (llm_bench_load: use_mmap), the fusion row (llm_bench_fusion: operator_fusion and
- * the kernels run per token with and without it), the --profile row (llm_bench_profile) and the --token-times rows (llm_bench_tokens) are keyed the
- * same way too. By then last_insert_rowid() is llm_bench_extra's, and it moves with every row
- * inserted, so they take the link from the newest llm_bench_extra row with the test's test_time and
- * avg_ns: the row just written (none if its INSERT failed). */
+ * llm_bench_extra's columns never change (CREATE TABLE IF NOT EXISTS keeps an older one, and our
+ * INSERTs would fail in it, dropping the extra rows): new fields get a new table keyed the same
+ * way, one of linked_tables. (A database made while n_splits .. ranks_split sat in llm_bench_extra
+ * keeps working: those columns are left NULL there.) The linked tables' rows (llm_bench_splits,
+ * llm_bench_load: use_mmap, llm_bench_fusion: operator fusion and the kernels run per token with
+ * and without it), the --profile row (llm_bench_profile) and the --token-times rows
+ * (llm_bench_tokens) are keyed the same way too.
+ * By then last_insert_rowid() is llm_bench_extra's, and it moves with every row inserted, so they
+ * take the link from the newest llm_bench_extra row with the test's test_time and avg_ns: the row
+ * just written (none if its INSERT failed). */
+
+/* The tables of fields after llm_bench_extra's, in field order, each linked through its row. */
+static const struct {
+    const char *name;
+    int from, to; /* its fields [from, to) */
+} linked_tables[] = {
+    { "llm_bench_splits", F_N_SPLITS, F_USE_MMAP },
+    { "llm_bench_load", F_USE_MMAP, F_OPERATOR_FUSION },
+    { "llm_bench_fusion", F_OPERATOR_FUSION, N_FIELDS },
+};
 
 #define SQL_EXTRA_KEY_COLUMNS "  llama_bench_rowid INTEGER,\n  test_time TEXT,\n  avg_ns INTEGER,\n"
 
@@ -511,8 +523,8 @@ static void sql_insert(FILE *out, const struct record *rec, bool profile)
     fputs(") SELECT rowid, test_time, avg_ns, ", out);
     sql_values(out, rec, N_LLAMA_FIELDS, N_EXTRA_END);
     sql_link(out, rec);
-    sql_keyed_row(out, rec, "llm_bench_load", N_EXTRA_END, N_LOAD_END);
-    sql_keyed_row(out, rec, "llm_bench_fusion", N_LOAD_END, N_FIELDS);
+    for (size_t t = 0; t < sizeof linked_tables / sizeof linked_tables[0]; t++)
+        sql_keyed_row(out, rec, linked_tables[t].name, linked_tables[t].from, linked_tables[t].to);
     if (profile) {
         fputs("INSERT INTO llm_bench_profile (llama_bench_rowid, test_time, avg_ns, profile) SELECT "
               "e.llama_bench_rowid, e.test_time, e.avg_ns, ", out);
@@ -593,8 +605,8 @@ void bench_print_header(struct bench_printer *pr, const struct bench_env *env)
     case BENCH_OUT_SQL:
         sql_create(pr->out, "llama_bench", "", 0, N_LLAMA_FIELDS);
         sql_create(pr->out, "llm_bench_extra", SQL_EXTRA_KEY_COLUMNS, N_LLAMA_FIELDS, N_EXTRA_END);
-        sql_create(pr->out, "llm_bench_load", SQL_EXTRA_KEY_COLUMNS, N_EXTRA_END, N_LOAD_END);
-        sql_create(pr->out, "llm_bench_fusion", SQL_EXTRA_KEY_COLUMNS, N_LOAD_END, N_FIELDS);
+        for (size_t t = 0; t < sizeof linked_tables / sizeof linked_tables[0]; t++)
+            sql_create(pr->out, linked_tables[t].name, SQL_EXTRA_KEY_COLUMNS, linked_tables[t].from, linked_tables[t].to);
         if (pr->params->profile)
             fputs("CREATE TABLE IF NOT EXISTS llm_bench_profile (\n" SQL_EXTRA_KEY_COLUMNS "  profile TEXT\n);\n\n",
                   pr->out);

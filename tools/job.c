@@ -17,7 +17,8 @@ int tool_job_main(int (*cmd)(int argc, char **argv), int argc, char **argv)
     struct llm_error err = { 0 };
     job_link = llm_link_open(&err);
     if (!job_link && err.code) {
-        tool_error("%s", err.msg);
+        if (err.msg[0]) /* empty on the other ranks of a job this build cannot run */
+            tool_error("%s", err.msg);
         return 1;
     }
     if (llm_link_rank(job_link) > 0) {

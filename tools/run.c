@@ -31,7 +31,7 @@
 static const struct tool_alias run_aliases[] = {
     { "-ub", "--ubatch-size" }, { "-ctk", "--cache-type-k" }, { "-ctv", "--cache-type-v" },
     { "-dev", "--device" }, { "-ngl", "--n-gpu-layers" }, { "--gpu-layers", "--n-gpu-layers" },
-    { "-fa", "--flash-attn" }, { "-nkvo", "--no-kv-offload" }, { "-ot", "--override-tensor" },
+    { "-fa", "--flash-attn" }, { "-nkvo", "--no-kv-offload" }, { "-nopo", "--no-op-offload" }, { "-ot", "--override-tensor" },
     { "-dio", "--direct-io" }, { "-sm", "--split-mode" }, { "-ts", "--tensor-split" }, { "-mg", "--main-gpu" }, { "-no-cnv", "--no-conversation" }, { "-sp", "--special" }, { "--predict", "--n-predict" },
 };
 
@@ -68,7 +68,7 @@ struct run_opts {
     struct llm_sampler_params sp;
     enum llm_type type_k, type_v;
     int flash_attn;
-    bool display_prompt, special, verbose, seed_given, parse_special, ignore_eos, no_kv_offload;
+    bool display_prompt, special, verbose, seed_given, parse_special, ignore_eos, no_kv_offload, no_op_offload;
     enum gguf_load_mode load_mode; /* --no-mmap, --mlock, -dio */
     struct llm_thread_policy threads; /* -C, --cpu-strict, --poll, --prio */
     const char *numa;     /* --numa, "" when not given */
@@ -358,6 +358,7 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
     struct arg_str *dev = arg_str0(NULL, "device", "cpu|npu", "-dev: backend (default cpu)");
     struct arg_int *ngl = arg_int0(NULL, "n-gpu-layers", "N", "-ngl: layers on the device, from the last (output = one; default -1: all)");
     struct arg_lit *nkvo = arg_lit0(NULL, "no-kv-offload", "-nkvo: keep every layer's KV cache in host memory");
+    struct arg_lit *nopo = arg_lit0(NULL, "no-op-offload", "-nopo: batches over host weights stay on the cpu");
     struct arg_lit *mmap_on = arg_lit0(NULL, "mmap", "map the model file (the default)");
     struct arg_lit *mmap_off = arg_lit0(NULL, "no-mmap", "read the model into memory instead of mapping it");
     struct arg_lit *mlock = arg_lit0(NULL, "mlock", "lock the model in RAM");
@@ -388,7 +389,7 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
     struct arg_lit *help = arg_lit0("h", "help", "print this help");
     struct arg_end *end = arg_end(5);
     void *table[] = { help, model, prompt, file, n_predict, n_ctx, n_batch, n_ubatch, threads, temp, top_k,
-                      top_p, min_p, rep_pen, rep_n, seed, ctk, ctv, fa, dev, ngl, nkvo, mmap_on, mmap_off, mlock, dio, cpu_mask, cpu_strict, poll, prio, numa, sm, ts, mg, ot, rsplit, no_display, special,
+                      top_p, min_p, rep_pen, rep_n, seed, ctk, ctv, fa, dev, ngl, nkvo, nopo, mmap_on, mmap_off, mlock, dio, cpu_mask, cpu_strict, poll, prio, numa, sm, ts, mg, ot, rsplit, no_display, special,
                       no_parse, escape, no_escape, ignore_eos, no_cnv, no_warmup, dump, verbose, profile, trace, end };
     const int n_table = sizeof table / sizeof table[0];
     int rc = -1;
@@ -448,6 +449,7 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
     o->device = dev->count ? dev->sval[0] : "cpu";
     o->n_gpu_layers = ngl->count ? ngl->ival[0] : -1;
     o->no_kv_offload = nkvo->count > 0;
+    o->no_op_offload = nopo->count > 0;
     if ((rsplit->count && !(o->ranks_split = strdup(rsplit->sval[0]))) || join_overrides(ot, o) != 0) {
         rc = 1;
         goto out;
@@ -663,6 +665,9 @@ static void print_ranks(const struct llm_context *ctx, uint32_t n_layer)
             if (all > 0)
                 fprintf(stderr, "llm-run:   %s: computing %.2f ms, waiting %.2f ms (bubble %.0f%%)\n", phase[ph],
                         ri[i].busy_ms[ph], ri[i].wait_ms[ph], 100.0 * ri[i].wait_ms[ph] / all);
+            if (ri[i].back_bytes[ph] > 0)
+                fprintf(stderr, "llm-run:   %s: %.0f bytes back from rank %d per decode\n", phase[ph],
+                        ri[i].back_bytes[ph], n - 1);
         }
     }
 }
@@ -717,16 +722,19 @@ static int32_t *eog_tokens(const struct vocab *voc)
     return ids;
 }
 
-/* Evaluate the prompt in batches of n_batch (stops early on Ctrl-C). */
+/* Evaluate the prompt in batches of n_batch (stops early on Ctrl-C); the last batch draws the
+ * first token into *next. */
 static int eval_prompt(struct llm_context *ctx, const int32_t *tokens, struct run_stats *rs, int32_t n_batch,
-                       bool logits_all)
+                       bool logits_all, int32_t *next)
 {
     struct llm_error err = { 0 };
     const double t = (llm_now_us() / 1e3);
     while (rs->n_prompt_done < rs->n_prompt && !interrupted) {
         int64_t left = rs->n_prompt - rs->n_prompt_done;
         int32_t n = (int32_t)(left < n_batch ? left : n_batch);
-        if (llm_decode(ctx, tokens + rs->n_prompt_done, n, logits_all, &err)) {
+        const int32_t *batch = tokens + rs->n_prompt_done;
+        if (n == left ? llm_decode_next(ctx, batch, n, logits_all, next, &err)
+                      : llm_decode(ctx, batch, n, logits_all, &err)) {
             tool_error("%s", err.msg);
             return 1;
         }
@@ -750,29 +758,17 @@ static int alloc_token_times(struct run_stats *rs, int n_predict, int32_t n_ctx)
     return 0;
 }
 
-/* Sample, print and decode until end of generation, -n, a full context or Ctrl-C. */
-static int eval_gen(const struct run_opts *o, struct llm_context *ctx, const struct vocab *voc,
-                    struct llm_sampler *smpl, const int32_t *eog, float *scratch, int32_t n_vocab,
-                    int32_t first_row, struct run_stats *rs)
+/* Print tok (drawn after the prompt), then decode and draw until end of generation, -n, a full
+ * context or Ctrl-C. */
+static int eval_gen(const struct run_opts *o, struct llm_context *ctx, const struct vocab *voc, int32_t tok,
+                    struct run_stats *rs)
 {
     struct llm_error err = { 0 };
     struct utf8_out u = { .n = 0 };
-    const float *logits = llm_get_logits(ctx, first_row);
     int rc = 0;
     const double t = (llm_now_us() / 1e3);
     double last = t; /* -v: when the previous token was drawn */
     while ((o->n_predict < 0 || rs->n_gen < o->n_predict) && !interrupted) {
-        const double ts = (llm_now_us() / 1e3);
-        if (eog) { /* --ignore-eos: those tokens can never be drawn */
-            memcpy(scratch, logits, (size_t)n_vocab * sizeof *scratch);
-            for (const int32_t *e = eog; *e >= 0; e++)
-                if (*e < n_vocab)
-                    scratch[*e] = -INFINITY;
-            logits = scratch;
-        }
-        int32_t tok = llm_sampler_sample(smpl, logits);
-        llm_sampler_accept(smpl, tok);
-        rs->t_sample += (llm_now_us() / 1e3) - ts;
         rs->n_gen++;
         if (rs->n_tok < rs->cap_tok) {
             const double drawn = (llm_now_us() / 1e3);
@@ -790,16 +786,16 @@ static int eval_gen(const struct run_opts *o, struct llm_context *ctx, const str
             rs->stop = " (stopped: context full)";
             break;
         }
-        if (llm_decode(ctx, &tok, 1, false, &err)) {
+        if (llm_decode_next(ctx, &tok, 1, false, &tok, &err)) {
             utf8_flush(&u);
             tool_error("%s", err.msg);
             rc = 1;
             break;
         }
-        logits = llm_get_logits(ctx, 0);
     }
     utf8_flush(&u);
     rs->t_gen = (llm_now_us() / 1e3) - t;
+    rs->t_sample = llm_draw_ms(ctx);
     return rc;
 }
 
@@ -818,9 +814,7 @@ static int generate(struct run_opts *o)
     struct llm_error err = { 0 };
     struct llm_model *model = NULL;
     struct llm_context *ctx = NULL;
-    struct llm_sampler *smpl = NULL;
     int32_t *tokens = NULL, *eog = NULL;
-    float *scratch = NULL;
     struct run_stats rs = { .stop = "" };
     int rc = 1;
 
@@ -848,6 +842,7 @@ static int generate(struct run_opts *o)
     cp.device = (enum llm_device)llm_device_from_name(o->device);
     cp.n_gpu_layers = o->n_gpu_layers;
     cp.no_kv_offload = o->no_kv_offload;
+    cp.no_op_offload = o->no_op_offload;
     cp.tensor_overrides = o->tensor_overrides;
     cp.link = tool_job_link();
     cp.ranks_split = o->ranks_split;
@@ -882,21 +877,18 @@ static int generate(struct run_opts *o)
         o->sp.seed = (uint32_t)time(NULL) ^ (uint32_t)((llm_now_us() / 1e3) * 1000.0);
     if (o->verbose)
         llm_log_set_level(LLM_LOG_INFO);
+    if (o->ignore_eos && !(eog = eog_tokens(voc))) {
+        tool_error("out of memory");
+        goto out;
+    }
+    cp.sampler = &o->sp; /* the context draws: on the last rank of a pipeline, only the id travels */
+    cp.sampler_banned = eog;
     t = (llm_now_us() / 1e3);
     if (llm_context_new(model, &cp, &ctx, &err)) {
         tool_error("%s", err.msg);
         goto out;
     }
     rs.t_context = (llm_now_us() / 1e3) - t;
-    smpl = llm_sampler_new(&o->sp, n_vocab);
-    if (o->ignore_eos) {
-        eog = eog_tokens(voc);
-        scratch = malloc((size_t)n_vocab * sizeof *scratch);
-    }
-    if (!smpl || (o->ignore_eos && (!eog || !scratch))) {
-        tool_error("out of memory");
-        goto out;
-    }
     if (o->verbose)
         fprintf(stderr, "llm-run: model %s (%s), load mode %s%s, n_ctx %d, n_batch %d, n_ubatch %d, threads %d, "
                 "kv %s/%s, flash_attn %s, seed %u, temp %.2f top_k %d top_p %.2f min_p %.2f\n",
@@ -908,18 +900,15 @@ static int generate(struct run_opts *o)
         fputs(o->prompt, stdout);
         fflush(stdout);
     }
-    /* with every prompt row kept (for the dump), the next token follows the last row */
-    const bool logits_all = o->dump != NULL;
-    if (eval_prompt(ctx, tokens, &rs, cp.n_batch, logits_all))
+    /* every prompt row kept for the dump; the first token is drawn from the last row */
+    int32_t first = 0;
+    if (eval_prompt(ctx, tokens, &rs, cp.n_batch, o->dump != NULL, &first))
         goto out;
     if (o->verbose && alloc_token_times(&rs, o->n_predict, cp.n_ctx) != 0)
         goto out;
-    for (int64_t i = 0; i < rs.n_prompt_done; i++)
-        llm_sampler_accept(smpl, tokens[i]);
     if (!interrupted && o->dump && dump_logits(o, ctx, (int32_t)n_prompt, n_vocab))
         goto out;
-    if (!interrupted &&
-        eval_gen(o, ctx, voc, smpl, eog, scratch, n_vocab, logits_all ? (int32_t)n_prompt - 1 : 0, &rs))
+    if (!interrupted && eval_gen(o, ctx, voc, first, &rs))
         goto out;
     if (interrupted)
         rs.stop = " (stopped: interrupted)";
@@ -934,10 +923,8 @@ static int generate(struct run_opts *o)
     rc = interrupted ? 130 : 0;
 out:
     free(rs.tok_ns);
-    free(scratch);
     free(eog);
     free(tokens);
-    llm_sampler_free(smpl);
     llm_context_free(ctx);
     llm_model_free(model);
     return rc;

@@ -58,6 +58,10 @@ struct llm_context {
     int32_t first, end;
     const struct llm_stage_io *io;
     struct llm_pipe *pipe;
+    /* llm_decode_next's sampler; draw_remote: the last rank of the pipeline draws */
+    struct llm_sampler *smpl;
+    bool draw_remote;
+    double draw_us;
 };
 
 struct llm_context_params llm_context_default_params(void)
@@ -88,6 +92,7 @@ void llm_context_free(struct llm_context *c)
     for (int i = 0; i < IN_COUNT; i++)
         free(c->host[i]);
     free(c->logits);
+    llm_sampler_free(c->smpl);
     free(c);
 }
 
@@ -202,10 +207,14 @@ static bool backend_runs(void *user, int b, const struct llm_tensor *node)
     return c->backends[b]->iface->supports_op(c->backends[b], node);
 }
 
+/* Op offload's batch threshold: llama.cpp's GGML_OP_OFFLOAD_MIN_BATCH default. */
+#define OP_OFFLOAD_MIN_BATCH 32
+
 static struct llm_sched_query sched_query(struct llm_context *c)
 {
     return (struct llm_sched_query){ .n_backends = c->n_backends, .leaf_backend = leaf_backend,
-                                     .supports = backend_runs, .user = c };
+                                     .supports = backend_runs, .user = c,
+                                     .op_offload_min_batch = c->p.no_op_offload ? 0 : OP_OFFLOAD_MIN_BATCH };
 }
 
 /* Reserve the arenas and the backends' buffers for one graph shape. */
@@ -462,6 +471,11 @@ int llm_context_new(struct llm_model *model, const struct llm_context_params *p,
     rc = stage_init(c, err);
     if (!rc)
         rc = context_init(c, err);
+    if (!rc && p->sampler &&
+        (!(c->smpl = llm_sampler_new(p->sampler, (int32_t)model->hp.n_vocab)) || !llm_sampler_ban(c->smpl, p->sampler_banned)))
+        rc = llm_fail(err, LLM_ERR_NOMEM, "out of memory for the sampler");
+    c->draw_remote = c->pipe && llm_pipe_draws(c->pipe);
+    c->p.sampler = NULL, c->p.sampler_banned = NULL; /* copied: the caller's may go */
     if (rc) {
         llm_context_free(c);
         return rc;
@@ -594,8 +608,10 @@ static int decode_ubatch(struct llm_context *c, const int32_t *tokens, int32_t n
     return rc;
 }
 
-int llm_decode(struct llm_context *c, const int32_t *tokens, int32_t n, bool logits_all,
-               struct llm_error *err)
+/* llm_decode; token: the last stage draws the next token and this takes it instead of a row of
+ * logits (the rows of logits_all still come). */
+static int decode(struct llm_context *c, const int32_t *tokens, int32_t n, bool logits_all, int32_t *token,
+                  struct llm_error *err)
 {
     if (n < 1)
         return llm_fail(err, LLM_ERR_ARG, "decode: empty batch");
@@ -612,7 +628,7 @@ int llm_decode(struct llm_context *c, const int32_t *tokens, int32_t n, bool log
             return llm_fail(err, LLM_ERR_ARG, "decode: token id %d out of range [0, %d)", tokens[i], n_vocab);
     c->n_logits_rows = 0;
     if (c->io && c->io->begin) {
-        int rc = c->io->begin(c->io->user, n, logits_all, err);
+        int rc = c->io->begin(c->io->user, n, logits_all, token != NULL, err);
         if (rc)
             return rc;
     }
@@ -626,16 +642,43 @@ int llm_decode(struct llm_context *c, const int32_t *tokens, int32_t n, bool log
             c->n_logits_rows = 0; /* only the final micro-batch's last row is kept */
         done += nu;
     }
-    if (c->io && c->io->finish) { /* the logits come back from the last stage */
-        const int32_t rows = logits_all ? n : 1;
+    if (c->io && c->io->finish) { /* the logits (or the drawn token) come back from the last stage */
+        const int32_t rows = logits_all ? n : token ? 0 : 1;
         int rc = logits_room(c, rows, err);
         if (!rc)
-            rc = c->io->finish(c->io->user, c->logits, rows, err);
+            rc = c->io->finish(c->io->user, c->logits, rows, token, err);
         if (rc)
             return rc;
         c->n_logits_rows = rows;
     }
+    for (int32_t i = 0; c->smpl && tokens && i < n; i++)
+        llm_sampler_accept(c->smpl, tokens[i]);
     return LLM_OK;
+}
+
+int llm_decode(struct llm_context *c, const int32_t *tokens, int32_t n, bool logits_all,
+               struct llm_error *err)
+{
+    return decode(c, tokens, n, logits_all, NULL, err);
+}
+
+int llm_decode_next(struct llm_context *c, const int32_t *tokens, int32_t n, bool logits_all, int32_t *next,
+                    struct llm_error *err)
+{
+    if (!c->smpl || c->p.embeddings)
+        return llm_fail(err, LLM_ERR_ARG, "decode: drawing a token needs a sampler and logits");
+    int rc = decode(c, tokens, n, logits_all, c->draw_remote ? next : NULL, err);
+    if (rc || c->draw_remote)
+        return rc;
+    const double t0 = llm_now_us();
+    *next = llm_sampler_sample(c->smpl, llm_get_logits(c, c->n_logits_rows - 1));
+    c->draw_us += llm_now_us() - t0;
+    return LLM_OK;
+}
+
+double llm_draw_ms(const struct llm_context *c)
+{
+    return c->draw_us / 1e3;
 }
 
 const float *llm_get_logits(const struct llm_context *c, int32_t i)

@@ -9,6 +9,7 @@
 #include "backend.h"
 #include "error.h"
 #include "model.h"
+#include "sampler.h"
 
 struct llm_link;
 
@@ -17,10 +18,12 @@ struct llm_link;
  * the last stage (finish); a later stage receives its input (recv) and, unless it is the last,
  * sends its output. A NULL slot is not called. */
 struct llm_stage_io {
-    int (*begin)(void *user, int32_t n_tokens, bool logits_all, struct llm_error *err);
+    /* draw: the last stage draws the next token (llm_decode_next) and finish takes its id */
+    int (*begin)(void *user, int32_t n_tokens, bool logits_all, bool draw, struct llm_error *err);
     int (*recv)(void *user, void *dst, size_t bytes, struct llm_error *err);
     int (*send)(void *user, const void *src, size_t bytes, struct llm_error *err);
-    int (*finish)(void *user, float *logits, int32_t rows, struct llm_error *err);
+    /* rows of logits (0: none), then the drawn token when token is not NULL */
+    int (*finish)(void *user, float *logits, int32_t rows, int32_t *token, struct llm_error *err);
     void *user;
 };
 
@@ -37,6 +40,8 @@ struct llm_context_params {
     int32_t n_gpu_layers;  /* -ngl: the last N layers (the output layer counted as one)
                               on the device; -1 (default) all; 0 none                  */
     bool no_kv_offload;    /* -nkvo: every layer's KV cache in host memory            */
+    bool no_op_offload;    /* -nopo 1: a batch of 32+ rows over a weight in host memory stays
+                              on the cpu (else it runs on the device, the weight copied in) */
     int32_t fit_target_mib; /* -fitt: > 0 lowers n_gpu_layers to the largest count whose weights and
                               KV cache leave this many MiB of the device's memory free (0: off) */
     bool embeddings;       /* -embd: decode keeps the final-normed hidden state of each output
@@ -55,6 +60,8 @@ struct llm_context_params {
                                     the others (src/model/pipeline.h)                          */
     const char *ranks_split;     /* --ranks-split "a/b/...": shares of layers per rank; NULL or
                                     "" for equal shares                                         */
+    const struct llm_sampler_params *sampler; /* llm_decode_next's draws (copied), or NULL     */
+    const int32_t *sampler_banned; /* tokens it never draws, -1 terminated (--ignore-eos), or NULL */
     int32_t layer_first, layer_end; /* a later rank's stage: layers [first, end) (0, 0: all)   */
     const struct llm_stage_io *io;  /* that stage's transport; NULL                            */
 };
@@ -76,6 +83,17 @@ void llm_context_free(struct llm_context *c);
  * when logits_all, else of the last one. Errors: n < 1, n > n_batch, context full. */
 int llm_decode(struct llm_context *c, const int32_t *tokens, int32_t n, bool logits_all,
                struct llm_error *err);
+
+/* llm_decode, then the next token drawn from the last row by the context's sampler (p->sampler; an
+ * error without one, or with p->embeddings) into *next. The sampler has seen every token decoded
+ * (its repeat-penalty history), so one draw per call gives the same tokens as llm_sampler_sample
+ * on llm_get_logits after each llm_decode. With a pipeline over MPI and no repeat penalty the
+ * last rank draws and sends back the 4-byte id instead of a row of logits: llm_get_logits is then
+ * NULL unless logits_all (those rows still travel). */
+int llm_decode_next(struct llm_context *c, const int32_t *tokens, int32_t n, bool logits_all, int32_t *next,
+                    struct llm_error *err);
+/* Milliseconds this process spent in llm_decode_next's draws (the last rank's, when it draws). */
+double llm_draw_ms(const struct llm_context *c);
 
 /* Logits of the i-th output row of the last llm_decode (n_vocab floats). */
 const float *llm_get_logits(const struct llm_context *c, int32_t i);
@@ -128,6 +146,8 @@ struct llm_rank_info {
      * computing its stage, and waiting for its input, for the next rank to take its output or
      * (rank 0) for the logits; wait / (busy + wait) is the rank's share of pipeline bubble */
     double busy_ms[2], wait_ms[2];
+    /* rank 0: bytes the last rank sent back per decode (logits, or the drawn token's id) */
+    double back_bytes[2];
 };
 int llm_context_ranks(const struct llm_context *c, struct llm_rank_info *out, int cap);
 

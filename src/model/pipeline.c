@@ -12,13 +12,17 @@
 #define MAX_STAGES 16 /* contexts a serving rank holds at once */
 #define MAX_MODELS 4
 #define MAX_OPTS 16
+#define MAX_BANNED 32 /* tokens the last rank's sampler never draws; more: rank 0 draws */
 
 /* Message tags: one per kind, so a rank can wait for exactly the message it needs next. */
-enum { TAG_CMD = 1, TAG_OPEN, TAG_STATUS, TAG_ACT, TAG_LOGITS };
+enum { TAG_CMD = 1, TAG_OPEN, TAG_STATUS, TAG_ACT, TAG_LOGITS, TAG_TOKEN };
 enum { CMD_OPEN, CMD_DECODE, CMD_CLEAR, CMD_CLOSE, CMD_REPORT, CMD_STOP };
+/* What a decode's last rank sends back: the logits of every row (else of the last one, unless it
+ * draws), and the token it draws. */
+enum { OUT_ALL = 1, OUT_DRAW = 2 };
 
 struct pipe_cmd {
-    int32_t op, stage, n_tokens, logits_all;
+    int32_t op, stage, n_tokens, out;
 };
 
 /* A stage's settings as they travel: the context parameters without pointers. */
@@ -28,12 +32,16 @@ struct pipe_open {
     struct { int32_t device; char name[32]; double value; } opts[MAX_OPTS];
     int32_t n_opts;
     int32_t n_ctx, n_batch, n_ubatch, n_threads, type_k, type_v, flash_attn, device, n_gpu_layers;
-    int32_t no_kv_offload, first, end;
+    int32_t no_kv_offload, no_op_offload, first, end;
+    int32_t draws; /* the last rank draws each llm_decode_next's token with this sampler */
+    struct llm_sampler_params sampler;
+    int32_t banned[MAX_BANNED + 1];
 };
 
 /* Where a rank's decode time went (see llm_rank_info): [0] prompts, [1] single tokens. */
 struct timing {
     double busy_us[2], wait_us[2];
+    double back_bytes[2], decodes[2]; /* rank 0: what the last rank sent back (logits or a token) */
     double start_us, waited_us; /* of the decode in progress */
     int phase;
 };
@@ -51,6 +59,7 @@ struct llm_pipe {
     int32_t stage;                      /* this context's number on every rank */
     int32_t first[MAX_RANKS], end[MAX_RANKS];
     int32_t n_vocab;
+    bool draws;
     struct llm_stage_io io;
     struct timing timing;
 };
@@ -155,27 +164,27 @@ static double resident_bytes(void)
 
 /* ---- rank 0 ---------------------------------------------------------------------------------- */
 
-static int send_cmd(struct llm_pipe *pp, int to, int op, int32_t n, bool logits_all, struct llm_error *err)
+static int send_cmd(struct llm_pipe *pp, int to, int op, int32_t n, int32_t out, struct llm_error *err)
 {
-    const struct pipe_cmd cmd = { op, pp->stage, n, logits_all };
+    const struct pipe_cmd cmd = { op, pp->stage, n, out };
     return llm_link_send(pp->link, to, TAG_CMD, &cmd, sizeof cmd, llm_pipe_timeout_s(), err);
 }
 
-static int to_all(struct llm_pipe *pp, int op, int32_t n, bool logits_all, struct llm_error *err)
+static int to_all(struct llm_pipe *pp, int op, int32_t n, int32_t out, struct llm_error *err)
 {
     for (int r = 1; r < pp->n_ranks; r++) {
-        int rc = send_cmd(pp, r, op, n, logits_all, err);
+        int rc = send_cmd(pp, r, op, n, out, err);
         if (rc)
             return rc;
     }
     return LLM_OK;
 }
 
-static int first_begin(void *user, int32_t n, bool logits_all, struct llm_error *err)
+static int first_begin(void *user, int32_t n, bool logits_all, bool draw, struct llm_error *err)
 {
     struct llm_pipe *pp = user;
     decode_begins(&pp->timing, n);
-    return to_all(pp, CMD_DECODE, n, logits_all, err);
+    return to_all(pp, CMD_DECODE, n, (logits_all ? OUT_ALL : 0) | (draw ? OUT_DRAW : 0), err);
 }
 
 static int first_send(void *user, const void *src, size_t bytes, struct llm_error *err)
@@ -185,16 +194,37 @@ static int first_send(void *user, const void *src, size_t bytes, struct llm_erro
     return timed(&pp->timing, t0, llm_link_send(pp->link, 1, TAG_ACT, src, bytes, llm_pipe_timeout_s(), err));
 }
 
-static int first_finish(void *user, float *logits, int32_t rows, struct llm_error *err)
+static int first_finish(void *user, float *logits, int32_t rows, int32_t *token, struct llm_error *err)
 {
     struct llm_pipe *pp = user;
     const double t0 = llm_now_us();
     /* twice a hop's limit: the rank next to a silent one notices first and names it to us */
-    int rc = timed(&pp->timing, t0, llm_link_recv(pp->link, pp->n_ranks - 1, TAG_LOGITS, logits,
-                                                  (size_t)rows * (size_t)pp->n_vocab * sizeof(float),
-                                                  2 * llm_pipe_timeout_s(), err));
+    int rc = rows ? llm_link_recv(pp->link, pp->n_ranks - 1, TAG_LOGITS, logits,
+                                  (size_t)rows * (size_t)pp->n_vocab * sizeof(float), 2 * llm_pipe_timeout_s(), err)
+                  : LLM_OK;
+    if (!rc && token)
+        rc = llm_link_recv(pp->link, pp->n_ranks - 1, TAG_TOKEN, token, sizeof *token, 2 * llm_pipe_timeout_s(), err);
+    timed(&pp->timing, t0, rc);
+    pp->timing.back_bytes[pp->timing.phase] += (double)rows * pp->n_vocab * sizeof(float) + (token ? sizeof *token : 0);
+    pp->timing.decodes[pp->timing.phase]++;
     decode_ends(&pp->timing);
     return rc;
+}
+
+/* Can the last rank draw with p's sampler? Not when the repeat penalty needs the tokens decoded
+ * (only rank 0 sees them), nor with more banned tokens than the message holds. */
+static bool last_rank_draws(const struct llm_context_params *p, int32_t *banned)
+{
+    if (!p->sampler || p->sampler->repeat_penalty != 1.0f)
+        return false;
+    int n = 0;
+    for (; p->sampler_banned && p->sampler_banned[n] >= 0; n++)
+        if (n == MAX_BANNED)
+            return false;
+        else
+            banned[n] = p->sampler_banned[n];
+    banned[n] = -1;
+    return true;
 }
 
 static void fill_open(struct pipe_open *o, const char *path, const struct llm_context_params *p)
@@ -210,6 +240,9 @@ static void fill_open(struct pipe_open *o, const char *path, const struct llm_co
     o->n_ctx = p->n_ctx, o->n_batch = p->n_batch, o->n_ubatch = p->n_ubatch, o->n_threads = p->n_threads;
     o->type_k = (int32_t)p->type_k, o->type_v = (int32_t)p->type_v, o->flash_attn = p->flash_attn;
     o->device = (int32_t)p->device, o->n_gpu_layers = p->n_gpu_layers, o->no_kv_offload = p->no_kv_offload;
+    o->no_op_offload = p->no_op_offload;
+    if ((o->draws = last_rank_draws(p, o->banned)))
+        o->sampler = *p->sampler;
 }
 
 /* Wait for one status from rank r: its error becomes ours, named with the rank. */
@@ -240,7 +273,8 @@ int llm_pipe_open(struct llm_link *link, const struct llm_model *m, const struct
     }
     if (!rc) {
         fill_open(o, m->file->path, p);
-        rc = to_all(pp, CMD_OPEN, 0, false, err);
+        pp->draws = o->draws;
+        rc = to_all(pp, CMD_OPEN, 0, 0, err);
     }
     for (int r = 1; !rc && r < pp->n_ranks; r++) {
         o->first = pp->first[r], o->end = pp->end[r];
@@ -267,9 +301,14 @@ const struct llm_stage_io *llm_pipe_io(struct llm_pipe *pp)
     return &pp->io;
 }
 
+bool llm_pipe_draws(const struct llm_pipe *pp)
+{
+    return pp->draws;
+}
+
 int llm_pipe_clear(struct llm_pipe *pp, struct llm_error *err)
 {
-    return to_all(pp, CMD_CLEAR, 0, false, err);
+    return to_all(pp, CMD_CLEAR, 0, 0, err);
 }
 
 int llm_pipe_ranks(const struct llm_pipe *pp, struct llm_rank_info *out, int cap)
@@ -280,13 +319,14 @@ int llm_pipe_ranks(const struct llm_pipe *pp, struct llm_rank_info *out, int cap
         struct pipe_status st = { 0 };
         if (r == 0)
             st = (struct pipe_status){ .rss_bytes = resident_bytes(), .timing = pp->timing };
-        else if (send_cmd(mp, r, CMD_REPORT, 0, false, NULL) || await_status(mp, r, &st, NULL))
+        else if (send_cmd(mp, r, CMD_REPORT, 0, 0, NULL) || await_status(mp, r, &st, NULL))
             st = (struct pipe_status){ 0 };
         out[n] = (struct llm_rank_info){ .rank = r, .first = pp->first[r], .end = pp->end[r],
                                          .rss_bytes = st.rss_bytes };
         for (int ph = 0; ph < 2; ph++) {
             out[n].busy_ms[ph] = st.timing.busy_us[ph] / 1e3;
             out[n].wait_ms[ph] = st.timing.wait_us[ph] / 1e3;
+            out[n].back_bytes[ph] = st.timing.decodes[ph] > 0 ? st.timing.back_bytes[ph] / st.timing.decodes[ph] : 0;
         }
         n++;
     }
@@ -297,7 +337,7 @@ void llm_pipe_close(struct llm_pipe *pp)
 {
     if (!pp)
         return;
-    to_all(pp, CMD_CLOSE, 0, false, NULL);
+    to_all(pp, CMD_CLOSE, 0, 0, NULL);
     free(pp);
 }
 
@@ -397,7 +437,7 @@ static int open_stage(struct server *s, int32_t id, struct llm_error *err)
         p.n_ctx = o->n_ctx, p.n_batch = o->n_batch, p.n_ubatch = o->n_ubatch, p.n_threads = o->n_threads;
         p.type_k = (enum llm_type)o->type_k, p.type_v = (enum llm_type)o->type_v, p.flash_attn = o->flash_attn;
         p.device = (enum llm_device)o->device, p.n_gpu_layers = o->n_gpu_layers;
-        p.no_kv_offload = o->no_kv_offload;
+        p.no_kv_offload = o->no_kv_offload, p.no_op_offload = o->no_op_offload;
         memcpy(st->overrides, o->overrides, sizeof st->overrides);
         p.tensor_overrides = st->overrides;
         p.n_backend_options = o->n_opts < MAX_OPTS ? o->n_opts : MAX_OPTS;
@@ -411,6 +451,8 @@ static int open_stage(struct server *s, int32_t id, struct llm_error *err)
         p.io = &s->io;
         st->id = id;
         st->last = o->end == (int32_t)m->hp.n_layer;
+        if (st->last && o->draws)
+            p.sampler = &o->sampler, p.sampler_banned = o->banned;
         rc = llm_context_new(m, &p, &st->ctx, err);
     }
     free(o);
@@ -434,14 +476,21 @@ static int decode(struct server *s, const struct pipe_cmd *cmd, struct llm_error
         return llm_fail(err, LLM_ERR_ARG, "rank %d: decode on context %d, which is not open", s->rank, cmd->stage);
     s->current = st;
     decode_begins(&st->timing, cmd->n_tokens);
-    int rc = llm_decode(st->ctx, NULL, cmd->n_tokens, cmd->logits_all, err);
+    const bool all = cmd->out & OUT_ALL, draw = st->last && (cmd->out & OUT_DRAW);
+    int32_t token = 0;
+    int rc = draw ? llm_decode_next(st->ctx, NULL, cmd->n_tokens, all, &token, err)
+                  : llm_decode(st->ctx, NULL, cmd->n_tokens, all, err);
     decode_ends(&st->timing);
     if (rc || !st->last)
         return rc;
-    const int32_t rows = cmd->logits_all ? cmd->n_tokens : 1;
+    const int32_t rows = all ? cmd->n_tokens : draw ? 0 : 1;
     const int32_t n_vocab = (int32_t)llm_context_model(st->ctx)->hp.n_vocab;
-    return llm_link_send(s->link, 0, TAG_LOGITS, llm_get_logits(st->ctx, 0),
-                         (size_t)rows * (size_t)n_vocab * sizeof(float), llm_pipe_timeout_s(), err);
+    if (rows)
+        rc = llm_link_send(s->link, 0, TAG_LOGITS, llm_get_logits(st->ctx, 0),
+                           (size_t)rows * (size_t)n_vocab * sizeof(float), llm_pipe_timeout_s(), err);
+    if (!rc && draw)
+        rc = llm_link_send(s->link, 0, TAG_TOKEN, &token, sizeof token, llm_pipe_timeout_s(), err);
+    return rc;
 }
 
 static void serve_free(struct server *s)

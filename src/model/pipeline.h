@@ -3,7 +3,8 @@
  * it tokenizes, samples and prints), the last rank the last (with the output layer). A decode flows
  * micro-batch by micro-batch: rank r receives the residual stream of rank r-1 into its fixed input
  * buffer, runs its layers and sends its residual to rank r+1, so while rank r+1 works on micro-batch
- * i, rank r works on i+1; the last rank sends the logits back to rank 0. Rank 0's context drives
+ * i, rank r works on i+1; the last rank sends the logits back to rank 0, or only the token it
+ * drew when rank 0 asks for a draw (llm_decode_next) and needs no logits. Rank 0's context drives
  * the others through messages (open a stage, decode, clear, close, report, stop); the other ranks
  * only serve them. The transport is src/mpi/link.h; nothing here calls MPI. */
 #ifndef LLM_PIPELINE_H
@@ -28,6 +29,9 @@ int llm_pipe_open(struct llm_link *link, const struct llm_model *m, const struct
                   struct llm_pipe **out, int32_t *end, struct llm_error *err);
 /* The first stage's transport (begin, send, finish). */
 const struct llm_stage_io *llm_pipe_io(struct llm_pipe *pp);
+/* Does the last rank draw llm_decode_next's tokens (p->sampler without a repeat penalty, at most 32
+ * banned tokens), so that only their ids come back? */
+bool llm_pipe_draws(const struct llm_pipe *pp);
 /* Every rank forgets its cached tokens. */
 int llm_pipe_clear(struct llm_pipe *pp, struct llm_error *err);
 /* The stages and their resident memory (rank 0's own measured here). */

@@ -47,6 +47,7 @@ struct llm_sampler {
     int32_t *history;    /* ring of the last repeat_last_n tokens */
     int32_t n_history;
     int32_t history_pos;
+    int32_t *banned, n_banned;
     struct mt19937 rng;
 };
 
@@ -83,6 +84,7 @@ void llm_sampler_free(struct llm_sampler *s)
         return;
     free(s->cands);
     free(s->history);
+    free(s->banned);
     free(s);
 }
 
@@ -94,6 +96,23 @@ void llm_sampler_accept(struct llm_sampler *s, int32_t token)
     s->history_pos = (s->history_pos + 1) % s->p.repeat_last_n;
     if (s->n_history < s->p.repeat_last_n)
         s->n_history++;
+}
+
+bool llm_sampler_ban(struct llm_sampler *s, const int32_t *tokens)
+{
+    int32_t n = 0;
+    while (tokens && tokens[n] >= 0)
+        n++;
+    int32_t *b = malloc(((size_t)n + 1) * sizeof *b);
+    if (!b)
+        return false;
+    free(s->banned);
+    s->banned = b;
+    s->n_banned = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (tokens[i] < s->n_vocab)
+            s->banned[s->n_banned++] = tokens[i];
+    return true;
 }
 
 int32_t llm_argmax(const float *x, int32_t n)
@@ -183,6 +202,8 @@ int32_t llm_sampler_sample(struct llm_sampler *s, const float *logits)
     int32_t n = s->n_vocab;
     for (int32_t i = 0; i < n; i++)
         c[i] = (struct cand){ i, logits[i], 0.0f };
+    for (int32_t i = 0; i < s->n_banned; i++)
+        c[s->banned[i]].logit = -INFINITY;
     apply_repeat_penalty(s);
     if (s->p.temp <= 0.0f) {
         int32_t best = 0;

@@ -3,6 +3,7 @@
 #ifndef LLM_SAMPLER_H
 #define LLM_SAMPLER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct llm_sampler_params {
@@ -22,6 +23,9 @@ struct llm_sampler;
 struct llm_sampler *llm_sampler_new(const struct llm_sampler_params *p, int32_t n_vocab);
 void llm_sampler_free(struct llm_sampler *s);
 
+/* Tokens never to be drawn (--ignore-eos: the end-of-generation tokens), -1 terminated, copied;
+ * ids outside the vocabulary are ignored. False when out of memory. */
+bool llm_sampler_ban(struct llm_sampler *s, const int32_t *tokens);
 /* Pick the next token from n_vocab logits (not modified). */
 int32_t llm_sampler_sample(struct llm_sampler *s, const float *logits);
 /* Record a token (prompt or generated) in the penalty history. */

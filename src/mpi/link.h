@@ -14,7 +14,8 @@ struct llm_link;
 
 /* The job this process was started in by mpirun (MPI_Init, errors returned rather than fatal).
  * NULL with err->code LLM_OK when the process was not started by mpirun (no job: one process),
- * NULL with an error when it was but MPI cannot start or this build has no MPI. */
+ * NULL with an error when it was but MPI cannot start or this build has no MPI (then every process
+ * of the job fails, and the message is empty on all but rank 0, so that the job prints one line). */
 struct llm_link *llm_link_open(struct llm_error *err);
 /* MPI_Finalize; NULL is ignored. */
 void llm_link_close(struct llm_link *l);
@@ -28,8 +29,11 @@ int llm_link_send(struct llm_link *l, int to, int tag, const void *buf, size_t b
                   struct llm_error *err);
 /* Receive exactly bytes from rank `from` with tag. timeout_s <= 0 waits for ever; otherwise an
  * error naming the rank when nothing arrived in time. A message of another size is an error.
- * On rank 0 every wait (send or receive) also ends when another rank reports a failure
- * (llm_link_report): err then holds that rank's message. */
+ * Every wait (send or receive) ends at once with an error naming the peer when the peer runs on
+ * this machine and its process is gone (looked at every 0.1 s). On rank 0 a wait also ends when
+ * another rank reports a failure (llm_link_report: err then holds that rank's message) and when
+ * the process gets SIGTERM (mpirun ending the job), which the link catches on rank 0 of a job of
+ * several ranks so that rank 0 can still print its line. */
 int llm_link_recv(struct llm_link *l, int from, int tag, void *buf, size_t bytes, double timeout_s,
                   struct llm_error *err);
 /* From a rank other than 0: tell rank 0 why this rank cannot go on (one line). */

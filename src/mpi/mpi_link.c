@@ -1,21 +1,49 @@
 /* The transport on Open MPI: MPI_COMM_WORLD with MPI_ERRORS_RETURN, receives polled against a
- * deadline (MPI has no receive timeout of its own). */
+ * deadline (MPI has no receive timeout of its own), and while a rank waits it looks every
+ * CHECK_S seconds at the process of the rank it waits for when that rank is on its machine: a
+ * process gone ends the wait at once, naming the rank, instead of after the whole timeout. */
 #include "link.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <mpi.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "clock.h"
 
 /* Failure notes use a tag of their own, above every tag the callers use. */
 #define LINK_TAG_FAIL 32000
 
+/* Where a rank runs: its machine (host name and pid namespace, so containers on one host differ)
+ * and its process id there. */
+struct place {
+    char machine[96];
+    int32_t pid;
+};
+
 struct llm_link {
     int rank, size;
+    struct place *places; /* of every rank, gathered at open */
+    double checked_s;     /* when the local ranks' processes were last looked at */
 };
+
+/* How often a waiting rank looks at the process of the rank it waits for: well inside the second
+ * mpirun leaves between a rank's death and its SIGTERM to the others. */
+#define CHECK_S 0.1
+
+/* Rank 0 in a job of several ranks: mpirun's SIGTERM (it ends the job because a rank died, or it
+ * was cancelled) is turned into an error line instead of a silent death. */
+static volatile sig_atomic_t terminated;
+static void on_sigterm(int sig)
+{
+    terminated = sig;
+}
 
 bool llm_link_built(void)
 {
@@ -51,6 +79,20 @@ struct llm_link *llm_link_open(struct llm_error *err)
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &l->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &l->size);
+    struct place me = { .pid = (int32_t)getpid() };
+    char host[64] = "", ns[32] = "";
+    gethostname(host, sizeof host - 1);
+    if (readlink("/proc/self/ns/pid", ns, sizeof ns - 1) < 0)
+        ns[0] = '\0';
+    snprintf(me.machine, sizeof me.machine, "%s %s", host, ns);
+    if (!(l->places = calloc((size_t)l->size, sizeof *l->places)) ||
+        MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, l->places, (int)sizeof me, MPI_BYTE, MPI_COMM_WORLD) != MPI_SUCCESS) {
+        free(l->places);
+        free(l);
+        return llm_fail(err, LLM_ERR_PEER, "MPI_Allgather of the ranks' processes failed"), NULL;
+    }
+    if (l->rank == 0 && l->size > 1)
+        sigaction(SIGTERM, &(struct sigaction){ .sa_handler = on_sigterm, .sa_flags = SA_RESTART }, NULL);
     return l;
 }
 
@@ -59,6 +101,7 @@ void llm_link_close(struct llm_link *l)
     if (!l)
         return;
     MPI_Finalize();
+    free(l->places);
     free(l);
 }
 
@@ -100,9 +143,38 @@ static bool failure_noted(struct llm_error *err)
     return true;
 }
 
-/* Complete req (a send to or receive from peer) by the deadline, polling; on rank 0 a failure note
- * from any rank ends the wait with that rank's error. */
-static int await(const struct llm_link *l, MPI_Request *req, MPI_Status *st, int peer, bool sending,
+/* Is this process gone (no such pid, or a zombie its parent has not reaped yet)? */
+static bool process_gone(int32_t pid)
+{
+    if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) {
+        char path[64], stat[256];
+        snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+        FILE *f = fopen(path, "r");
+        size_t n = f ? fread(stat, 1, sizeof stat - 1, f) : 0;
+        if (f)
+            fclose(f);
+        stat[n] = '\0';
+        const char *state = strrchr(stat, ')'); /* "pid (comm) S ...": comm may hold anything */
+        return state && (state[2] == 'Z' || state[2] == 'X');
+    }
+    return true;
+}
+
+/* Is peer on this machine with its process gone? Its error then. (Only the rank waited for is
+ * watched: a rank told to stop may end while another is still waited for.) */
+static bool peer_gone(const struct llm_link *l, int peer, struct llm_error *err)
+{
+    const struct place *p = &l->places[peer];
+    if (strcmp(p->machine, l->places[l->rank].machine) || !process_gone(p->pid))
+        return false;
+    llm_fail(err, LLM_ERR_PEER, "rank %d died: its process (pid %d) is gone: it was killed or crashed", peer, (int)p->pid);
+    return true;
+}
+
+/* Complete req (a send to or receive from peer) by the deadline, polling; peer's process gone (when
+ * it is on this machine) ends the wait, and on rank 0 so do a failure note from any rank (that
+ * rank's error) and mpirun's SIGTERM. */
+static int await(struct llm_link *l, MPI_Request *req, MPI_Status *st, int peer, bool sending,
                  double timeout_s, struct llm_error *err)
 {
     const double start = (llm_now_us() / 1e6), deadline = timeout_s > 0 ? start + timeout_s : 0;
@@ -114,11 +186,23 @@ static int await(const struct llm_link *l, MPI_Request *req, MPI_Status *st, int
             return mpi_fail(err, rc, sending ? "send" : "receive", peer);
         if (done)
             return LLM_OK;
+        const double t = (llm_now_us() / 1e6);
+        if (terminated || t - l->checked_s >= CHECK_S) {
+            l->checked_s = t;
+            if (peer_gone(l, peer, err)) {
+                MPI_Cancel(req);
+                return LLM_ERR_PEER;
+            }
+        }
         if (l->rank == 0 && err && failure_noted(err)) {
             MPI_Cancel(req);
             return LLM_ERR_PEER;
         }
-        const double t = (llm_now_us() / 1e6);
+        if (terminated) {
+            MPI_Cancel(req);
+            return llm_fail(err, LLM_ERR_PEER, "mpirun ended the job (SIGTERM) while this rank waited for rank %d: "
+                            "a rank on another machine died, or the job was cancelled", peer);
+        }
         if (deadline && t > deadline) {
             MPI_Cancel(req);
             return llm_fail(err, LLM_ERR_PEER, "rank %d did not %s for %.0f s (it died or hangs)", peer,

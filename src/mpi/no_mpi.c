@@ -10,7 +10,10 @@ bool llm_link_built(void)
 
 struct llm_link *llm_link_open(struct llm_error *err)
 {
-    if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK"))
+    const char *rank = getenv("OMPI_COMM_WORLD_RANK") ? getenv("OMPI_COMM_WORLD_RANK") : getenv("PMIX_RANK");
+    if (rank && atoi(rank) > 0) /* every process fails; rank 0's is the one line */
+        return llm_fail(err, LLM_ERR_UNSUPPORTED, "%s", ""), NULL;
+    if (rank || getenv("OMPI_COMM_WORLD_SIZE"))
         return llm_fail(err, LLM_ERR_UNSUPPORTED, "started by mpirun, but this llm was built without MPI "
                         "(install libopenmpi-dev and rebuild)"), NULL;
     if (err)
