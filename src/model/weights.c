@@ -7,7 +7,7 @@
 #include "ops/types/repack.h"
 
 #define WEIGHT_ALIGN 64
-#define UNPACK_BYTES (1u << 20) /* a repacked matrix goes to the device this much at a time */
+#define UNPACK_BYTES (1u << 20) /* a repacked or padded matrix goes to the device this much at a time */
 
 static size_t align_up(size_t n)
 {
@@ -39,20 +39,25 @@ int64_t llm_weights_layer_of(const char *name, uint32_t n_layer)
     return strncmp(name, "output", 6) == 0 ? (int64_t)n_layer : -1;
 }
 
-/* Upload a repacked host matrix (src/ops/types/repack.h) into t in the file's layout, a few hundred
- * rows at a time through a small buffer. */
-static int upload_unpacked(struct llm_tensor *t, const void *packed, struct llm_error *err)
+/* Upload into t, whose rows the device lays out at stride t->nb[1], the rows of file's tensor at
+ * from: unpacked from the repacked layout (src/ops/types/repack.h) or copied from dense rows into
+ * padded ones, a few hundred rows at a time through a small zeroed buffer (pads stay zero). */
+static int upload_rows(struct llm_tensor *t, const void *from, bool repacked, struct llm_error *err)
 {
-    const size_t row = t->nb[1];
-    const int64_t step = (UNPACK_BYTES / row) > 0 ? (int64_t)(UNPACK_BYTES / row) : 1;
-    char *buf = malloc((size_t)step * row);
+    const size_t stride = t->nb[1], dense = llm_row_size(t->type, t->ne[0]);
+    const int64_t rows = llm_nrows(t), step = (UNPACK_BYTES / stride) > 0 ? (int64_t)(UNPACK_BYTES / stride) : 1;
+    char *buf = calloc((size_t)step, stride);
     if (!buf)
         return llm_fail(err, LLM_ERR_NOMEM, "out of memory");
     int rc = LLM_OK;
-    for (int64_t m0 = 0; m0 < t->ne[1] && rc == LLM_OK; m0 += step) {
-        const int64_t m1 = m0 + step < t->ne[1] ? m0 + step : t->ne[1];
-        llm_repack_unpack(t->type, t->ne[0], packed, m0, m1, buf, row);
-        rc = llm_tensor_set(t, buf, (size_t)m0 * row, (size_t)(m1 - m0) * row, err);
+    for (int64_t m0 = 0; m0 < rows && rc == LLM_OK; m0 += step) {
+        const int64_t m1 = m0 + step < rows ? m0 + step : rows;
+        if (repacked)
+            llm_repack_unpack(t->type, t->ne[0], from, m0, m1, buf, stride);
+        else
+            for (int64_t r = m0; r < m1; r++)
+                memcpy(buf + (size_t)(r - m0) * stride, (const char *)from + (size_t)r * dense, dense);
+        rc = llm_tensor_set(t, buf, (size_t)m0 * stride, (size_t)(m1 - m0) * stride, err);
     }
     free(buf);
     return rc;
@@ -64,20 +69,6 @@ static void device_layout(struct llm_backend *b, struct llm_tensor *t)
 {
     if (b->iface->weight_row_align)
         llm_pad_rows(t, b->iface->weight_row_align(b, t));
-}
-
-/* Upload the dense rows at from into t, whose rows are padded: through one padded host copy. */
-static int upload_padded(struct llm_tensor *t, const void *from, struct llm_error *err)
-{
-    const size_t dense = llm_row_size(t->type, t->ne[0]), n = llm_nbytes(t);
-    char *buf = calloc(1, n);
-    if (!buf)
-        return llm_fail(err, LLM_ERR_NOMEM, "out of memory");
-    for (int64_t r = 0; r < llm_nrows(t); r++)
-        memcpy(buf + (size_t)r * t->nb[1], (const char *)from + (size_t)r * dense, dense);
-    int rc = llm_tensor_set(t, buf, 0, n, err);
-    free(buf);
-    return rc;
 }
 
 /* Copy the tensors offload accepts into one device buffer and point the copied model at them. */
@@ -120,9 +111,9 @@ static int upload(struct llm_weights *w, const struct llm_model *m, llm_weights_
         llm_buffer_place(w->buf, t, offs);
         t->flags &= ~(uint32_t)LLM_TENSOR_REPACKED; /* the device reads the file's layout */
         const size_t n = llm_nbytes(t);
-        int rc = file->flags & LLM_TENSOR_REPACKED ? upload_unpacked(t, from, err)
-                 : t->nb[1] != file->nb[1]         ? upload_padded(t, from, err)
-                                                   : llm_tensor_set(t, from, 0, n, err);
+        const bool repacked = file->flags & LLM_TENSOR_REPACKED;
+        int rc = repacked || t->nb[1] != file->nb[1] ? upload_rows(t, from, repacked, err)
+                                                     : llm_tensor_set(t, from, 0, n, err);
         if (rc)
             return rc;
         offs += align_up(n);
