@@ -253,7 +253,7 @@ expect_error "missing model" -m nope.gguf -p 4 -n 0 -r 1
 expect_error "-ctk q8_0 on head dim 8" -m stories260K.gguf -ctk q8_0 -p 4 -n 0 -r 1
 grep -q 'block size 32 does not divide the head dim 8' "$tmp/err" && ok || fail "head dim rule: $(cat "$tmp/err")"
 expect_error "-ctv q8_0 -fa 0" -m llama-k256-f32.gguf -ctv f16,q8_0 -fa 1,0 -p 4 -n 0 -r 1
-grep -q 'quantized V cache (-ctv q8_0) needs flash attention' "$tmp/err" && [ ! -s "$tmp/out" ] && ok \
+grep -q 'quantized V cache (Q8_0) needs flash attention' "$tmp/err" && [ ! -s "$tmp/out" ] && ok \
   || fail "-ctv q8_0 -fa 0: $(cat "$tmp/out" "$tmp/err")"
 # A test that fails after others ran: rows so far and the footer remain.
 bench -m stories260K.gguf,nope.gguf -p 4 -n 0 -r 1 -t 1 >"$tmp/out" 2>"$tmp/err"

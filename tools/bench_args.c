@@ -856,14 +856,16 @@ int bench_validate(const struct bench_params *p, char *msg, size_t cap)
         snprintf(msg, cap, "-p/-n/-pg plus -d need a context of %lld tokens, more than %d", most, INT_MAX);
         return -1;
     }
-    /* a quantized V cache needs flash attention (llama.cpp's rule): known before any test runs */
-    for (int i = 0; i < p->type_v.n; i++)
-        for (int j = 0; j < p->flash_attn.n; j++)
-            if (p->flash_attn.v[j] == 0 && bench_kv_type(p->type_v.v[i]) >= 0 &&
-                llm_type_info(bench_kv_type(p->type_v.v[i]))->blck_size > 1) {
-                snprintf(msg, cap, "a quantized V cache (-ctv %s) needs flash attention: -fa 0 cannot run it",
-                         bench_kv_name(p->type_v.v[i]));
-                return -1;
+    /* the cache's rules that need no model (a quantized V needs flash attention), before any test runs */
+    for (int k = 0; k < p->type_k.n; k++)
+        for (int v = 0; v < p->type_v.n; v++)
+            for (int j = 0; j < p->flash_attn.n; j++) {
+                struct llm_error err = { 0 };
+                if (llm_kv_cache_check(NULL, (enum llm_type)bench_kv_type(p->type_k.v[k]),
+                                       (enum llm_type)bench_kv_type(p->type_v.v[v]), p->flash_attn.v[j] != 0, &err)) {
+                    snprintf(msg, cap, "%s", err.msg);
+                    return -1;
+                }
             }
     return 0;
 }

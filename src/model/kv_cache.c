@@ -29,6 +29,8 @@ int llm_kv_cache_check(const struct llm_hparams *hp, enum llm_type type_k, enum 
     const int64_t bk = llm_type_info(type_k)->blck_size, bv = llm_type_info(type_v)->blck_size;
     if (bv > 1 && !flash_attn)
         return llm_fail(err, LLM_ERR_ARG, "a quantized V cache (%s) needs flash attention: use -fa on", llm_type_name(type_v));
+    if (!hp)
+        return LLM_OK;
     if (hp->n_embd_head_k % bk)
         return llm_fail(err, LLM_ERR_ARG, "K cache type %s with block size %lld does not divide the head dim %u",
                         llm_type_name(type_k), (long long)bk, hp->n_embd_head_k);

@@ -24,8 +24,8 @@ struct llm_kv_cache {
 bool llm_kv_cache_type_ok(enum llm_type t);
 /* The cache type of a name as llama.cpp's -ctk/-ctv take it ("q8_0", case ignored), or -1. */
 int llm_kv_cache_type_from_name(const char *name);
-/* Checks those rules for a model's head dims: LLM_OK, or LLM_ERR_ARG with one line naming the
- * type and the rule. */
+/* Checks those rules for a model's head dims (hp NULL: the rules that need no model, the types
+ * and flash attention): LLM_OK, or LLM_ERR_ARG with one line naming the type and the rule. */
 int llm_kv_cache_check(const struct llm_hparams *hp, enum llm_type type_k, enum llm_type type_v, bool flash_attn,
                        struct llm_error *err);
 
