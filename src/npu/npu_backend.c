@@ -196,7 +196,8 @@ static int npu_graph_reserve(struct llm_backend *b, const struct llm_graph *g, s
                             node->name);
         size_t w = llm_cpu_work_size_bound(node, nb->n_workers); /* and every smaller batch */
         ws = w > ws ? w : ws;
-        pad = nb->layout_align && padded_inputs_bytes(node) > pad ? padded_inputs_bytes(node) : pad;
+        const size_t node_pad = nb->layout_align ? padded_inputs_bytes(node) : 0;
+        pad = node_pad > pad ? node_pad : pad;
         struct llm_tensor run = *node, padded[LLM_MAX_SRC];
         for (int j = 0; nb->layout_align && j < LLM_MAX_SRC; j++) /* the pads' kernels, and node reading them */
             if (needs_padding(node, j)) {

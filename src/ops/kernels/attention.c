@@ -20,17 +20,6 @@
 #include "ops/isa/simd.h"
 #include "ops/types/types.h"
 
-static float load_kv(enum llm_type t, const char *p)
-{
-    return t == LLM_TYPE_F16 ? llm_fp16_to_fp32(*(const uint16_t *)p) : *(const float *)p;
-}
-
-/* K or V of a type the kernels read as F32 rows it converts (quantized, BF16), not F32/F16 in place. */
-static bool converted(const struct llm_tensor *t)
-{
-    return t->type != LLM_TYPE_F32 && t->type != LLM_TYPE_F16;
-}
-
 static int64_t round8(int64_t n)
 {
     return (n + 7) & ~(int64_t)7;
@@ -44,9 +33,9 @@ static int64_t scratch_floats(const struct llm_tensor *dst, int64_t group)
     /* scores of max(group, 4) heads: the head-dim-8 path runs 4 heads of several groups at once */
     int64_t n = (group > 4 ? group : 4) * round16(k->ne[1]) + group * (hd8 + 8 + 1 + v->ne[0]) + 9 * hd8 +
                 round8(k->ne[1]);
-    n += converted(v) ? ATTN_V_CELLS * v->ne[0] : 0;
+    n += attn_kv_converted(v) ? ATTN_V_CELLS * v->ne[0] : 0;
     n = (n + 15) & ~(int64_t)15;
-    int64_t tile = attn_tile_fits(q, k, v) ? attn_tile_scratch_floats(q->ne[0], v->ne[0], k->ne[1], converted(k)) : 0;
+    int64_t tile = attn_tile_fits(q, k, v) ? attn_tile_scratch_floats(q->ne[0], v->ne[0], k->ne[1], attn_kv_converted(k)) : 0;
     return tile > n ? tile : n;
 }
 
@@ -431,7 +420,7 @@ static void scores_scalar(struct attn_unit *u)
                 const float *qs = u->qs + g * u->hd8;
                 sc = mv;
                 for (int64_t i = 0; i < u->hd; i++)
-                    sc += qs[i] * load_kv(kt, kr + i * ks);
+                    sc += qs[i] * load_float(kt, kr + i * ks);
                 u->lo = u->lo < j ? u->lo : j;
                 u->hi = j + 1;
             }
@@ -475,7 +464,7 @@ static void accum_scalar(struct attn_unit *u)
                 continue;
             const char *vr = tensor_at(v, 0, j, u->hk, 0);
             for (int64_t i = 0; i < u->hd_v; i++)
-                acc[i] += w[j] * load_kv(v->type, vr + i * (int64_t)v->nb[0]);
+                acc[i] += w[j] * load_float(v->type, vr + i * (int64_t)v->nb[0]);
         }
     }
 }
@@ -580,8 +569,8 @@ void cpu_flash_attn(const struct llm_cpu_params *p, struct llm_tensor *dst)
     u.zero = u.kb + 8 * hd8;
     u.live = (int32_t *)(u.zero + hd8);
     u.vq = (float *)(u.live + n_kv8);
-    u.k_deq = converted(k) ? llm_type_traits(k->type)->to_float_fast : NULL;
-    u.v_deq = converted(v) ? llm_type_traits(v->type)->to_float_fast : NULL;
+    u.k_deq = attn_kv_converted(k) ? llm_type_traits(k->type)->to_float_fast : NULL;
+    u.v_deq = attn_kv_converted(v) ? llm_type_traits(v->type)->to_float_fast : NULL;
     memset(u.zero, 0, (size_t)hd8 * sizeof(float));
     enum attn_path path = llm_cpu_has_avx2() && unit_rows(k) && unit_rows(v) ? PATH_AVX2 : PATH_SCALAR;
     if (path == PATH_AVX2 && hd == 8 && hd_v == 8 && (!m || (m->ne[2] == 1 && m->nb[0] == sizeof(float))) &&

@@ -101,6 +101,13 @@ static inline struct llm_tensor as_op(const struct llm_tensor *mem, enum llm_op 
     return t;
 }
 
+/* A K or V of FLASH_ATTN that the kernels convert to F32 as they read it (quantized, BF16), rather
+ * than read in place (F32, F16). */
+static inline bool attn_kv_converted(const struct llm_tensor *t)
+{
+    return t->type != LLM_TYPE_F32 && t->type != LLM_TYPE_F16;
+}
+
 /* z[i] = e^(z[i] - max) for i < n (AVX2 when the CPU has it); returns their sum. max is finite;
  * -inf entries give 0. Shared by SOFT_MAX and FLASH_ATTN. */
 float cpu_exp_sub_sum(int64_t n, float *z, float max);

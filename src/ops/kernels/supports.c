@@ -89,7 +89,7 @@ bool cpu_soft_max_supported(const struct llm_tensor *n)
 static bool attn_kv_type(const struct llm_tensor *t)
 {
     const struct llm_type_traits *tt = llm_type_traits(t->type);
-    if (t->type == LLM_TYPE_F32 || t->type == LLM_TYPE_F16)
+    if (!attn_kv_converted(t))
         return true;
     return tt && tt->to_float && t->ne[0] % llm_type_info(t->type)->blck_size == 0 && unit_stride(t);
 }

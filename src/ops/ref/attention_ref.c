@@ -2,23 +2,16 @@
  * weighted sum of V in double, one query row and head at a time. */
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "cpu_ref.h"
 #include "ops/kernels/kernels.h"
 #include "ops/types/types.h"
 
-/* K or V of a type the fast kernels convert as they read (quantized, BF16). */
-static bool converted(const struct llm_tensor *t)
-{
-    return t->type != LLM_TYPE_F32 && t->type != LLM_TYPE_F16;
-}
-
 /* A converted (quantized, BF16) t as a contiguous F32 tensor of its shape (rows dequantized by the
  * reference to_float, data malloc'd into *f), else t itself; NULL when out of memory. */
 static const struct llm_tensor *ref_dequantized(const struct llm_tensor *t, struct llm_tensor *f)
 {
-    if (!converted(t))
+    if (!attn_kv_converted(t))
         return t;
     *f = (struct llm_tensor){ .type = LLM_TYPE_F32, .ne = { t->ne[0], t->ne[1], t->ne[2], 1 } };
     f->nb[0] = sizeof(float), f->nb[1] = (size_t)t->ne[0] * sizeof(float);

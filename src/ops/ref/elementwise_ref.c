@@ -1,12 +1,9 @@
 /* Reference kernels of the element-wise ops and the normalisations: ADD, MUL, SCALE, SILU, SWIGLU,
  * RMS_NORM and SOFT_MAX, in double where a sum is taken. */
 #include <math.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "cpu_ref.h"
 #include "ops/kernels/kernels.h"
-#include "ops/types/types.h"
 
 enum elem { ELEM_ADD, ELEM_MUL, ELEM_SCALE, ELEM_SILU, ELEM_SWIGLU };
 

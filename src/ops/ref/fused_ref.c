@@ -1,11 +1,6 @@
 /* Reference kernels of the fused ops: the unfused ops' reference kernels, one after the other. */
-#include <math.h>
-#include <stdlib.h>
-#include <string.h>
-
 #include "cpu_ref.h"
 #include "ops/kernels/kernels.h"
-#include "ops/types/types.h"
 
 void llm_ref_add_rms_norm(struct llm_tensor *dst)
 {

@@ -1,9 +1,5 @@
 /* Reference MUL_MAT: each weight row dequantized block by block and dotted in double with the
  * activations as they are (no rounding to vec_dot_type). */
-#include <math.h>
-#include <stdlib.h>
-#include <string.h>
-
 #include "cpu_ref.h"
 #include "ops/kernels/kernels.h"
 #include "ops/types/types.h"

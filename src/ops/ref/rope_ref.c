@@ -1,11 +1,8 @@
 /* Reference ROPE: the angles from the formula for every element, in double (no table). */
 #include <math.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "cpu_ref.h"
 #include "ops/kernels/kernels.h"
-#include "ops/types/types.h"
 
 /* Reference: the angles straight from the formula (src/model/README.md: RoPE modes), in double,
  * sharing nothing with the fast path above (no rope_params, rope_angle or table), so that a wrong

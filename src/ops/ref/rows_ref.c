@@ -1,5 +1,4 @@
 /* Reference kernels of row movement: GET_ROWS, SET_ROWS, CPY and CONT, one element at a time. */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
