@@ -18,9 +18,14 @@ void llm_log_set_sink(llm_log_sink sink, void *user)
     sink_user = user;
 }
 
+bool llm_log_wanted(enum llm_log_level level)
+{
+    return level <= max_level;
+}
+
 void llm_log(enum llm_log_level level, const char *fmt, ...)
 {
-    if (level > max_level)
+    if (!llm_log_wanted(level))
         return;
     char text[512];
     va_list ap;

@@ -4,6 +4,8 @@
 #ifndef LLM_LOG_H
 #define LLM_LOG_H
 
+#include <stdbool.h>
+
 enum llm_log_level { LLM_LOG_WARN = 0, LLM_LOG_INFO = 1 };
 
 typedef void (*llm_log_sink)(enum llm_log_level level, const char *text, void *user);
@@ -13,5 +15,7 @@ void llm_log_set_level(enum llm_log_level max);
 /* Replace the sink (NULL restores the default stderr sink). */
 void llm_log_set_sink(llm_log_sink sink, void *user);
 void llm_log(enum llm_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Would a message of this level be written? (To skip work done only for a message.) */
+bool llm_log_wanted(enum llm_log_level level);
 
 #endif

@@ -83,6 +83,9 @@ grep -q 'execution mode is EAGER' "$tmp/err.npu" && grep -q '^llm-run: npu: capt
 rc=$?
 [ $rc -eq 0 ] && grep -q 'execution mode is GRAPH' "$tmp/err.npu" && grep -q '^llm-run: npu: captures 1, replays 199, hits 198, misses 1' "$tmp/err.npu" \
   && ok || fail "npu -v with graph on: $(cat "$tmp/err.npu")"
+# -v says once per kind of graph what the layout pass finds and how many inputs the device pads
+grep -q 'layout align: [0-9]* CHANNEL_NORM nodes, [0-9]* by a naive pass, .*; the device pads 0 inputs' "$tmp/err.npu" \
+  && ok || fail "npu -v: no layout line for the decode graph: $(grep 'operator fusion' "$tmp/err.npu")"
 
 # Called as llm-run, --no-display-prompt leaves only the continuation on stdout.
 "$(dirname "$LLM")/llm-run" -m "$M/stories260K.gguf" -p "Once upon a time" -n 24 --temp 0 --no-display-prompt >"$tmp/cont" 2>"$tmp/err"

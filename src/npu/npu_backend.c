@@ -258,7 +258,7 @@ static void npu_graph_optimize(struct llm_backend *b, struct llm_graph *g, int f
              "(MUL_MAT+ADD %d, RMS_NORM+MUL %d, ADD+RMS_NORM %d, ROPE+ROPE %d), RoPE tables aside",
              nb->fusion ? "on" : "off", (int)llm_graph_query_len(g), launches - (absorbed > 0 ? absorbed : 0), launches,
              c.mul_mat_add, c.rms_norm_mul, c.add_rms_norm, c.rope_qk);
-    if (nb->layout_align)
+    if (nb->layout_align && llm_log_wanted(LLM_LOG_INFO)) /* the pass runs here only for this line */
         layout_report(g, first, end, line, sizeof line);
     if (strcmp(line, nb->fusion_log) != 0) {
         llm_log(LLM_LOG_INFO, "%s", line);
