@@ -337,12 +337,12 @@ bool llm_pad_rows(struct llm_tensor *t, int64_t multiple)
     return true;
 }
 
-struct llm_tensor *llm_channel_norm(struct llm_ctx *ctx, struct llm_tensor *a, bool pad)
+struct llm_tensor *llm_channel_norm(struct llm_ctx *ctx, struct llm_tensor *a, int64_t pad_to)
 {
     struct llm_tensor *t = new_op(ctx, LLM_OP_CHANNEL_NORM, a->type, a->ne, a, NULL, NULL, NULL);
-    if (pad)
-        llm_pad_rows(t, 16);
-    t->op_params[0] = pad;
+    if (pad_to > 0)
+        llm_pad_rows(t, pad_to);
+    t->op_params[0] = pad_to > 0;
     return checked(ctx, t);
 }
 

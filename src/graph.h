@@ -67,9 +67,9 @@ struct llm_tensor *llm_cont(struct llm_ctx *ctx, struct llm_tensor *a);
  * elements: nb[1] and the strides above it grow, ne stays. False (t unchanged) when its rows already
  * are a multiple, or its type is a block type (quantized rows never need it). */
 bool llm_pad_rows(struct llm_tensor *t, int64_t multiple);
-/* The npu layout pass's conversion: a copy of a with rows padded to a multiple of 16 elements
- * (pad) or dense (unpad); p[0] = pad. */
-struct llm_tensor *llm_channel_norm(struct llm_ctx *ctx, struct llm_tensor *a, bool pad);
+/* The npu layout pass's conversion: a copy of a with rows padded to a multiple of pad_to elements
+ * (pad_to > 0) or dense (pad_to 0: unpad); p[0] = 1 for a pad. */
+struct llm_tensor *llm_channel_norm(struct llm_ctx *ctx, struct llm_tensor *a, int64_t pad_to);
 
 /* True for ops that compute nothing (NONE, VIEW, RESHAPE, PERMUTE, TRANSPOSE): op_table.h. */
 bool llm_op_is_noop(enum llm_op op);

@@ -189,7 +189,7 @@ static void test_channel_norm_kernel(void)
     for (int i = 0; i < 37 * 3; i++)
         xd[i] = (float)i * 0.25f - 7.0f;
     x->data = xd;
-    struct llm_tensor *p = llm_channel_norm(ctx, x, true), *u = llm_channel_norm(ctx, p, false);
+    struct llm_tensor *p = llm_channel_norm(ctx, x, NPU_ALIGN_ELEMS), *u = llm_channel_norm(ctx, p, 0);
     CHECK(p->nb[1] == 48 * sizeof(float) && u->nb[1] == 37 * sizeof(float), "padded rows of %zu bytes", p->nb[1]);
     struct llm_graph *g = llm_graph_build(&u, 1);
     struct llm_allocator *al = llm_allocator_new(NULL);

@@ -176,7 +176,7 @@ static struct llm_tensor *conversion(struct index *ix, struct llm_ctx *ctx, stru
     const size_t k = slot(ix, s);
     struct llm_tensor **c = &ix->conv[2 * k + (m == NPU_LAYOUT_ALIGN ? 0 : 1)];
     if (!*c)
-        *c = llm_channel_norm(ctx, s, m == NPU_LAYOUT_ALIGN);
+        *c = llm_channel_norm(ctx, s, m == NPU_LAYOUT_ALIGN ? NPU_ALIGN_ELEMS : 0);
     return *c;
 }
 
