@@ -863,7 +863,7 @@ int bench_validate(const struct bench_params *p, char *msg, size_t cap)
                 struct llm_error err = { 0 };
                 if (llm_kv_cache_check(NULL, (enum llm_type)bench_kv_type(p->type_k.v[k]),
                                        (enum llm_type)bench_kv_type(p->type_v.v[v]), p->flash_attn.v[j] != 0, &err)) {
-                    snprintf(msg, cap, "%s", err.msg);
+                    snprintf(msg, cap, "%s (-ctv %s with -fa 0)", err.msg, bench_kv_name(p->type_v.v[v]));
                     return -1;
                 }
             }
