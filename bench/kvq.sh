@@ -7,7 +7,9 @@
 # Knobs: KVQ_DEPTHS (default "4096 16384"), KVQ_PP (512), KVQ_TG (128), KVQ_REPS (2), KVQ_TYPES
 # ("f16 q8_0 q4_0"). Each repetition refills its depth untimed, so the 16384 rows take most of the
 # run (an hour or more on 2 cores). KVQ_QUICK=1: llama-k256 (head dim 32), depth 256, pp32/tg8, one
-# repetition, seconds: a smoke test of the script, not a measurement.
+# repetition, seconds: a smoke test of the script, not a measurement. KVQ_FILE/KVQ_LABEL measure
+# another file at the full settings (llama-k256's layers have the 0.5B's K/V row width, 4 x 32 = 2 x 64,
+# in 2 layers instead of 24, so depth 16384 takes minutes instead of hours).
 set -euo pipefail
 BIN=${BIN:-bin} SHARED=${SHARED:-../shared} LLAMA_BENCH=${LLAMA_BENCH:-}
 OUT=bench/results TMP=bench/results/tmp
@@ -19,7 +21,7 @@ if [ "${KVQ_QUICK:-}" = 1 ]; then
 else
   # shellcheck source=bench/npu_common.sh
   source "$(dirname "$0")/npu_common.sh" # the 0.5B Q8_0 shape, made once: $q8
-  file=$q8 label="qwen2 0.5B Q8_0 (head dim 64)"
+  file=${KVQ_FILE:-$q8} label=${KVQ_LABEL:-"qwen2 0.5B Q8_0 (head dim 64)"}
   depths=${KVQ_DEPTHS:-4096 16384} pp=${KVQ_PP:-512} tg=${KVQ_TG:-128} reps=${KVQ_REPS:-2}
 fi
 types=${KVQ_TYPES:-f16 q8_0 q4_0}
@@ -56,6 +58,7 @@ for t in $types; do
   i=$((i + 1))
 done
 python3 "$(dirname "$0")/kvq_report.py" "$ours" "$theirs" "$cells" "$OUT/kvq.md" "$label" \
-  "$(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" \
+  "$(awk -F': ' '/^model name/ && !n { n = $2 } /^cpu family/ && !f { f = $2 } /^model\t/ && !m { m = $2 }
+            END { printf "%s (family %s model %s)", n, f, m }' /proc/cpuinfo)" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" \
   "$(uptime | sed 's/.*load average: //')"
 echo "make bench: wrote $OUT/kvq.md" >&2
