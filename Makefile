@@ -19,7 +19,7 @@ HAVE_MPI := $(shell command -v mpicc >/dev/null 2>&1 && echo 1)
 endif
 MPI_CFLAGS := $(if $(HAVE_MPI),$(patsubst -I%,-isystem %,$(shell mpicc --showme:compile)))
 MPI_LIBS := $(if $(HAVE_MPI),$(shell mpicc --showme:link))
-MPI_SRC := $(if $(HAVE_MPI),src/mpi/mpi_link.c,src/mpi/no_mpi.c)
+MPI_SRC := $(if $(HAVE_MPI),src/mpi/mpi_link.c src/mpi/startup_watch.c,src/mpi/no_mpi.c)
 NO_MPI_LLM = $(BUILD)/no_mpi/llm
 SRC     := $(sort $(filter-out src/mpi/%,$(wildcard src/*.c src/*/*.c src/*/*/*.c)) $(MPI_SRC))
 TOOLS   := $(sort $(wildcard tools/*.c))
@@ -62,7 +62,7 @@ $(BIN)/llm-run $(BIN)/llm-bench: $(BIN)/llm
 
 # With MPI, the build without it is checked too (tests/test_mpi.sh runs it): the same objects with
 # the stub linked instead of Open MPI, one more compile and link.
-$(NO_MPI_LLM): $(TOOL_OBJ) $(filter-out $(BUILD)/src/mpi/mpi_link.o,$(OBJ)) $(BUILD)/src/mpi/no_mpi.o
+$(NO_MPI_LLM): $(TOOL_OBJ) $(filter-out $(BUILD)/src/mpi/mpi_link.o $(BUILD)/src/mpi/startup_watch.o,$(OBJ)) $(BUILD)/src/mpi/no_mpi.o
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $^ -ldl -largtable2 -lcjson -lm -pthread -o $@
 

@@ -7,7 +7,9 @@
 # splits unevenly; -v reports each rank's layers, resident memory and bubble (computing and waiting
 # time); more ranks than layers, a bad split or a rank that cannot open its stage give one
 # "llm: error:" line from rank 0 naming the cause (and the rank); a rank killed mid-run ends the
-# job within seconds with rank 0's line naming the rank, with or without --enable-recovery;
+# job within seconds with rank 0's line naming the rank, with or without --enable-recovery, and so
+# does a rank that ends during MPI's start-up under --enable-recovery (or one that does not join
+# within LLM_MPI_TIMEOUT);
 # llm-bench rows carry n_ranks and ranks_split in every format; the build without MPI runs one
 # process and refuses mpirun with one line. Skipped, and
 # said so, where mpirun is not installed.
@@ -186,5 +188,27 @@ for spec in "default 1 KILL rank 1 died" "recovery 1 KILL rank 1 died" "default 
   [ $took -le 30 ] && ok || fail "SIG$sig to rank $rank ($mode): the job took $took s to end after the signal"
   [ "$(grep -c '^llm: error: ' "$tmp/errk")" -eq 1 ] && grep -q "^llm: error: .*$want" "$tmp/errk" && ok \
     || fail "SIG$sig to rank $rank ($mode): rank 0's line: $(grep -v '^[-]' "$tmp/errk" | head -c 400)"
+done
+
+# A rank that ends while MPI starts (before it has joined: here before it execs llm) leaves the others
+# blocked in MPI_Init under --enable-recovery, where mpirun does not end the job: their start-up
+# watch sees its process gone (or never sees it) and rank 0 names it. A rank that is alive but does
+# not join (it sleeps first) runs into LLM_MPI_TIMEOUT, the limit for a rank on another machine.
+cat >"$tmp/late.sh" <<EOF
+#!/bin/sh
+case "\$OMPI_COMM_WORLD_RANK" in "\$LATE_RANK") [ "\$LATE" = exit ] && exit 3; sleep "\$LATE" ;; esac
+exec "$(readlink -f "$LLM")" run "\$@"
+EOF
+chmod +x "$tmp/late.sh"
+for spec in "3 1 exit 100 rank 1 ended during MPI start-up" "3 2 exit 100 rank 2 ended during MPI start-up" \
+            "2 1 8 2 MPI start-up did not finish in 2 s"; do
+  set -- $spec; np=$1 late_rank=$2 late=$3 limit=$4; shift 4; want="$*"
+  start=$(date +%s)
+  LATE_RANK=$late_rank LATE=$late LLM_MPI_TIMEOUT=$limit timeout -k 5 90 mpirun --oversubscribe --enable-recovery \
+    -x LATE_RANK -x LATE -np "$np" "$tmp/late.sh" -m "$M/stories260K.gguf" -p Hi -n 4 --temp 0 >/dev/null 2>"$tmp/errk"
+  took=$(($(date +%s) - start))
+  [ $took -le 40 ] && ok || fail "start-up, rank $late_rank $late (-np $np): the job took $took s to end"
+  [ "$(grep -c '^llm: error: ' "$tmp/errk")" -eq 1 ] && grep -q "^llm: error: $want" "$tmp/errk" && ok \
+    || fail "start-up, rank $late_rank $late (-np $np): rank 0's line: $(grep -v '^[-]' "$tmp/errk" | head -c 400)"
 done
 done_

@@ -1,6 +1,7 @@
 /* A command started by mpirun: rank 0 runs it, every other rank serves rank 0's pipeline stages
  * (src/model/pipeline.h) until rank 0 is done. */
 #include <stdio.h>
+#include <unistd.h>
 
 #include "commands.h"
 #include "model/pipeline.h"
@@ -12,10 +13,21 @@ struct llm_link *tool_job_link(void)
     return job_link;
 }
 
+/* MPI's start-up cannot finish (the watch's thread, while MPI_Init or its first collective blocks
+ * the main one): rank 0's line, and every rank ends, for under --enable-recovery mpirun would
+ * leave the others waiting. */
+static void give_up_start(const char *msg)
+{
+    if (msg[0])
+        tool_error("%s", msg);
+    fflush(stdout);
+    _exit(1);
+}
+
 int tool_job_main(int (*cmd)(int argc, char **argv), int argc, char **argv)
 {
     struct llm_error err = { 0 };
-    job_link = llm_link_open(&err);
+    job_link = llm_link_open(llm_pipe_timeout_s(), give_up_start, &err);
     if (!job_link && err.code) {
         if (err.msg[0]) /* empty on the other ranks of a job this build cannot run */
             tool_error("%s", err.msg);

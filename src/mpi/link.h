@@ -9,14 +9,17 @@
 #include <stddef.h>
 
 #include "error.h"
+#include "mpi/startup_watch.h"
 
 struct llm_link;
 
 /* The job this process was started in by mpirun (MPI_Init, errors returned rather than fatal).
  * NULL with err->code LLM_OK when the process was not started by mpirun (no job: one process),
  * NULL with an error when it was but MPI cannot start or this build has no MPI (then every process
- * of the job fails, and the message is empty on all but rank 0, so that the job prints one line). */
-struct llm_link *llm_link_open(struct llm_error *err);
+ * of the job fails, and the message is empty on all but rank 0, so that the job prints one line).
+ * MPI's start-up blocks with no limit: while it runs, a start-up watch (startup_watch.h) calls
+ * give_up on every rank when a rank on this machine is gone or startup_timeout_s (> 0) passes. */
+struct llm_link *llm_link_open(double startup_timeout_s, llm_give_up_fn give_up, struct llm_error *err);
 /* MPI_Finalize; NULL is ignored. */
 void llm_link_close(struct llm_link *l);
 

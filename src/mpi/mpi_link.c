@@ -60,7 +60,7 @@ static int mpi_fail(struct llm_error *err, int rc, const char *what, int peer)
     return llm_fail(err, LLM_ERR_PEER, "rank %d: %s failed: %s", peer, what, text);
 }
 
-struct llm_link *llm_link_open(struct llm_error *err)
+struct llm_link *llm_link_open(double startup_timeout_s, llm_give_up_fn give_up, struct llm_error *err)
 {
     if (!getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMIX_RANK")) {
         if (err)
@@ -71,7 +71,9 @@ struct llm_link *llm_link_open(struct llm_error *err)
     if (!l)
         return llm_fail(err, LLM_ERR_NOMEM, "out of memory"), NULL;
     int provided = 0;
+    struct llm_startup_watch *watch = llm_startup_watch_start(startup_timeout_s, give_up);
     if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+        llm_startup_watch_stop(watch);
         free(l);
         return llm_fail(err, LLM_ERR_PEER, "MPI_Init failed"), NULL;
     }
@@ -87,10 +89,12 @@ struct llm_link *llm_link_open(struct llm_error *err)
     snprintf(me.machine, sizeof me.machine, "%s %s", host, ns);
     if (!(l->places = calloc((size_t)l->size, sizeof *l->places)) ||
         MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, l->places, (int)sizeof me, MPI_BYTE, MPI_COMM_WORLD) != MPI_SUCCESS) {
+        llm_startup_watch_stop(watch);
         free(l->places);
         free(l);
         return llm_fail(err, LLM_ERR_PEER, "MPI_Allgather of the ranks' processes failed"), NULL;
     }
+    llm_startup_watch_stop(watch); /* from here every wait has its own deadline and watch */
     if (l->rank == 0 && l->size > 1)
         sigaction(SIGTERM, &(struct sigaction){ .sa_handler = on_sigterm, .sa_flags = SA_RESTART }, NULL);
     return l;
