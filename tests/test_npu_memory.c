@@ -63,6 +63,24 @@ int main(void)
         }
         CHECK(fitted[0] == -1 && fitted[1] > 0 && fitted[1] < (int32_t)m->hp.n_layer + 1 && fitted[2] == 0,
               "-fitt 0, 1, 2 MiB of 2: -ngl %d, %d, %d", fitted[0], fitted[1], fitted[2]);
+        /* -fitt counts the compute buffers too: with 512-token micro-batches the -ngl that weights and
+         * caches allow cannot place its compute buffer, so fewer layers go to the npu, leaving the margin */
+        for (int ub = 16; ub <= 512; ub *= 2) {
+            for (int nopo = 0; nopo < 2; nopo++) {
+                cp.n_ubatch = ub;
+                cp.fit_target_mib = 1;
+                cp.no_op_offload = nopo;
+                CHECK(llm_context_new(m, &cp, &c, &err) == 0, "-fitt 1 -ub %d -nopo %d: %s", ub, nopo, err.msg);
+                CHECK(aclrtGetMemInfo(ACL_HBM_MEM, &free_bytes, &total) == ACL_SUCCESS && free_bytes >= 1u << 20,
+                      "-fitt 1 -ub %d -nopo %d: %zu bytes free", ub, nopo, free_bytes);
+                CHECK(c && llm_context_n_gpu_layers(c) <= fitted[1] && (ub < 512 || llm_context_n_gpu_layers(c) < fitted[1]),
+                      "-fitt 1 -ub %d -nopo %d: -ngl %d", ub, nopo, c ? llm_context_n_gpu_layers(c) : -2);
+                llm_context_free(c);
+                c = NULL;
+            }
+        }
+        cp.n_ubatch = 8;
+        cp.no_op_offload = false;
         cp.fit_target_mib = 0;
         cp.device = LLM_DEVICE_CPU; /* host memory has no such size */
         CHECK(llm_context_new(m, &cp, &c, &err) == 0, "%s", err.msg);

@@ -966,7 +966,8 @@ void bench_usage(FILE *out, const char *prog, const struct bench_defaults *d)
     fprintf(out, "  -nopo, --no-op-offload <0|1>              (default: 0)\n");
     fprintf(out, "  --no-host <0|1>                           (default: 0; recorded)\n");
     fprintf(out, "  -fitt, --fit-target <MiB>                 (default: 0 = off; -dev npu: the largest -ngl that\n"
-                 "                                            leaves this much npu memory free)\n");
+                 "                                            leaves this much npu memory free, compute buffers\n"
+                 "                                            included)\n");
     fprintf(out, "  -fitc, --fit-ctx <n>                      (default: 0; recorded)\n");
     fprintf(out, "  -ot, --override-tensor <pat>=<dev>;...    (default: none; dev cpu or npu)\n");
     fprintf(out, "  -g, --acl-graph <on|off>                  ACL graph mode of the npu (default: %s,\n"

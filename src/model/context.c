@@ -452,6 +452,49 @@ static int stage_init(struct llm_context *c, struct llm_error *err)
     return LLM_OK;
 }
 
+/* A context with parameters p in *out, also when making it failed (NULL only without memory). */
+static int context_make(struct llm_model *model, const struct llm_context_params *p, struct llm_context **out,
+                        struct llm_error *err)
+{
+    struct llm_context *c = *out = calloc(1, sizeof *c);
+    if (!c)
+        return llm_fail(err, LLM_ERR_NOMEM, "out of memory");
+    c->model = model;
+    c->p = *p;
+    if (c->p.n_ubatch > c->p.n_batch)
+        c->p.n_ubatch = c->p.n_batch;
+    int rc = stage_init(c, err);
+    if (!rc)
+        rc = context_init(c, err);
+    if (!rc && p->sampler &&
+        (!(c->smpl = llm_sampler_new(p->sampler, (int32_t)model->hp.n_vocab)) || !llm_sampler_ban(c->smpl, p->sampler_banned)))
+        rc = llm_fail(err, LLM_ERR_NOMEM, "out of memory for the sampler");
+    c->draw_remote = c->pipe && llm_pipe_draws(c->pipe);
+    c->p.sampler = NULL, c->p.sampler_banned = NULL; /* copied: the caller's may go */
+    return rc;
+}
+
+/* -fitt: fit_layers counts weights and KV cache only, before the compute buffers exist. A context
+ * (made with result rc) whose compute buffers then do not fit the device, or leave less than the
+ * margin free, is made again a layer lower, and at -ngl 0 without op offload (whose weight copies
+ * and scratch are the device's): true with q set for the next try, false to keep this one. */
+static bool refit(const struct llm_context *c, int rc, struct llm_context_params *q)
+{
+    const int32_t ngl = c->p.n_gpu_layers;
+    if (c->p.fit_target_mib <= 0 || c->n_backends < 2 || c->pipe || ngl < 0 || (ngl == 0 && c->p.no_op_offload) ||
+        (rc && rc != LLM_ERR_NOMEM))
+        return false;
+    struct llm_backend *npu = c->backends[0];
+    size_t free_bytes = 0, total = 0;
+    if (!rc && npu->iface->memory)
+        npu->iface->memory(npu, &free_bytes, &total);
+    if (!rc && free_bytes >= (size_t)c->p.fit_target_mib << 20)
+        return false;
+    q->n_gpu_layers = ngl > 0 ? ngl - 1 : 0;
+    q->no_op_offload = ngl == 0;
+    return true;
+}
+
 int llm_context_new(struct llm_model *model, const struct llm_context_params *p,
                     struct llm_context **out, struct llm_error *err)
 {
@@ -461,27 +504,18 @@ int llm_context_new(struct llm_model *model, const struct llm_context_params *p,
     int rc = llm_kv_cache_check(&model->hp, p->type_k, p->type_v, p->flash_attn, err);
     if (rc)
         return rc;
-    struct llm_context *c = calloc(1, sizeof *c);
-    if (!c)
-        return llm_fail(err, LLM_ERR_NOMEM, "out of memory");
-    c->model = model;
-    c->p = *p;
-    if (c->p.n_ubatch > c->p.n_batch)
-        c->p.n_ubatch = c->p.n_batch;
-    rc = stage_init(c, err);
-    if (!rc)
-        rc = context_init(c, err);
-    if (!rc && p->sampler &&
-        (!(c->smpl = llm_sampler_new(p->sampler, (int32_t)model->hp.n_vocab)) || !llm_sampler_ban(c->smpl, p->sampler_banned)))
-        rc = llm_fail(err, LLM_ERR_NOMEM, "out of memory for the sampler");
-    c->draw_remote = c->pipe && llm_pipe_draws(c->pipe);
-    c->p.sampler = NULL, c->p.sampler_banned = NULL; /* copied: the caller's may go */
-    if (rc) {
-        llm_context_free(c);
-        return rc;
+    struct llm_context_params q = *p;
+    for (;;) {
+        struct llm_context *c = NULL;
+        rc = context_make(model, &q, &c, err);
+        const bool again = c && refit(c, rc, &q);
+        if (rc || again)
+            llm_context_free(c);
+        if (!again) {
+            *out = rc ? NULL : c;
+            return rc;
+        }
     }
-    *out = c;
-    return LLM_OK;
 }
 
 /* Fill the inputs for tokens[0..n) at positions n_past.. (one sequence, cell = position) in their

@@ -42,8 +42,9 @@ struct llm_context_params {
     bool no_kv_offload;    /* -nkvo: every layer's KV cache in host memory            */
     bool no_op_offload;    /* -nopo 1: a batch of 32+ rows over a weight in host memory stays
                               on the cpu (else it runs on the device, the weight copied in) */
-    int32_t fit_target_mib; /* -fitt: > 0 lowers n_gpu_layers to the largest count whose weights and
-                              KV cache leave this many MiB of the device's memory free (0: off) */
+    int32_t fit_target_mib; /* -fitt: > 0 lowers n_gpu_layers to the largest count whose weights,
+                              KV cache and compute buffers leave this many MiB of the device's
+                              memory free, and at 0 turns op offload off if still needed (0: off) */
     bool embeddings;       /* -embd: decode keeps the final-normed hidden state of each output
                               row (llm_get_embeddings) instead of its logits              */
     const char *tensor_overrides; /* -ot: "PATTERN=DEVICE" items separated by ',' or ';'
