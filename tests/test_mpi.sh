@@ -164,7 +164,9 @@ kill_rank() { # kill_rank SECONDS RANK SIGNAL: signal that rank of the job start
   for _ in $(seq 1200); do
     if [ "$(stat -c %s "$tmp/text" 2>/dev/null || echo 0)" -gt 20 ]; then
       for p in $(pgrep -f -- "$LLM run -m $M/stories260K.gguf -p Hello -n -1"); do
-        if [ "$(tr '\0' '\n' </proc/"$p"/environ 2>/dev/null | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')" = "$2" ]; then
+        # this job's rank only (LLM_TEST_JOB: another run of this test may be going on beside it)
+        env=$(tr '\0' '\n' </proc/"$p"/environ 2>/dev/null)
+        if grep -qx "LLM_TEST_JOB=$tmp" <<<"$env" && [ "$(sed -n 's/^OMPI_COMM_WORLD_RANK=//p' <<<"$env")" = "$2" ]; then
           sleep "$1"
           kill -"$3" "$p"
           date +%s >"$tmp/killed_at"
@@ -182,7 +184,8 @@ for spec in "default 1 KILL rank 1 died" "recovery 1 KILL rank 1 died" "default 
   extra=(); [ $mode = recovery ] && extra=(--enable-recovery)
   rm -f "$tmp/killed_at" "$tmp/text"
   kill_rank 0.5 "$rank" "$sig" &
-  LLM_MPI_TIMEOUT=100 timeout -k 5 150 mpirun --oversubscribe "${extra[@]}" -np 3 "$LLM" run "${long[@]}" >"$tmp/text" 2>"$tmp/errk"
+  LLM_TEST_JOB=$tmp LLM_MPI_TIMEOUT=100 timeout -k 5 150 mpirun --oversubscribe "${extra[@]}" -x LLM_TEST_JOB -np 3 \
+    "$LLM" run "${long[@]}" >"$tmp/text" 2>"$tmp/errk"
   wait
   took=$(($(date +%s) - $(cat "$tmp/killed_at" 2>/dev/null || echo 0)))
   [ $took -le 30 ] && ok || fail "SIG$sig to rank $rank ($mode): the job took $took s to end after the signal"
