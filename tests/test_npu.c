@@ -4,12 +4,15 @@
  * step, the prompt eager, evictions only when the cache is full); a prefill graph is captured only
  * with GGML_CANN_PREFILL_USE_GRAPH; graph mode off never touches the cache. Replays and eager
  * launches count the same kernels, and each graph fills one RoPE table, on every architecture; op
- * offload sends prompts of 32+ rows over host weights to the npu unless -nopo, logits unchanged. */
+ * offload sends prompts of 32+ rows over host weights to the npu unless -nopo, logits unchanged;
+ * weights the model holds repacked go to the npu repacked. */
 #include "harness.h"
 #include "model/context.h"
 #include "model/model.h"
 #include "model/sampler.h"
+#include "model/weights.h"
 #include "npu_harness.h"
+#include "ops/types/repack.h"
 
 #define N_GEN 700
 #define N_CTX 1024
@@ -438,6 +441,51 @@ static void test_op_offload(void)
     }
 }
 
+static bool offload_every(void *user, const struct llm_tensor *t, int64_t il)
+{
+    (void)user, (void)t, (void)il;
+    return true;
+}
+
+/* The npu takes the weights in the layout the model holds them: a matrix repacked at load (Q8_0 on
+ * an AVX2 cpu) goes to the device byte for byte, so the device's matmuls run the cpu's repacked
+ * kernel rather than the file layout's slower one; the others as the file has them. */
+static void test_weight_layout(void)
+{
+    struct llm_model *m = NULL;
+    struct llm_error err;
+    CHECK(llm_model_load(test_path("models/qwen2-tiny-q8_0.gguf"), &m, &err) == 0, "%s", err.msg);
+    const struct llm_backend_params bp = { .device = LLM_DEVICE_NPU, .n_threads = 1 };
+    struct llm_backend *b = m ? llm_backend_npu_new(&bp, &err) : NULL;
+    CHECK(!m || b, "%s", err.msg);
+    struct llm_weights w = { 0 };
+    if (!b || llm_weights_place(&w, m, b, offload_every, NULL, &err)) {
+        CHECK(!b, "%s", err.msg);
+        llm_backend_free(b);
+        llm_model_free(m);
+        return;
+    }
+    int repacked = 0, same = 0;
+    for (int64_t i = 0; i < m->n_tensors; i++) {
+        const struct llm_tensor *f = &m->tensors[i], *t = &w.tensors[i];
+        if (!w.uploaded[i] || !(f->flags & LLM_TENSOR_REPACKED)) {
+            CHECK(!(t->flags & LLM_TENSOR_REPACKED), "%s: repacked on the npu only", f->name);
+            continue;
+        }
+        repacked++;
+        CHECK(t->flags & LLM_TENSOR_REPACKED, "%s: unpacked on the npu", f->name);
+        const size_t n = llm_repack_size(f->type, f->ne[0], f->ne[1]);
+        void *got = malloc(n);
+        same += got && llm_tensor_get(t, got, 0, n, &err) == 0 && memcmp(got, f->data, n) == 0;
+        free(got);
+    }
+    CHECK(repacked > 0 || !llm_repack_kernel(LLM_TYPE_Q8_0), "no matrix repacked on a cpu with the repacked kernel");
+    CHECK_EQ_INT(same, repacked);
+    llm_weights_release(&w);
+    llm_backend_free(b);
+    llm_model_free(m);
+}
+
 int main(void)
 {
     unsetenv("GGML_CANN_PREFILL_USE_GRAPH");
@@ -451,6 +499,7 @@ int main(void)
         test_layout_pads(m);
     }
     llm_model_free(m);
+    test_weight_layout();
     test_rope_tables();
     test_capture_every_batch();
     test_offload();
