@@ -262,9 +262,12 @@ static void test_overrides(void)
     llm_model_free(m);
 }
 
-/* Every shared architecture fills one RoPE table per graph (Q and K share it), eager or captured. */
+/* Every shared architecture fills one RoPE table per graph (Q and K share it), eager or captured;
+ * the device runs the kernels the host counts, and a replay splits over the two workers exactly the
+ * kernels the same tokens split eagerly (llama-k256's larger matmuls split). */
 static void test_rope_tables(void)
 {
+    uint64_t splits_any = 0;
     static const char *const files[] = { "models/qwen2-tiny-f16.gguf", "models/llama-2-tiny-random.gguf",
                                          "models/llama-k256-q8_0.gguf" };
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
@@ -273,9 +276,11 @@ static void test_rope_tables(void)
         CHECK(llm_model_load(test_path(files[i]), &m, &err) == 0, "%s", err.msg);
         if (!m)
             continue;
+        uint64_t eager_splits = 0;
         for (int graph = 0; graph < 2; graph++) {
             struct llm_context_params p = llm_context_default_params();
             p.n_ctx = 64;
+            p.n_threads = 2;
             p.device = LLM_DEVICE_NPU;
             struct llm_backend_option npu_opts[2];
             test_npu_options(&p, npu_opts, graph, -1);
@@ -294,10 +299,19 @@ static void test_rope_tables(void)
                   "%s graph %d: %llu tables for %llu eager graphs and %llu captures", files[i], graph,
                   (unsigned long long)st.rope_tables, (unsigned long long)st.eager_graphs,
                   (unsigned long long)st.captures);
+            CHECK(st.device_kernels == st.kernels_run, "%s graph %d: the device ran %llu kernels, the host counted %llu",
+                  files[i], graph, (unsigned long long)st.device_kernels, (unsigned long long)st.kernels_run);
+            if (!graph)
+                eager_splits = st.split_kernels;
+            else
+                CHECK(st.split_kernels == eager_splits, "%s: %llu kernels split replayed, %llu eagerly", files[i],
+                      (unsigned long long)st.split_kernels, (unsigned long long)eager_splits);
+            splits_any += st.split_kernels;
             llm_context_free(c);
         }
         llm_model_free(m);
     }
+    CHECK(splits_any > 0, "no kernel split over the npu's two workers");
 }
 
 /* LLM_NPU_LAYOUT_ALIGN made real on stories260K (ff 172): the prompt's 172-wide activations are padded
