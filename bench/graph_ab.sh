@@ -3,7 +3,7 @@
 # Qwen2.5-0.5B Q8_0 shape (models/, made by `llm synth` when missing), one sitting of
 # llm-bench -p 0 -n 128 -t 2 (-r 10 / -r 3): cpu once per model (it ignores -g and --npu-launch-us), then npu
 # with -g on,off x --npu-launch-us 0,5,10,20,40 x operator fusion off,on (GGML_CANN_OPERATOR_FUSION),
-# twice in opposite order (each setting's better round). Writes bench/results/graph_ab.md (measured tg t/s, graph/eager ratio, the host and device
+# twice in opposite order (each setting's better round). Writes bench/results/graph_ab.md (measured tg t/s, graph/eager and graph/cpu ratios, issue 27's goals met or missed, the host and device
 # µs per token from the backend's statistics, and the ratio they predict: eagerly, an asynchronous
 # stream overlaps host launching and device work, so a token costs about the host's serial work
 # between tokens plus max(host launching, device), or at 0 us their sum where the device thread sat
