@@ -162,6 +162,10 @@ static void test_capture_replay(void)
     CHECK_EQ_INT(aclrtSynchronizeStream(s), ACL_SUCCESS);
     /* 3 single-worker kernels + one split kernel on 2 workers, twice */
     CHECK_EQ_INT(atomic_load(&counter), 2 * (3 + 2));
+    struct aclrtStreamStats st;
+    aclrtStreamGetStats(s, &st); /* the device counts replayed kernels as eager ones, copies not */
+    CHECK(st.kernels == 2 * 4 && st.kernels_split == 2, "%llu kernels, %llu split", (unsigned long long)st.kernels,
+          (unsigned long long)st.kernels_split);
     CHECK(((unsigned char *)b)[255] == 1, "the replay ran the recorded copy");
     CHECK_EQ_INT(aclmdlRIDestroy(ri), ACL_SUCCESS);
     CHECK_EQ_INT(aclmdlRIExecuteAsync(NULL, s), ACL_ERROR_INVALID_PARAM);

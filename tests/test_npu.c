@@ -4,12 +4,15 @@
  * step, the prompt eager, evictions only when the cache is full); a prefill graph is captured only
  * with GGML_CANN_PREFILL_USE_GRAPH; graph mode off never touches the cache. Replays and eager
  * launches count the same kernels, and each graph fills one RoPE table, on every architecture; op
- * offload sends prompts of 32+ rows over host weights to the npu unless -nopo, logits unchanged. */
+ * offload sends prompts of 32+ rows over host weights to the npu unless -nopo, logits unchanged;
+ * weights the model holds repacked go to the npu repacked. */
 #include "harness.h"
 #include "model/context.h"
 #include "model/model.h"
 #include "model/sampler.h"
+#include "model/weights.h"
 #include "npu_harness.h"
+#include "ops/types/repack.h"
 
 #define N_GEN 700
 #define N_CTX 1024
@@ -259,9 +262,12 @@ static void test_overrides(void)
     llm_model_free(m);
 }
 
-/* Every shared architecture fills one RoPE table per graph (Q and K share it), eager or captured. */
+/* Every shared architecture fills one RoPE table per graph (Q and K share it), eager or captured;
+ * the device runs the kernels the host counts, and a replay splits over the two workers exactly the
+ * kernels the same tokens split eagerly (llama-k256's larger matmuls split). */
 static void test_rope_tables(void)
 {
+    uint64_t splits_any = 0;
     static const char *const files[] = { "models/qwen2-tiny-f16.gguf", "models/llama-2-tiny-random.gguf",
                                          "models/llama-k256-q8_0.gguf" };
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
@@ -270,9 +276,11 @@ static void test_rope_tables(void)
         CHECK(llm_model_load(test_path(files[i]), &m, &err) == 0, "%s", err.msg);
         if (!m)
             continue;
+        uint64_t eager_splits = 0;
         for (int graph = 0; graph < 2; graph++) {
             struct llm_context_params p = llm_context_default_params();
             p.n_ctx = 64;
+            p.n_threads = 2;
             p.device = LLM_DEVICE_NPU;
             struct llm_backend_option npu_opts[2];
             test_npu_options(&p, npu_opts, graph, -1);
@@ -291,10 +299,19 @@ static void test_rope_tables(void)
                   "%s graph %d: %llu tables for %llu eager graphs and %llu captures", files[i], graph,
                   (unsigned long long)st.rope_tables, (unsigned long long)st.eager_graphs,
                   (unsigned long long)st.captures);
+            CHECK(st.device_kernels == st.kernels_run, "%s graph %d: the device ran %llu kernels, the host counted %llu",
+                  files[i], graph, (unsigned long long)st.device_kernels, (unsigned long long)st.kernels_run);
+            if (!graph)
+                eager_splits = st.split_kernels;
+            else
+                CHECK(st.split_kernels == eager_splits, "%s: %llu kernels split replayed, %llu eagerly", files[i],
+                      (unsigned long long)st.split_kernels, (unsigned long long)eager_splits);
+            splits_any += st.split_kernels;
             llm_context_free(c);
         }
         llm_model_free(m);
     }
+    CHECK(splits_any > 0, "no kernel split over the npu's two workers");
 }
 
 /* LLM_NPU_LAYOUT_ALIGN made real on stories260K (ff 172): the prompt's 172-wide activations are padded
@@ -438,6 +455,51 @@ static void test_op_offload(void)
     }
 }
 
+static bool offload_every(void *user, const struct llm_tensor *t, int64_t il)
+{
+    (void)user, (void)t, (void)il;
+    return true;
+}
+
+/* The npu takes the weights in the layout the model holds them: a matrix repacked at load (Q8_0 on
+ * an AVX2 cpu) goes to the device byte for byte, so the device's matmuls run the cpu's repacked
+ * kernel rather than the file layout's slower one; the others as the file has them. */
+static void test_weight_layout(void)
+{
+    struct llm_model *m = NULL;
+    struct llm_error err;
+    CHECK(llm_model_load(test_path("models/qwen2-tiny-q8_0.gguf"), &m, &err) == 0, "%s", err.msg);
+    const struct llm_backend_params bp = { .device = LLM_DEVICE_NPU, .n_threads = 1 };
+    struct llm_backend *b = m ? llm_backend_npu_new(&bp, &err) : NULL;
+    CHECK(!m || b, "%s", err.msg);
+    struct llm_weights w = { 0 };
+    if (!b || llm_weights_place(&w, m, b, offload_every, NULL, &err)) {
+        CHECK(!b, "%s", err.msg);
+        llm_backend_free(b);
+        llm_model_free(m);
+        return;
+    }
+    int repacked = 0, same = 0;
+    for (int64_t i = 0; i < m->n_tensors; i++) {
+        const struct llm_tensor *f = &m->tensors[i], *t = &w.tensors[i];
+        if (!w.uploaded[i] || !(f->flags & LLM_TENSOR_REPACKED)) {
+            CHECK(!(t->flags & LLM_TENSOR_REPACKED), "%s: repacked on the npu only", f->name);
+            continue;
+        }
+        repacked++;
+        CHECK(t->flags & LLM_TENSOR_REPACKED, "%s: unpacked on the npu", f->name);
+        const size_t n = llm_repack_size(f->type, f->ne[0], f->ne[1]);
+        void *got = malloc(n);
+        same += got && llm_tensor_get(t, got, 0, n, &err) == 0 && memcmp(got, f->data, n) == 0;
+        free(got);
+    }
+    CHECK(repacked > 0 || !llm_repack_kernel(LLM_TYPE_Q8_0), "no matrix repacked on a cpu with the repacked kernel");
+    CHECK_EQ_INT(same, repacked);
+    llm_weights_release(&w);
+    llm_backend_free(b);
+    llm_model_free(m);
+}
+
 int main(void)
 {
     unsetenv("GGML_CANN_PREFILL_USE_GRAPH");
@@ -451,6 +513,7 @@ int main(void)
         test_layout_pads(m);
     }
     llm_model_free(m);
+    test_weight_layout();
     test_rope_tables();
     test_capture_every_batch();
     test_offload();

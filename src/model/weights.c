@@ -7,7 +7,7 @@
 #include "ops/types/repack.h"
 
 #define WEIGHT_ALIGN 64
-#define UNPACK_BYTES (1u << 20) /* a repacked or padded matrix goes to the device this much at a time */
+#define PAD_BYTES (1u << 20) /* a padded matrix goes to the device this much at a time */
 
 static size_t align_up(size_t n)
 {
@@ -39,36 +39,41 @@ int64_t llm_weights_layer_of(const char *name, uint32_t n_layer)
     return strncmp(name, "output", 6) == 0 ? (int64_t)n_layer : -1;
 }
 
-/* Upload into t, whose rows the device lays out at stride t->nb[1], the rows of file's tensor at
- * from: unpacked from the repacked layout (src/ops/types/repack.h) or copied from dense rows into
- * padded ones, a few hundred rows at a time through a small zeroed buffer (pads stay zero). */
-static int upload_rows(struct llm_tensor *t, const void *from, bool repacked, struct llm_error *err)
+/* Upload into t, whose rows the device lays out at stride t->nb[1], the dense rows of file's tensor
+ * at from, a few hundred rows at a time through a small zeroed buffer (pads stay zero). */
+static int upload_padded(struct llm_tensor *t, const void *from, struct llm_error *err)
 {
     const size_t stride = t->nb[1], dense = llm_row_size(t->type, t->ne[0]);
-    const int64_t rows = llm_nrows(t), step = (UNPACK_BYTES / stride) > 0 ? (int64_t)(UNPACK_BYTES / stride) : 1;
+    const int64_t rows = llm_nrows(t), step = (PAD_BYTES / stride) > 0 ? (int64_t)(PAD_BYTES / stride) : 1;
     char *buf = calloc((size_t)step, stride);
     if (!buf)
         return llm_fail(err, LLM_ERR_NOMEM, "out of memory");
     int rc = LLM_OK;
     for (int64_t m0 = 0; m0 < rows && rc == LLM_OK; m0 += step) {
         const int64_t m1 = m0 + step < rows ? m0 + step : rows;
-        if (repacked)
-            llm_repack_unpack(t->type, t->ne[0], from, m0, m1, buf, stride);
-        else
-            for (int64_t r = m0; r < m1; r++)
-                memcpy(buf + (size_t)(r - m0) * stride, (const char *)from + (size_t)r * dense, dense);
+        for (int64_t r = m0; r < m1; r++)
+            memcpy(buf + (size_t)(r - m0) * stride, (const char *)from + (size_t)r * dense, dense);
         rc = llm_tensor_set(t, buf, (size_t)m0 * stride, (size_t)(m1 - m0) * stride, err);
     }
     free(buf);
     return rc;
 }
 
-/* t (a copy of a model tensor, strides as in the file) as backend b lays it out: rows padded where
- * b's kernels want them so. */
+/* t (a copy of a model tensor, strides and flags as in the model) as backend b lays it out: rows
+ * padded where b's kernels want them so. Padding takes float rows only, so a matrix the model holds
+ * repacked (quantized) keeps that layout on the device: the device runs the cpu's kernels, and this
+ * is the layout they decode fastest (unpacked, the device's matrix-vector products lost to the
+ * cpu's on the same weights: bench/results/graph_ab.md). */
 static void device_layout(struct llm_backend *b, struct llm_tensor *t)
 {
     if (b->iface->weight_row_align)
         llm_pad_rows(t, b->iface->weight_row_align(b, t));
+}
+
+/* Bytes t takes in device memory: a repacked matrix's groups, the last one padded with zero rows. */
+static size_t device_bytes(const struct llm_tensor *t)
+{
+    return t->flags & LLM_TENSOR_REPACKED ? llm_repack_size(t->type, t->ne[0], llm_nrows(t)) : llm_nbytes(t);
 }
 
 /* Copy the tensors offload accepts into one device buffer and point the copied model at them. */
@@ -87,7 +92,7 @@ static int upload(struct llm_weights *w, const struct llm_model *m, llm_weights_
         w->uploaded[i] = offload(user, t, llm_weights_layer_of(t->name, m->hp.n_layer));
         w->tensors[i] = *t;
         device_layout(b, &w->tensors[i]);
-        total += w->uploaded[i] ? align_up(llm_nbytes(&w->tensors[i])) : 0;
+        total += w->uploaded[i] ? align_up(device_bytes(&w->tensors[i])) : 0;
     }
     /* a tied output matrix is the token embedding, which stays on the host: an offloaded output
      * layer gets a copy of its own in the last slot (llama.cpp duplicates it likewise) */
@@ -96,7 +101,7 @@ static int upload(struct llm_weights *w, const struct llm_model *m, llm_weights_
     if (w->uploaded[tied]) {
         w->tensors[tied] = *m->output;
         device_layout(b, &w->tensors[tied]);
-        total += align_up(llm_nbytes(&w->tensors[tied]));
+        total += align_up(device_bytes(&w->tensors[tied]));
     }
     w->buf = total ? llm_buffer_new(b, total) : NULL;
     if (total && !w->buf)
@@ -109,11 +114,8 @@ static int upload(struct llm_weights *w, const struct llm_model *m, llm_weights_
         const struct llm_tensor *file = i == tied ? m->output : &m->tensors[i];
         const void *from = t->data;
         llm_buffer_place(w->buf, t, offs);
-        t->flags &= ~(uint32_t)LLM_TENSOR_REPACKED; /* the device reads the file's layout */
-        const size_t n = llm_nbytes(t);
-        const bool repacked = file->flags & LLM_TENSOR_REPACKED;
-        int rc = repacked || t->nb[1] != file->nb[1] ? upload_rows(t, from, repacked, err)
-                                                     : llm_tensor_set(t, from, 0, n, err);
+        const size_t n = device_bytes(t);
+        int rc = t->nb[1] != file->nb[1] ? upload_padded(t, from, err) : llm_tensor_set(t, from, 0, n, err);
         if (rc)
             return rc;
         offs += align_up(n);

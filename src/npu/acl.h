@@ -129,6 +129,8 @@ struct aclrtStreamStats {
                                  cost (aclrtStreamSetHostAway), not at each launch */
     uint64_t host_ran_tasks;  /* tasks the host ran itself while it waited for a device thread
                                  asleep on its cpu (the two could only take turns there) */
+    uint64_t kernels;         /* kernels the device ran, eagerly launched or inside replays */
+    uint64_t kernels_split;   /* of those, kernels split over the stream's workers */
 };
 /* All zero for a null stream. */
 void aclrtStreamGetStats(aclrtStream stream, struct aclrtStreamStats *stats);

@@ -68,10 +68,14 @@ static void split_kernel(int ith, int nth, void *arg)
     r->t->kernel(&k, (void *)r->t->args);
 }
 
-/* One kernel or copy: on worker 0 alone, or split over every worker of the stream's pool. */
+/* One kernel or copy: on worker 0 alone, or split over every worker of the stream's pool. Counted
+ * here, where eager and replayed kernels meet, so the two modes' counts can be compared. */
 static void run_one(struct acl_stream *s, const struct task *t)
 {
+    if (t->kind == TASK_KERNEL)
+        atomic_fetch_add_explicit(&s->kernels, 1, memory_order_relaxed);
     if (t->kind == TASK_KERNEL && t->block_dim != 1 && s->n_workers > 1) {
+        atomic_fetch_add_explicit(&s->kernels_split, 1, memory_order_relaxed);
         struct split_run r = { t, s->pool };
         llm_threadpool_run(s->pool, split_kernel, &r);
     } else {
@@ -404,6 +408,8 @@ void aclrtStreamGetStats(aclrtStream s, struct aclrtStreamStats *st)
     if (!s)
         return;
     st->device_ns = atomic_load(&s->device_ns);
+    st->kernels = atomic_load(&s->kernels);
+    st->kernels_split = atomic_load(&s->kernels_split);
     st->host_blocked_ns = s->host_blocked_ns;
     st->host_waits = s->waits;
     st->host_waits_shared_cpu = s->waits_shared_cpu;

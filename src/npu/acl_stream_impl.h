@@ -78,6 +78,7 @@ struct acl_stream {
     _Alignas(64) atomic_uint_fast64_t head;  /* tasks finished */
     atomic_uint done_seq;         /* futex word: bumped when head reached a sleeping host's wake_at */
     atomic_uint_fast64_t device_ns;
+    atomic_uint_fast64_t kernels, kernels_split; /* kernels run (replayed ones too); of those, split */
     atomic_int device_cpu;        /* where the device thread last took a task */
     /* The tuned policy's. */
     atomic_int device_state;      /* enum device_state; futex word while LENT */

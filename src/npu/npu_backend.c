@@ -573,10 +573,15 @@ void llm_npu_get_stats(struct llm_backend *b, struct llm_npu_stats *out)
     out->host_launch_us -= (double)st.host_blocked_ns / 1e3;
     out->host_waits = st.host_waits;
     out->host_waits_shared_cpu = st.host_waits_shared_cpu;
+    out->device_kernels = st.kernels;
+    out->split_kernels = st.kernels_split;
+    out->device_wakeups = st.device_wakeups;
+    out->host_ran_tasks = st.host_ran_tasks;
 }
 
 /* The figures by name, in the order -v prints them. */
-/* The times (doubles) and the kernels run read per token; the other counts as totals. */
+/* The times (doubles), the kernels run, the device thread's wake-ups and the tasks the host ran read
+ * per token; the other counts as totals. */
 #define STAT_AS(f, per_token) { #f, offsetof(struct llm_npu_stats, f), \
     _Generic(((struct llm_npu_stats *)0)->f, double: true, default: false), per_token }
 #define STAT(f) STAT_AS(f, _Generic(((struct llm_npu_stats *)0)->f, double: true, default: false))
@@ -588,7 +593,8 @@ static const struct {
     STAT(captures), STAT(replays), STAT(hits), STAT(misses), STAT(evictions), STAT(eager_graphs),
     STAT(eager_launches), STAT(ops_replayed), STAT(rope_tables), STAT(layout_pads), STAT(operator_fusion), STAT(host_launch_us),
     STAT(host_match_us), STAT(host_serial_us), STAT(device_us), STAT(host_waits), STAT(host_waits_shared_cpu),
-    STAT_AS(kernels_run, true), STAT_AS(kernels_run_unfused, true),
+    STAT_AS(kernels_run, true), STAT_AS(kernels_run_unfused, true), STAT_AS(device_kernels, true),
+    STAT_AS(split_kernels, true), STAT_AS(device_wakeups, true), STAT_AS(host_ran_tasks, true),
 };
 #undef STAT
 #undef STAT_AS

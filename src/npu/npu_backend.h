@@ -40,6 +40,12 @@ struct llm_npu_stats {
     uint64_t host_waits;     /* times the host waited for the device (synchronize, full queue) */
     uint64_t host_waits_shared_cpu; /* of those, waits with the device thread on the host's cpu:
                                 the two took turns on one core instead of overlapping        */
+    uint64_t device_kernels; /* kernels the device ran, counted by the device: kernels_run  */
+    uint64_t split_kernels;  /* of those, kernels split over the device's workers: the same
+                                per token eagerly and replayed                              */
+    uint64_t device_wakeups; /* times the host woke the sleeping device thread              */
+    uint64_t host_ran_tasks; /* tasks the host ran in the place of a device thread asleep on
+                                its cpu                                                     */
 };
 
 /* b must be an npu backend (llm_backend_npu_new). */
