@@ -198,7 +198,7 @@ static void test_errors_and_model(void)
         CHECK(gguf_open_mode(empty, (enum gguf_load_mode)m, &f, &err) == LLM_ERR_FORMAT && !f &&
                   strstr(err.msg, "file is empty"), "%s: %s", name, err.msg);
         struct llm_model *model = NULL;
-        CHECK(llm_model_load_mode(test_path("models/stories260K.gguf"), (enum gguf_load_mode)m, &model, &err) == 0,
+        CHECK(llm_model_load_mode(test_path("models/stories260K.gguf"), (enum gguf_load_mode)m, 1, &model, &err) == 0,
               "%s: %s", name, err.msg);
         CHECK(model && model->tok_embd && (const uint8_t *)model->tok_embd->data >= model->file->base &&
                   (const uint8_t *)model->tok_embd->data < model->file->base + model->file->size,

@@ -21,11 +21,15 @@
  * checks that need one are skipped. */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "graph.h"
 #include "harness.h"
 #include "model/model.h"
+#include "model/synth.h"
 #include "mul_mat_job.h"
 #include "ops/types/blocks.h"
 #include "ops/cpu/cpu.h"
@@ -325,7 +329,7 @@ static void test_load_locked(void)
     const char *path = test_path("models/llama-k256-q4_k_m.gguf");
     struct llm_model *m = NULL;
     struct llm_error err = { 0 };
-    CHECK(llm_model_load_mode(path, GGUF_LOAD_MLOCK, &m, &err) == 0, "%s: %s", path, err.msg);
+    CHECK(llm_model_load_mode(path, GGUF_LOAD_MLOCK, 1, &m, &err) == 0, "%s: %s", path, err.msg);
     if (!m)
         return;
     if (!m->file->locked || !m->repacked) {
@@ -392,6 +396,112 @@ static void test_load_k(void)
     llm_model_free(m);
 }
 
+/* ---- the threaded load ------------------------------------------------------------------------ */
+
+/* A llama (d1024 L1 h8/kv4 ff2048, SPM vocab of 515) whose matrices take every repacked type, a type
+ * without a repacked layout (Q5_1: copied) and F32 norms; 515 rows leave a last group of 3, and
+ * groups of ffn_down span more than a page. Random bytes: only the bytes are compared. */
+static const struct {
+    const char *name;
+    enum llm_type type;
+    int64_t ne0, ne1;
+} thread_tensors[] = {
+    { "token_embd.weight", LLM_TYPE_Q8_0, 1024, 515 },      { "output_norm.weight", LLM_TYPE_F32, 1024, 1 },
+    { "output.weight", LLM_TYPE_Q4_0, 1024, 515 },          { "blk.0.attn_norm.weight", LLM_TYPE_F32, 1024, 1 },
+    { "blk.0.attn_q.weight", LLM_TYPE_Q4_K, 1024, 1024 },   { "blk.0.attn_k.weight", LLM_TYPE_Q6_K, 1024, 512 },
+    { "blk.0.attn_v.weight", LLM_TYPE_Q5_0, 1024, 512 },    { "blk.0.attn_output.weight", LLM_TYPE_Q5_1, 1024, 1024 },
+    { "blk.0.ffn_norm.weight", LLM_TYPE_F32, 1024, 1 },     { "blk.0.ffn_gate.weight", LLM_TYPE_Q8_0, 1024, 2048 },
+    { "blk.0.ffn_up.weight", LLM_TYPE_Q4_K, 1024, 2048 },   { "blk.0.ffn_down.weight", LLM_TYPE_Q6_K, 2048, 1024 },
+};
+#define N_THREAD_TENSORS (sizeof thread_tensors / sizeof thread_tensors[0])
+
+/* Writes that model to path; *bytes: the tensors' bytes (the caller frees them). */
+static bool write_thread_model(const char *path, unsigned char *bytes[N_THREAD_TENSORS])
+{
+    struct gguf_writer *w = gguf_writer_new();
+    struct llm_error err = { 0 };
+    gguf_writer_add_str(w, "general.architecture", "llama");
+    static const char *const keys[] = { "llama.context_length", "llama.embedding_length", "llama.block_count",
+                                        "llama.feed_forward_length", "llama.attention.head_count",
+                                        "llama.attention.head_count_kv" };
+    static const uint32_t vals[] = { 256, 1024, 1, 2048, 8, 4 };
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        gguf_writer_add_u32(w, keys[i], vals[i]);
+    gguf_writer_add_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    CHECK(llm_synth_vocab(w, false, 515, &err) == 0, "vocab: %s", err.msg);
+    for (size_t i = 0; i < N_THREAD_TENSORS; i++) {
+        const int64_t ne[2] = { thread_tensors[i].ne0, thread_tensors[i].ne1 };
+        const size_t n = llm_row_size(thread_tensors[i].type, ne[0]) * (size_t)ne[1];
+        bytes[i] = malloc(n);
+        for (size_t b = 0; b < n; b++)
+            bytes[i][b] = (unsigned char)(test_rand() >> 13);
+        gguf_writer_add_tensor(w, thread_tensors[i].name, thread_tensors[i].type, ne[1] > 1 ? 2 : 1, ne, bytes[i]);
+    }
+    const bool ok = gguf_writer_write(w, path, &err) == 0;
+    CHECK(ok, "writing %s: %s", path, err.msg);
+    gguf_writer_free(w);
+    return ok;
+}
+
+/* Loading on 1, 2, 3, 7 and 64 threads (parts that end inside matrices, in the last group, and
+ * parts smaller than a tensor), mapped and read into memory: every tensor holds the file's bytes
+ * (unpacked when repacked), the repacked copy is the same bytes whatever the thread count, and no
+ * page of the mapped file's data section stays mapped. */
+static void test_load_threads(void)
+{
+    char path[] = "/tmp/test_repack_threads.XXXXXX";
+    const int fd = mkstemp(path);
+    unsigned char *bytes[N_THREAD_TENSORS] = { 0 };
+    if (fd < 0 || !write_thread_model(path, bytes)) {
+        CHECK(fd >= 0, "mkstemp");
+        return;
+    }
+    close(fd);
+    static const int threads[] = { 1, 2, 3, 7, 64 };
+    static const enum gguf_load_mode modes[] = { GGUF_LOAD_MMAP, GGUF_LOAD_READ };
+    struct llm_model *first = NULL;
+    for (size_t mi = 0; mi < 2; mi++)
+        for (size_t ti = 0; ti < sizeof threads / sizeof threads[0]; ti++) {
+            struct llm_model *m = NULL;
+            struct llm_error err = { 0 };
+            CHECK(llm_model_load_mode(path, modes[mi], threads[ti], &m, &err) == 0, "%s: %s", path, err.msg);
+            if (!m)
+                continue;
+            for (int64_t i = 0; i < m->n_tensors && i < (int64_t)N_THREAD_TENSORS; i++) {
+                const struct llm_tensor *t = &m->tensors[i];
+                const size_t row = t->nb[1], n = row * (size_t)t->ne[1];
+                unsigned char *got = malloc(n);
+                if (t->flags & LLM_TENSOR_REPACKED)
+                    llm_repack_unpack(t->type, t->ne[0], t->data, 0, t->ne[1], got, row);
+                else
+                    memcpy(got, t->data, n);
+                CHECK(memcmp(got, bytes[i], n) == 0, "%s on %d threads (%s): %s differs", path, threads[ti],
+                      gguf_load_mode_name(modes[mi]), t->name);
+                free(got);
+            }
+            if (first && m->repacked)
+                CHECK(m->repacked_bytes == first->repacked_bytes &&
+                          memcmp(m->repacked, first->repacked, m->repacked_bytes) == 0,
+                      "%s: the repacked copy on %d threads (%s) differs from one thread's", path, threads[ti],
+                      gguf_load_mode_name(modes[mi]));
+            if (m->repacked && modes[mi] == GGUF_LOAD_MMAP) {
+                const char *base = (const char *)m->file->base;
+                const long left = mapped_pages(base + m->file->data_offset + 4095, base + m->file->size - 4096);
+                CHECK(left == 0, "%s on %d threads: %ld pages of the data section still mapped", path, threads[ti], left);
+            }
+            if (!first)
+                first = m;
+            else
+                llm_model_free(m);
+        }
+    if (first && !first->repacked)
+        SKIP("%s: nothing repacked on this CPU (only the bytes were compared)", path);
+    llm_model_free(first);
+    for (size_t i = 0; i < N_THREAD_TENSORS; i++)
+        free(bytes[i]);
+    unlink(path);
+}
+
 int main(void)
 {
     /* K in blocks: legacy types one partial chunk (2 blocks), whole chunks (8, 16 blocks), whole
@@ -415,5 +525,6 @@ int main(void)
     test_load();
     test_load_k();
     test_load_locked();
+    test_load_threads();
     return test_done("test_repack");
 }

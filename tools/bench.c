@@ -184,7 +184,7 @@ static int ensure_model(struct bench_state *s, const struct bench_instance *t)
     s->model = NULL;
     struct llm_error err = { 0 };
     const uint64_t t0 = llm_now_ns();
-    if (llm_model_load_mode(path, gguf_load_mode_parse(bench_lm_name(t->load_mode)), &s->model, &err) != 0) {
+    if (llm_model_load_mode(path, gguf_load_mode_parse(bench_lm_name(t->load_mode)), t->n_threads, &s->model, &err) != 0) {
         tool_error("failed to load model '%s': %s", path, err.msg);
         return RUN_FAILED;
     }

@@ -823,7 +823,7 @@ static int generate(struct run_opts *o)
         return 1;
     tool_numa_note(o->numa, o->verbose, "llm-run");
     double t = (llm_now_us() / 1e3);
-    if (llm_model_load_mode(o->model, o->load_mode, &model, &err)) {
+    if (llm_model_load_mode(o->model, o->load_mode, o->n_threads, &model, &err)) {
         tool_error("%s", err.msg);
         return 1;
     }

@@ -371,7 +371,7 @@ static int read_arch(const struct gguf_file *f, const char *path, enum llm_arch 
     return 0;
 }
 
-static int load(struct llm_model *m, const char *path, enum gguf_load_mode mode, struct llm_error *err)
+static int load(struct llm_model *m, const char *path, enum gguf_load_mode mode, int n_threads, struct llm_error *err)
 {
     int r;
     if ((r = gguf_open_mode(path, mode, &m->file, err)) != 0)
@@ -395,21 +395,22 @@ static int load(struct llm_model *m, const char *path, enum gguf_load_mode mode,
     if ((r = make_tensors(m, path, err)) < 0 || (r = bind_all(m, path, err)) < 0)
         return r;
     llm_model_describe(m);
-    return llm_model_repack(m, err);
+    return llm_model_repack(m, n_threads, err);
 }
 
 int llm_model_load(const char *path, struct llm_model **out, struct llm_error *err)
 {
-    return llm_model_load_mode(path, GGUF_LOAD_MMAP, out, err);
+    return llm_model_load_mode(path, GGUF_LOAD_MMAP, 1, out, err);
 }
 
-int llm_model_load_mode(const char *path, enum gguf_load_mode mode, struct llm_model **out, struct llm_error *err)
+int llm_model_load_mode(const char *path, enum gguf_load_mode mode, int n_threads, struct llm_model **out,
+                        struct llm_error *err)
 {
     *out = NULL;
     struct llm_model *m = llm_calloc(1, sizeof *m);
     if (!m)
         return llm_fail(err, LLM_ERR_NOMEM, "%s: out of memory", path);
-    int r = load(m, path, mode, err);
+    int r = load(m, path, mode, n_threads, err);
     if (r != 0) {
         llm_model_free(m);
         return r < 0 ? -r : r;

@@ -85,8 +85,10 @@ struct llm_model {
 
 /* Repack the matrices the cpu decodes faster in the layout of src/ops/types/repack.h (their data then
  * points into m->repacked and they carry LLM_TENSOR_REPACKED), dropping the file's pages of each;
- * llm_model_load does it. Non-zero (an llm_error code) when the memory cannot be mapped. */
-int llm_model_repack(struct llm_model *m, struct llm_error *err);
+ * llm_model_load does it, on n_threads threads (1..64; others are clamped, and a thread that cannot
+ * be created leaves its share to the caller's). The bytes do not depend on n_threads. Non-zero (an
+ * llm_error code) when the memory cannot be mapped. */
+int llm_model_repack(struct llm_model *m, int n_threads, struct llm_error *err);
 void llm_model_repack_free(struct llm_model *m);
 
 /* Open path, read hyper-parameters, bind every weight by name with shape and type checks, load the
@@ -98,8 +100,10 @@ void llm_model_repack_free(struct llm_model *m);
  * runs: every op its graph builds supports these types. On error *out is NULL. */
 int llm_model_load(const char *path, struct llm_model **out, struct llm_error *err);
 /* llm_model_load with the file brought into memory as mode says (gguf_open_mode): the weights then
- * point into the file's mapping or into the anonymous memory it was read into. */
-int llm_model_load_mode(const char *path, enum gguf_load_mode mode, struct llm_model **out, struct llm_error *err);
+ * point into the file's mapping or into the anonymous memory it was read into, or into the repacked
+ * copy (llm_model_repack, on n_threads threads; llm_model_load takes one). */
+int llm_model_load_mode(const char *path, enum gguf_load_mode mode, int n_threads, struct llm_model **out,
+                        struct llm_error *err);
 void llm_model_free(struct llm_model *m);
 
 /* Set m->ftype, m->ftype_guessed and m->desc ("<arch> <size class> <ftype name>",

@@ -80,24 +80,42 @@ static void move_block(const struct layout *L, char *blk, char *scale, char *qua
         memcpy(parts[i][!to_file], parts[i][to_file], lens[i]);
 }
 
+/* memcpy of n bytes, with the sizes the layouts above copy as constants so that each becomes a few
+ * moves in place of a library call: repacking at load copies every weight block by block. */
+static inline void copy_bytes(char *dst, const char *src, size_t n)
+{
+    switch (n) {
+#define COPY_CASE(k) case k: memcpy(dst, src, k); break;
+        COPY_CASE(2) COPY_CASE(16) COPY_CASE(18) COPY_CASE(20) COPY_CASE(32) COPY_CASE(128) COPY_CASE(192)
+#undef COPY_CASE
+    default:
+        memcpy(dst, src, n);
+    }
+}
+
 void llm_repack_groups(enum llm_type t, int64_t K, int64_t M, const void *src, size_t stride, int64_t g0,
                        int64_t g1, void *dst)
 {
     const struct layout *L = layout_of(t);
-    const size_t bs = llm_type_info(t)->type_size, q = bs - L->scale_len;
+    const size_t bs = llm_type_info(t)->type_size, sl = L->scale_len, q = bs - sl, so = L->scale_off;
+    /* in every layout the scales are at one end of the block, so its quants are one run */
+    const size_t qo = so == 0 ? sl : 0;
+    _Static_assert(sizeof(struct block_q6_K) == offsetof(struct block_q6_K, scales) + 16 + 2, "Q6_K: scales, d last");
     const int64_t nb = K / llm_type_info(t)->blck_size;
-    char *out = (char *)dst + (size_t)g0 * llm_repack_group_size(t, K), zero[sizeof(struct block_q6_K)] = { 0 };
+    char *out = (char *)dst + (size_t)g0 * llm_repack_group_size(t, K);
+    static const char zero[sizeof(struct block_q6_K)];
     for (int64_t g = g0; g < g1; g++)
         for (int64_t c = 0; c < nb; c += L->chunk) {
             const int64_t nbc = nb - c < L->chunk ? nb - c : L->chunk;
-            char *quants = out + (size_t)(LLM_REPACK_ROWS * nbc) * L->scale_len;
+            char *quants = out + (size_t)(LLM_REPACK_ROWS * nbc) * sl;
             for (int r = 0; r < LLM_REPACK_ROWS; r++) {
                 const int64_t m = g * LLM_REPACK_ROWS + r;
+                /* the rows past M of the last group are zero blocks: scale 0, they add nothing */
+                const char *row = m < M ? (const char *)src + (size_t)m * stride + (size_t)c * bs : NULL;
                 for (int64_t k = 0; k < nbc; k++) {
-                    /* the rows past M of the last group are zero blocks: scale 0, they add nothing */
-                    char *blk = m < M ? (char *)src + (size_t)m * stride + (size_t)(c + k) * bs : zero;
-                    move_block(L, blk, out + (size_t)(r * nbc + k) * L->scale_len,
-                               quants + (size_t)(k * LLM_REPACK_ROWS + r) * q, false);
+                    const char *blk = row ? row + (size_t)k * bs : zero;
+                    copy_bytes(out + (size_t)(r * nbc + k) * sl, blk + so, sl);
+                    copy_bytes(quants + (size_t)(k * LLM_REPACK_ROWS + r) * q, blk + qo, q);
                 }
             }
             out = quants + (size_t)(LLM_REPACK_ROWS * nbc) * q;
