@@ -41,8 +41,11 @@ struct llm_backend_iface {
     /* Can weights of this type live in this backend's memory and be used by its kernels? */
     bool (*supports_type)(struct llm_backend *b, enum llm_type type);
     /* Optional (NULL: nothing to do): rewrite nodes [first, end) of g, a split this backend runs,
-     * before they get memory: the npu's operator fusion (src/npu/fusion.h). */
-    void (*graph_optimize)(struct llm_backend *b, struct llm_graph *g, int first, int end);
+     * before they get memory: the npu's operator fusion (src/npu/fusion.h) and layout pass
+     * (src/npu/layout.h), which may add nodes in the split (new tensors on g->pass_ctx, on this
+     * backend). Returns how many it added (the split then ends at end + that), or -1 when out of
+     * memory. */
+    int (*graph_optimize)(struct llm_backend *b, struct llm_graph *g, int first, int end);
     /* Size every internal buffer (scratch, workspaces, rope tables) for graphs up to g's sizes, so
      * that nothing is reallocated while graphs run. Call once per largest graph before computing. */
     int (*graph_reserve)(struct llm_backend *b, const struct llm_graph *g, struct llm_error *err);
