@@ -77,8 +77,9 @@ struct llm_backend_iface {
                             struct llm_error *err);
     int (*tensor_get_async)(struct llm_backend *b, const struct llm_tensor *t, void *data, size_t size,
                             struct llm_error *err);
-    /* Rows of weight t, when uploaded to this backend, padded to a multiple of this many elements
-     * (its kernels' layout: the npu's ALIGN rows, src/npu/layout.h); 1 or NULL: the file's rows. */
+    /* Rows of weight or KV cache t, when placed in this backend's memory, padded to a multiple of
+     * this many elements (its kernels' layout: the npu's ALIGN rows, src/npu/layout.h); 1 or NULL:
+     * dense rows. */
     int64_t (*weight_row_align)(struct llm_backend *b, const struct llm_tensor *t);
     /* Up to cap of the backend's figures so far into out; returns how many it has. */
     int (*get_stats)(struct llm_backend *b, struct llm_backend_stat *out, int cap);

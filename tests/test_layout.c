@@ -241,6 +241,32 @@ static void test_dense_leaf(void)
     release(&a, ctx);
 }
 
+/* The KV store: SET_ROWS copies dense rows into the padded cache's strides (no pad before it), and
+ * FLASH_ATTN reads views of the padded cache as they are; its dense Q is padded and its result, which
+ * a reshape reads, is the unpad of a padded twin. */
+static void test_kv_store(void)
+{
+    struct llm_ctx *ctx = llm_ctx_new(64);
+    struct llm_tensor *cache = llm_new_tensor_2d(ctx, LLM_TYPE_F32, 8, 32);
+    llm_pad_rows(cache, NPU_ALIGN_ELEMS);
+    const int64_t qne[] = { 8, 2, 1 };
+    struct llm_tensor *k = llm_scale(ctx, input(ctx, 2, (const int64_t[]){ 8, 2 }), 1.0f);
+    struct llm_tensor *ids = llm_new_tensor_1d(ctx, LLM_TYPE_I32, 2);
+    ids->flags = LLM_TENSOR_INPUT;
+    struct llm_tensor *store = llm_set_rows(ctx, cache, k, ids);
+    struct llm_tensor *kv = llm_view_3d(ctx, store, 8, 32, 1, cache->nb[1], cache->nb[2], 0);
+    struct llm_tensor *fa = llm_flash_attn(ctx, llm_scale(ctx, input(ctx, 3, qne), 1.0f), kv, kv, NULL, 1.0f);
+    struct llm_tensor *out = llm_scale(ctx, llm_reshape_2d(ctx, fa, 16, 1), 1.0f);
+    struct aligned a = align(ctx, &out, 1);
+    const struct llm_tensor *twin = fa->src[0];
+    CHECK(fa->op == LLM_OP_CHANNEL_NORM && fa->op_params[0] == 0 && twin && twin->op == LLM_OP_FLASH_ATTN &&
+          twin->nb[1] == 16 * sizeof(float), "the result: the unpad of a padded twin");
+    CHECK(store->src[1] == k && twin && twin->src[1] == kv && twin->src[2] == kv, "the cache read as it is");
+    CHECK(twin && converted(twin, 0, true), "Q padded");
+    CHECK_EQ_INT(a.r.inserted, 2);
+    release(&a, ctx);
+}
+
 /* A split: nodes [first, end) of a longer graph. A source computed by an earlier split is dense
  * (padded before an ALIGN reader), a result a later split reads stays dense (an unpad of its twin),
  * and the nodes outside the split are left alone. */
@@ -385,6 +411,41 @@ static void test_executor_enforces(void)
     aclFinalize();
 }
 
+/* The KV cache's kernels: FLASH_ATTN reading K and V rows of 8 elements (llama-2-tiny's width) and
+ * SET_ROWS writing them are refused on dense cache rows and taken on padded ones (the npu's cache,
+ * src/model/kv_cache.c); Q may come dense. */
+static void test_executor_enforces_cache(void)
+{
+    aclInit(NULL);
+    CHECK(aclrtSetDevice(0) == ACL_SUCCESS, "aclrtSetDevice");
+    struct llm_ctx *ctx = llm_ctx_new(32);
+    struct llm_tensor *q = llm_new_tensor(ctx, LLM_TYPE_F32, 3, (const int64_t[]){ 8, 2, 1 });
+    struct llm_tensor *cache[2], *fa[2], *store[2];
+    struct llm_tensor *rows = llm_new_tensor_2d(ctx, LLM_TYPE_F32, 8, 2), *ids = llm_new_tensor_1d(ctx, LLM_TYPE_I32, 2);
+    for (int padded = 0; padded < 2; padded++) {
+        cache[padded] = llm_new_tensor_2d(ctx, LLM_TYPE_F32, 8, 32);
+        llm_set_name(cache[padded], "%s cache", padded ? "padded" : "dense");
+        if (padded)
+            llm_pad_rows(cache[padded], NPU_ALIGN_ELEMS);
+        fa[padded] = llm_flash_attn(ctx, q, cache[padded], cache[padded], NULL, 1.0f);
+        store[padded] = llm_set_rows(ctx, cache[padded], rows, ids);
+    }
+    struct llm_tensor *all[] = { q, rows, ids, cache[0], cache[1], fa[0], fa[1] };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        on_device(all[i]);
+    for (int padded = 0; padded < 2; padded++)
+        store[padded]->data = cache[padded]->data;
+    CHECK(!llm_ctx_error(ctx), "%s", llm_ctx_error(ctx));
+    CHECK_EQ_INT(refused(fa[0], "dense cache"), 1);
+    CHECK_EQ_INT(refused(store[0], "dense cache"), 1);
+    CHECK_EQ_INT(refused(fa[1], ""), 0);
+    CHECK_EQ_INT(refused(store[1], ""), 0);
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        aclrtFree(all[i]->data);
+    llm_ctx_free(ctx);
+    aclFinalize();
+}
+
 /* The pass's output is what the device runs: every kernel of a rewritten chain (dense input, 24-wide
  * rows, a padded weight) is taken by its executor, and with one pad removed the matmul that read it
  * is refused, naming the dense input. */
@@ -427,10 +488,12 @@ int main(void)
     test_graph_output();
     test_coinciding_layouts();
     test_dense_leaf();
+    test_kv_store();
     test_split();
     test_linear_time();
     test_channel_norm_kernel();
     test_executor_enforces();
+    test_executor_enforces_cache();
     test_device_takes_rewrite();
     return test_done("test_layout");
 }

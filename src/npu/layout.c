@@ -9,11 +9,10 @@ enum npu_layout npu_layout_rule(const struct llm_tensor *node)
 {
     switch (node->op) {
     case LLM_OP_MUL_MAT: case LLM_OP_MUL_MAT_ADD: case LLM_OP_RMS_NORM: case LLM_OP_RMS_NORM_MUL:
-    case LLM_OP_ADD_RMS_NORM: case LLM_OP_SOFT_MAX: case LLM_OP_CONT: case LLM_OP_SET_ROWS:
+    case LLM_OP_ADD_RMS_NORM: case LLM_OP_SOFT_MAX: case LLM_OP_FLASH_ATTN: case LLM_OP_CONT: case LLM_OP_SET_ROWS:
         return NPU_LAYOUT_ALIGN;
     case LLM_OP_RESHAPE:
         return NPU_LAYOUT_NALIGN;
-    case LLM_OP_FLASH_ATTN: /* ALIGN once the npu's KV cache has padded rows; until then it reads dense rows */
     case LLM_OP_NONE: case LLM_OP_GET_ROWS: case LLM_OP_ADD: case LLM_OP_MUL: case LLM_OP_SCALE: case LLM_OP_ROPE:
     case LLM_OP_ROPE_QK:
     case LLM_OP_SWIGLU: case LLM_OP_SILU: case LLM_OP_CPY: case LLM_OP_VIEW: case LLM_OP_PERMUTE: case LLM_OP_TRANSPOSE:
@@ -32,8 +31,12 @@ bool npu_layout_reads_aligned(const struct llm_tensor *node, int j)
         return j <= 1;
     case LLM_OP_RMS_NORM: case LLM_OP_RMS_NORM_MUL: case LLM_OP_SOFT_MAX:
         return j == 0;
-    case LLM_OP_NONE: case LLM_OP_GET_ROWS: case LLM_OP_SET_ROWS: case LLM_OP_ADD: case LLM_OP_MUL: case LLM_OP_SCALE:
-    case LLM_OP_ROPE: case LLM_OP_FLASH_ATTN: case LLM_OP_SWIGLU: case LLM_OP_SILU: case LLM_OP_CPY: case LLM_OP_CONT:
+    case LLM_OP_SET_ROWS: /* the cache rows it writes */
+        return j == 0;
+    case LLM_OP_FLASH_ATTN: /* the cache rows it reads */
+        return j == 1 || j == 2;
+    case LLM_OP_NONE: case LLM_OP_GET_ROWS: case LLM_OP_ADD: case LLM_OP_MUL: case LLM_OP_SCALE:
+    case LLM_OP_ROPE: case LLM_OP_SWIGLU: case LLM_OP_SILU: case LLM_OP_CPY: case LLM_OP_CONT:
     case LLM_OP_VIEW: case LLM_OP_RESHAPE: case LLM_OP_PERMUTE: case LLM_OP_TRANSPOSE: case LLM_OP_CHANNEL_NORM:
     case LLM_OP_FUSED: case LLM_OP_ROPE_QK: case LLM_OP_COUNT:
         return false;
@@ -72,6 +75,13 @@ static bool written_source(const struct llm_tensor *n, int j)
 {
     return (n->op == LLM_OP_CPY && j == 1) || (n->op == LLM_OP_SET_ROWS && j == 0) ||
            (n->op == LLM_OP_ADD_RMS_NORM && j == 2) || (n->op == LLM_OP_ROPE_QK && j == 3);
+}
+
+/* Does n copy its source into its own strides (a CHANNEL_NORM; SET_ROWS and CPY into their
+ * destination's), so that its read is the conversion, not a conflict? */
+static bool converts(const struct llm_tensor *n)
+{
+    return n->op == LLM_OP_CHANNEL_NORM || n->op == LLM_OP_SET_ROWS || n->op == LLM_OP_CPY;
 }
 
 /* Marks per tensor in the index. */
@@ -190,8 +200,10 @@ static enum npu_layout follow(const struct index *ix, const enum npu_layout *mod
 static enum npu_layout resolve(const struct index *ix, const enum npu_layout *modes, const struct llm_tensor *n,
                                bool naive)
 {
-    if (n->op == LLM_OP_FUSED || (n->view_src && !llm_op_is_noop(n->op)))
-        return NPU_LAYOUT_NALIGN; /* another tensor's memory (a dense cache, a fused node's result) */
+    if (n->op == LLM_OP_FUSED) /* the fusing node writes it with the strides it has: dense */
+        return NPU_LAYOUT_NALIGN;
+    if (n->view_src && !llm_op_is_noop(n->op)) /* SET_ROWS, CPY: their destination's rows (a cache's) */
+        return npu_layout_rows_aligned(n) && layouts_differ(n) ? NPU_LAYOUT_ALIGN : NPU_LAYOUT_NALIGN;
     const enum npu_layout m = npu_layout_rule(n);
     if (m != NPU_LAYOUT_BOTH)
         return m;
@@ -243,8 +255,8 @@ static void resolve_all(struct index *ix, const struct llm_graph *g, int first, 
         *nm = resolve(ix, naive, n, true);
         for (int j = 0; j < LLM_MAX_SRC; j++) {
             const struct llm_tensor *s = n->src[j];
-            if (!s || written_source(n, j) || !layouts_differ(s) || n->op == LLM_OP_CHANNEL_NORM)
-                continue; /* a CHANNEL_NORM is the conversion, not a conflict */
+            if (!s || written_source(n, j) || !layouts_differ(s) || converts(n))
+                continue;
             const enum npu_layout ns = source_mode(ix, naive, s); /* naive: one CHANNEL_NORM per conflicting edge */
             r->naive += ns != NPU_LAYOUT_BOTH && ns != *nm;
             if (source_mode(ix, modes, s) == NPU_LAYOUT_ALIGN && *m == NPU_LAYOUT_NALIGN && pos_of(ix, s) >= 0)
@@ -360,7 +372,7 @@ static void convert_all(struct index *ix, struct rewrite *w, struct llm_graph *g
         struct llm_tensor *n = g->nodes[i];
         const enum npu_layout m = modes[i - first];
         for (int j = 0; j < LLM_MAX_SRC; j++)
-            if (n->src[j] && !written_source(n, j) && n->op != LLM_OP_CHANNEL_NORM)
+            if (n->src[j] && !written_source(n, j) && !converts(n))
                 convert_source(ix, w, n, j, m, source_mode(ix, modes, n->src[j]), r);
         if (m == NPU_LAYOUT_ALIGN && !llm_op_is_noop(n->op))
             r->padding_bytes += padded_weights(ix, n);

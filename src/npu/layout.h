@@ -3,14 +3,16 @@
  * (dense), and a CHANNEL_NORM node (pad or unpad) goes on each edge whose ends disagree.
  *
  * Modes, the Ascend layout rules mapped onto our ops:
- *   ALIGN only   MUL_MAT, MUL_MAT_ADD (gemm); RMS_NORM and the fused norms, SOFT_MAX (reductions);
- *                CONT (a transpose made real); a pad (CHANNEL_NORM into ALIGN). FLASH_ATTN is BOTH
- *                until the npu's KV cache has padded rows (src/npu/README.md, "Not yet")
+ *   ALIGN only   MUL_MAT, MUL_MAT_ADD (gemm); RMS_NORM and the fused norms, SOFT_MAX, FLASH_ATTN
+ *                (reductions); CONT (a transpose made real); a pad (CHANNEL_NORM into ALIGN)
  *   NALIGN only  graph inputs (leaves flagged INPUT) and outputs (nodes flagged OUTPUT: the host
  *                reads them dense); RESHAPE and views of nodes (their strides were built on dense
- *                rows); an unpad; a BOTH node whose output has odd rank; nodes writing memory whose
- *                layout another tensor fixes: SET_ROWS and CPY (the KV cache, dense), a fused
- *                node's second result (LLM_OP_FUSED)
+ *                rows); an unpad; a BOTH node whose output has odd rank; a fused node's second
+ *                result (LLM_OP_FUSED: the fusing node writes it dense)
+ *   its memory's SET_ROWS and CPY (scatters) write another tensor's memory, the KV cache: ALIGN
+ *                where its rows are padded (the npu's cache, LLM_NPU_LAYOUT_ALIGN on), else NALIGN.
+ *                Like a CHANNEL_NORM they copy into their destination's strides, so what they read
+ *                never conflicts
  *   BOTH         the rest (element-wise: ADD, MUL, SCALE, SILU, SWIGLU, ROPE, GET_ROWS). A BOTH node
  *                follows its parent; when its parents disagree, the first in topological order wins
  *                (leaves come before every node); a broadcasting ADD or MUL follows its full-size
@@ -47,8 +49,9 @@ struct npu_layout_report {
 
 /* What the device enforces (LLM_NPU_LAYOUT_ALIGN on): source j of node must come in ALIGN rows. The
  * gemms read both operands (MUL_MAT, MUL_MAT_ADD), the norms and the softmax the rows they reduce
- * (RMS_NORM, RMS_NORM_MUL, SOFT_MAX src0; ADD_RMS_NORM both addends). CONT is ALIGN for the pass
- * but read element by element, so not enforced. */
+ * (RMS_NORM, RMS_NORM_MUL, SOFT_MAX src0; ADD_RMS_NORM both addends), FLASH_ATTN the cache rows it
+ * reads (K, V), SET_ROWS the cache rows it writes (src0). CONT is ALIGN for the pass, but it reads
+ * element by element and its result is the pass's to pad, so there is nothing to enforce. */
 bool npu_layout_reads_aligned(const struct llm_tensor *node, int j);
 
 /* Are t's rows ALIGN for an enforcing reader: a row stride of a multiple of NPU_ALIGN_ELEMS
