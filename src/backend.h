@@ -41,8 +41,11 @@ struct llm_backend_iface {
     /* Can weights of this type live in this backend's memory and be used by its kernels? */
     bool (*supports_type)(struct llm_backend *b, enum llm_type type);
     /* Optional (NULL: nothing to do): rewrite nodes [first, end) of g, a split this backend runs,
-     * before they get memory: the npu's operator fusion (src/npu/fusion.h). */
-    void (*graph_optimize)(struct llm_backend *b, struct llm_graph *g, int first, int end);
+     * before they get memory: the npu's operator fusion (src/npu/fusion.h) and layout pass
+     * (src/npu/layout.h), which may add nodes in the split (new tensors on g->pass_ctx, on this
+     * backend). Returns how many it added (the split then ends at end + that), or -1 when out of
+     * memory. */
+    int (*graph_optimize)(struct llm_backend *b, struct llm_graph *g, int first, int end);
     /* Size every internal buffer (scratch, workspaces, rope tables) for graphs up to g's sizes, so
      * that nothing is reallocated while graphs run. Call once per largest graph before computing. */
     int (*graph_reserve)(struct llm_backend *b, const struct llm_graph *g, struct llm_error *err);
@@ -74,8 +77,9 @@ struct llm_backend_iface {
                             struct llm_error *err);
     int (*tensor_get_async)(struct llm_backend *b, const struct llm_tensor *t, void *data, size_t size,
                             struct llm_error *err);
-    /* Rows of weight t, when uploaded to this backend, padded to a multiple of this many elements
-     * (its kernels' layout: the npu's ALIGN rows, src/npu/layout.h); 1 or NULL: the file's rows. */
+    /* Rows of weight or KV cache t, when placed in this backend's memory, padded to a multiple of
+     * this many elements (its kernels' layout: the npu's ALIGN rows, src/npu/layout.h); 1 or NULL:
+     * dense rows. */
     int64_t (*weight_row_align)(struct llm_backend *b, const struct llm_tensor *t);
     /* Up to cap of the backend's figures so far into out; returns how many it has. */
     int (*get_stats)(struct llm_backend *b, struct llm_backend_stat *out, int cap);

@@ -447,5 +447,6 @@ void llm_graph_free(struct llm_graph *g)
         return;
     free(g->nodes);
     free(g->leafs);
+    llm_ctx_free(g->pass_ctx);
     free(g);
 }

@@ -84,6 +84,7 @@ struct llm_graph {
     struct llm_tensor **leafs;
     int n_leafs;
     int cap;
+    struct llm_ctx *pass_ctx; /* tensors a backend's graph pass added (src/npu/layout.h); freed with g */
 };
 
 /* Visit from outputs[0..n-1]; each output gets LLM_TENSOR_OUTPUT. Returns NULL when out of

@@ -168,10 +168,16 @@ int llm_split_exec_prepare(struct llm_split_exec *x, struct llm_graph *g, const 
     if (rc)
         return rc;
     for (int k = 0; k < x->plan.n_splits; k++) { /* before the copies are wired in: readers are all seen */
-        const struct llm_sched_split *sp = &x->plan.splits[k];
+        struct llm_sched_split *sp = &x->plan.splits[k];
         struct llm_backend *b = x->backends[sp->backend];
-        if (b->iface->graph_optimize)
-            b->iface->graph_optimize(b, g, sp->first, sp->end);
+        const int added = b->iface->graph_optimize ? b->iface->graph_optimize(b, g, sp->first, sp->end) : 0;
+        if (added < 0)
+            return llm_fail(err, LLM_ERR_NOMEM, "out of memory in the %s backend's graph passes", b->iface->name);
+        sp->end += added;
+        for (int l = k + 1; l < x->plan.n_splits; l++) { /* the nodes after the split moved */
+            x->plan.splits[l].first += added;
+            x->plan.splits[l].end += added;
+        }
     }
     if (rewire(x, g))
         return llm_fail(err, LLM_ERR_NOMEM, "out of memory for the split inputs");

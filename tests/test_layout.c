@@ -24,26 +24,40 @@ static struct llm_tensor *input(struct llm_ctx *ctx, int n_dims, const int64_t *
 
 static struct llm_tensor *weight(struct llm_ctx *ctx)
 {
-    struct llm_tensor *t = llm_new_tensor_2d(ctx, LLM_TYPE_F32, 32, 32);
+    struct llm_tensor *t = llm_new_tensor_2d(ctx, LLM_TYPE_F32, 24, 24);
     t->flags = LLM_TENSOR_WEIGHT;
+    llm_pad_rows(t, NPU_ALIGN_ELEMS); /* uploaded padded, as the npu's weights are */
     return t;
 }
 
-static const int64_t X2[] = { 32, 2 }, X3[] = { 32, 2, 3 }, ROW[] = { 32, 1 };
+/* Rows of 24 floats: ALIGN pads them to 32, so the two layouts differ and conflicts need a
+ * CHANNEL_NORM (rows of a multiple of 16 would not: test_coinciding_layouts). */
+static const int64_t X2[] = { 24, 2 }, X3[] = { 24, 2, 3 }, X4[] = { 24, 2, 1, 2 };
+#define PADDED_ROW (32 * sizeof(float))
+#define DENSE_ROW (24 * sizeof(float))
 
-/* The outputs' graph, aligned (CHANNEL_NORMs inserted from ctx); modes of the nodes before it. */
+/* The outputs' graph, rewritten by the pass; modes of the nodes before it. */
 struct aligned {
     struct llm_graph *g;
     enum npu_layout *modes;
     struct npu_layout_report r;
+    int n_before;
 };
 
 static struct aligned align(struct llm_ctx *ctx, struct llm_tensor **outs, int n_outs)
 {
     struct aligned a = { .g = llm_graph_build(outs, n_outs) };
+    a.n_before = a.g->n_nodes;
     a.modes = calloc((size_t)a.g->n_nodes + 1, sizeof *a.modes);
-    CHECK_EQ_INT(npu_layout_align(a.g, ctx, a.modes, &a.r), 0);
+    const int added = npu_layout_align(a.g, 0, a.g->n_nodes, true, a.modes, &a.r);
+    CHECK(added == a.r.inserted && a.g->n_nodes == a.n_before + added, "%d nodes added, %d counted", added,
+          a.r.inserted);
     CHECK(!llm_ctx_error(ctx), "%s", llm_ctx_error(ctx));
+    struct npu_layout_report again; /* a rewritten graph has no conflict left */
+    enum npu_layout *modes = calloc((size_t)a.g->n_nodes + 1, sizeof *modes);
+    CHECK(npu_layout_align(a.g, 0, a.g->n_nodes, true, modes, &again) == 0 && again.inserted == 0,
+          "the second pass added %d", again.inserted);
+    free(modes);
     return a;
 }
 
@@ -62,6 +76,14 @@ static int channel_norms(const struct llm_graph *g)
     return n;
 }
 
+static int position(const struct llm_graph *g, const struct llm_tensor *t)
+{
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i] == t)
+            return i;
+    return -1;
+}
+
 /* Does n read source j through a CHANNEL_NORM of that direction (pad: into ALIGN)? */
 static bool converted(const struct llm_tensor *n, int j, bool pad)
 {
@@ -69,10 +91,19 @@ static bool converted(const struct llm_tensor *n, int j, bool pad)
     return c && c->op == LLM_OP_CHANNEL_NORM && (c->op_params[0] != 0) == pad;
 }
 
+/* Is t the unpad of a padded twin computing op (the rewrite of an ALIGN node read dense)? */
+static bool unpadded_twin(const struct llm_tensor *t, enum llm_op op)
+{
+    const struct llm_tensor *twin = t->src[0];
+    return t->op == LLM_OP_CHANNEL_NORM && t->op_params[0] == 0 && t->nb[1] == DENSE_ROW && twin &&
+           twin->op == op && twin->nb[1] == PADDED_ROW && !(twin->flags & LLM_TENSOR_OUTPUT);
+}
+
 /* input -> SCALE -> SILU -> MUL_MAT -> SCALE -> MUL_MAT -> SILU (output). The BOTH nodes follow their
  * parents: the input side stays dense, the SCALE between the matmuls takes ALIGN, so there are two
- * conversions, a pad before the first matmul and an unpad before the output. Naive: four, one on each
- * edge between a matmul and a BOTH node. */
+ * conversions: a pad before the first matmul, and the second matmul, read dense by the output,
+ * becomes the unpad of its padded twin. The first matmul and the SCALE keep padded rows in place.
+ * Naive: four, one on each edge between a matmul and a BOTH node. */
 static void test_chain(void)
 {
     struct llm_ctx *ctx = llm_ctx_new(64);
@@ -81,17 +112,23 @@ static void test_chain(void)
     struct llm_tensor *s = llm_scale(ctx, m1, 2.0f), *m2 = llm_mul_mat(ctx, w, s), *out = llm_silu(ctx, m2);
     struct aligned a = align(ctx, &out, 1);
     CHECK(a.r.inserted == 2 && a.r.naive == 4, "chain: %d inserted (2), naive %d (4)", a.r.inserted, a.r.naive);
-    CHECK(converted(m1, 1, true), "chain: a pad before the first matmul");
-    CHECK(s->src[0] == m1 && m2->src[1] == s, "chain: the SCALE between the matmuls follows its parent");
-    CHECK(converted(out, 0, false), "chain: an unpad before the output");
+    CHECK(converted(m1, 1, true) && position(a.g, m1->src[1]) == position(a.g, m1) - 1,
+          "chain: a pad right before the first matmul");
+    CHECK(s->src[0] == m1 && m1->nb[1] == PADDED_ROW && s->nb[1] == PADDED_ROW, "chain: padded in place");
+    CHECK(unpadded_twin(m2, LLM_OP_MUL_MAT) && m2->src[0]->src[1] == s && out->src[0] == m2,
+          "chain: the second matmul computes padded, the output reads its unpad");
+    CHECK(position(a.g, m2->src[0]) == position(a.g, m2) - 1, "chain: the twin right before its unpad");
     CHECK_EQ_INT(channel_norms(a.g), 2);
+    CHECK(a.r.padding_bytes == 2 * PADDED_ROW + 2 * (PADDED_ROW - DENSE_ROW) * 2 + 2 * PADDED_ROW +
+                                   24 * (PADDED_ROW - DENSE_ROW),
+          "chain: %zu bytes of padding", a.r.padding_bytes);
     release(&a, ctx);
 }
 
 /* x feeds a matmul (ALIGN) and a SCALE (NALIGN, from the input), and their ADD takes the mode of the
  * parent first in topological order; the other parent is converted. Then RMS_NORM (ALIGN) and an
- * output SCALE. ADD(a, b): ALIGN, pads for x and b, unpad before the output: 3. ADD(b, a): NALIGN,
- * pad for x, unpad of a, pad before the norm, unpad before the output: 4. */
+ * output SCALE. ADD(a, b): ALIGN, pads for x and b, the norm's unpad for the output: 3. ADD(b, a):
+ * NALIGN, pad for x, the matmul's unpad, pad before the norm, the norm's unpad: 4. */
 static void test_diamond(void)
 {
     for (int order = 0; order < 2; order++) {
@@ -99,33 +136,40 @@ static void test_diamond(void)
         struct llm_tensor *x = input(ctx, 2, X2), *w = weight(ctx);
         struct llm_tensor *ma = llm_mul_mat(ctx, w, x), *sb = llm_scale(ctx, x, 3.0f);
         struct llm_tensor *add = order ? llm_add(ctx, sb, ma) : llm_add(ctx, ma, sb);
-        struct llm_tensor *out = llm_scale(ctx, llm_rms_norm(ctx, add, 1e-5f), 1.0f);
+        struct llm_tensor *norm = llm_rms_norm(ctx, add, 1e-5f), *out = llm_scale(ctx, norm, 1.0f);
         struct aligned a = align(ctx, &out, 1);
         CHECK(a.r.inserted == 3 + order, "diamond %d: %d inserted", order, a.r.inserted);
         CHECK(converted(add, 1, !order), "diamond %d: the later parent is converted", order);
         CHECK(add->src[0] == (order ? sb : ma), "diamond %d: the first parent is not", order);
+        CHECK(add->nb[1] == (order ? DENSE_ROW : PADDED_ROW), "diamond %d: the ADD's rows", order);
+        CHECK(order ? converted(norm->src[0], 0, true) : norm->src[0]->src[0] == add, /* norm->src[0]: the twin */
+              "diamond %d: the norm reads the sum padded", order);
+        CHECK(unpadded_twin(norm, LLM_OP_RMS_NORM), "diamond %d: the norm's unpad", order);
         release(&a, ctx);
     }
 }
 
-/* A broadcasting ADD follows its full-size input, not its first parent: the one-row input is
- * visited first (by another output), yet the ADD takes the matmul's ALIGN and the row is padded. */
+/* A broadcasting ADD follows its full-size input, not its first parent: the smaller input is
+ * visited first (by another output), yet the ADD takes the matmul's ALIGN and the smaller one is
+ * padded. */
 static void test_broadcast(void)
 {
     struct llm_ctx *ctx = llm_ctx_new(64);
-    struct llm_tensor *small = llm_scale(ctx, llm_scale(ctx, input(ctx, 2, ROW), 2.0f), 1.0f);
-    struct llm_tensor *row2 = llm_reshape_2d(ctx, small, 32, 1); /* so small's own node is not the output */
-    struct llm_tensor *full = llm_mul_mat(ctx, weight(ctx), input(ctx, 2, X2));
+    struct llm_tensor *small = llm_scale(ctx, llm_scale(ctx, input(ctx, 2, X2), 2.0f), 1.0f);
+    struct llm_tensor *row2 = llm_reshape_2d(ctx, small, 24, 2); /* so small's own node is not the output */
+    struct llm_tensor *full = llm_mul_mat(ctx, weight(ctx), input(ctx, 4, X4));
     struct llm_tensor *bc = llm_add(ctx, full, small);
     struct llm_tensor *outs[] = { llm_silu(ctx, row2), llm_rms_norm(ctx, bc, 1e-5f) };
     struct aligned a = align(ctx, outs, 2);
-    CHECK(converted(bc, 1, true) && bc->src[0] == full, "broadcast: the ADD is ALIGN, its one-row input padded");
+    CHECK(converted(bc, 1, true) && bc->src[0] == full, "broadcast: the ADD is ALIGN, its smaller input padded");
+    CHECK(bc->nb[1] == PADDED_ROW && full->nb[1] == PADDED_ROW, "broadcast: padded in place");
     release(&a, ctx);
 }
 
-/* The same chain on [32, 2, 3] (rank 3) and [32, 2] (rank 2): input -> MUL_MAT -> SCALE -> SILU (output).
+/* The same chain on [24, 2, 3] (rank 3) and [24, 2] (rank 2): input -> MUL_MAT -> SCALE -> SILU (output).
  * The matmul stays ALIGN at rank 3 (its kernel needs it: ALIGN only wins over odd rank); the SCALE
- * then is NALIGN at rank 3 (unpad before it) and follows the matmul at rank 2 (unpad after it). */
+ * then is NALIGN at rank 3 (the matmul becomes an unpad) and follows the matmul at rank 2 (the
+ * SCALE becomes one). */
 static void test_odd_rank(void)
 {
     for (int rank = 2; rank <= 3; rank++) {
@@ -134,24 +178,113 @@ static void test_odd_rank(void)
         struct llm_tensor *s = llm_scale(ctx, m, 2.0f), *out = llm_silu(ctx, s);
         struct aligned a = align(ctx, &out, 1);
         CHECK_EQ_INT(a.r.inserted, 2);
-        CHECK(converted(m, 1, true), "rank %d: the matmul's input padded", rank);
-        CHECK(rank == 3 ? converted(s, 0, false) && out->src[0] == s : s->src[0] == m && converted(out, 0, false),
+        CHECK(rank == 3 ? converted(m->src[0], 1, true) : converted(m, 1, true), "rank %d: the matmul's input padded",
+              rank);
+        CHECK(rank == 3 ? unpadded_twin(m, LLM_OP_MUL_MAT) && s->src[0] == m && s->nb[1] == DENSE_ROW
+                        : unpadded_twin(s, LLM_OP_SCALE) && s->src[0]->src[0] == m && m->nb[1] == PADDED_ROW,
               "rank %d: the unpad's place", rank);
         release(&a, ctx);
     }
 }
 
-/* An ALIGN node the host reads: one unpad after it, which becomes the output. */
+/* An ALIGN node the host reads: it stays the output, dense, the unpad of its padded twin. */
 static void test_graph_output(void)
 {
     struct llm_ctx *ctx = llm_ctx_new(64);
     struct llm_tensor *out = llm_mul_mat(ctx, weight(ctx), input(ctx, 2, X2));
     struct aligned a = align(ctx, &out, 1);
-    const struct llm_tensor *last = a.g->nodes[a.g->n_nodes - 1];
     CHECK(a.r.inserted == 2 && a.r.naive == 2, "output: %d inserted, naive %d", a.r.inserted, a.r.naive);
-    CHECK(last->op == LLM_OP_CHANNEL_NORM && last->op_params[0] == 0 && last->src[0] == out &&
-          (last->flags & LLM_TENSOR_OUTPUT) && !(out->flags & LLM_TENSOR_OUTPUT), "output: read through an unpad");
+    CHECK(a.g->nodes[a.g->n_nodes - 1] == out && unpadded_twin(out, LLM_OP_MUL_MAT) &&
+          (out->flags & LLM_TENSOR_OUTPUT), "output: read through an unpad");
     release(&a, ctx);
+}
+
+/* Where the two layouts coincide (rows of a multiple of 16, a single row) no conflict needs a
+ * CHANNEL_NORM and nothing is padded; a view of an ALIGN node reads its unpad (its strides were
+ * built dense), a view of a weight takes the weight's layout. */
+static void test_coinciding_layouts(void)
+{
+    struct llm_ctx *ctx = llm_ctx_new(64);
+    const int64_t wide[] = { 32, 2 }, row[] = { 24, 1 };
+    struct llm_tensor *w32 = llm_new_tensor_2d(ctx, LLM_TYPE_F32, 32, 32);
+    w32->flags = LLM_TENSOR_WEIGHT;
+    struct llm_tensor *m = llm_mul_mat(ctx, w32, input(ctx, 2, wide)), *r = llm_mul_mat(ctx, weight(ctx), input(ctx, 2, row));
+    struct llm_tensor *outs[] = { llm_silu(ctx, m), llm_silu(ctx, r) };
+    struct aligned a = align(ctx, outs, 2);
+    CHECK(a.r.inserted == 0 && a.r.naive == 0 && channel_norms(a.g) == 0, "coinciding: %d inserted", a.r.inserted);
+    release(&a, ctx);
+
+    ctx = llm_ctx_new(64);
+    struct llm_tensor *mm = llm_mul_mat(ctx, weight(ctx), input(ctx, 2, X2));
+    struct llm_tensor *v = llm_view_2d(ctx, mm, 12, 2, mm->nb[1], 0), *out = llm_silu(ctx, v);
+    struct llm_tensor *wv = llm_view_2d(ctx, weight(ctx), 24, 2, PADDED_ROW, 0);
+    struct llm_tensor *outs2[] = { out, llm_rms_norm(ctx, wv, 1e-5f) };
+    a = align(ctx, outs2, 2);
+    CHECK(unpadded_twin(mm, LLM_OP_MUL_MAT) && v->src[0] == mm && v->view_src == mm && v->nb[1] == DENSE_ROW,
+          "a view reads the unpad");
+    CHECK(outs2[1]->src[0]->src[0] == wv, "the norm reads the weight's view as it is");
+    release(&a, ctx);
+}
+
+/* A leaf is what its rows are: a weight left dense (not uploaded padded) is padded before the gemm
+ * reads it, one uploaded padded is read as it is. */
+static void test_dense_leaf(void)
+{
+    struct llm_ctx *ctx = llm_ctx_new(64);
+    struct llm_tensor *dense = llm_new_tensor_2d(ctx, LLM_TYPE_F32, 24, 24), *x = llm_scale(ctx, input(ctx, 2, X2), 1.0f);
+    dense->flags = LLM_TENSOR_WEIGHT;
+    struct llm_tensor *m = llm_mul_mat(ctx, dense, x), *mp = llm_mul_mat(ctx, weight(ctx), x);
+    struct llm_tensor *outs[] = { llm_scale(ctx, m, 1.0f), llm_scale(ctx, mp, 1.0f) };
+    struct aligned a = align(ctx, outs, 2);
+    CHECK(converted(m->src[0], 0, true) && m->src[0]->src[0]->src[0] == dense, "the dense weight is padded");
+    CHECK(mp->src[0]->src[0]->flags & LLM_TENSOR_WEIGHT, "the padded weight is read as it is");
+    release(&a, ctx);
+}
+
+/* The KV store: SET_ROWS copies dense rows into the padded cache's strides (no pad before it), and
+ * FLASH_ATTN reads views of the padded cache as they are; its dense Q is padded and its result, which
+ * a reshape reads, is the unpad of a padded twin. */
+static void test_kv_store(void)
+{
+    struct llm_ctx *ctx = llm_ctx_new(64);
+    struct llm_tensor *cache = llm_new_tensor_2d(ctx, LLM_TYPE_F32, 8, 32);
+    llm_pad_rows(cache, NPU_ALIGN_ELEMS);
+    const int64_t qne[] = { 8, 2, 1 };
+    struct llm_tensor *k = llm_scale(ctx, input(ctx, 2, (const int64_t[]){ 8, 2 }), 1.0f);
+    struct llm_tensor *ids = llm_new_tensor_1d(ctx, LLM_TYPE_I32, 2);
+    ids->flags = LLM_TENSOR_INPUT;
+    struct llm_tensor *store = llm_set_rows(ctx, cache, k, ids);
+    struct llm_tensor *kv = llm_view_3d(ctx, store, 8, 32, 1, cache->nb[1], cache->nb[2], 0);
+    struct llm_tensor *fa = llm_flash_attn(ctx, llm_scale(ctx, input(ctx, 3, qne), 1.0f), kv, kv, NULL, 1.0f);
+    struct llm_tensor *out = llm_scale(ctx, llm_reshape_2d(ctx, fa, 16, 1), 1.0f);
+    struct aligned a = align(ctx, &out, 1);
+    const struct llm_tensor *twin = fa->src[0];
+    CHECK(fa->op == LLM_OP_CHANNEL_NORM && fa->op_params[0] == 0 && twin && twin->op == LLM_OP_FLASH_ATTN &&
+          twin->nb[1] == 16 * sizeof(float), "the result: the unpad of a padded twin");
+    CHECK(store->src[1] == k && twin && twin->src[1] == kv && twin->src[2] == kv, "the cache read as it is");
+    CHECK(twin && converted(twin, 0, true), "Q padded");
+    CHECK_EQ_INT(a.r.inserted, 2);
+    release(&a, ctx);
+}
+
+/* A split: nodes [first, end) of a longer graph. A source computed by an earlier split is dense
+ * (padded before an ALIGN reader), a result a later split reads stays dense (an unpad of its twin),
+ * and the nodes outside the split are left alone. */
+static void test_split(void)
+{
+    struct llm_ctx *ctx = llm_ctx_new(64);
+    struct llm_tensor *before = llm_scale(ctx, input(ctx, 2, X2), 2.0f);
+    struct llm_tensor *m = llm_mul_mat(ctx, weight(ctx), before), *after = llm_silu(ctx, llm_scale(ctx, m, 1.0f));
+    struct llm_graph *g = llm_graph_build(&after, 1);
+    CHECK(g->n_nodes == 4 && g->nodes[1] == m, "the graph: %d nodes", g->n_nodes);
+    enum npu_layout modes[2];
+    struct npu_layout_report r;
+    CHECK_EQ_INT(npu_layout_align(g, 1, 2, true, modes, &r), 2);
+    CHECK(g->n_nodes == 6 && g->nodes[0] == before && g->nodes[5] == after, "the split's neighbours stay");
+    CHECK(converted(m->src[0], 1, true) && unpadded_twin(m, LLM_OP_MUL_MAT) && g->nodes[4]->src[0] == m,
+          "split: a pad for the earlier split's result, an unpad for the later one");
+    llm_graph_free(g);
+    llm_ctx_free(ctx);
 }
 
 /* input -> MUL_MAT -> n SCALEs -> output: 2 conversions whatever n, in linear time: the hash slots
@@ -168,7 +301,7 @@ static void test_linear_time(void)
     enum npu_layout *modes = malloc((size_t)g->n_nodes * sizeof *modes);
     struct npu_layout_report r;
     const double t0 = llm_now_us();
-    int rc = npu_layout_align(g, NULL, modes, &r);
+    int rc = npu_layout_align(g, 0, g->n_nodes, false, modes, &r);
     const double ms = (llm_now_us() - t0) / 1e3;
     CHECK(rc == 0 && r.inserted == 2 && r.naive == 2, "chain of %d: %d inserted, naive %d", n, r.inserted, r.naive);
     CHECK(r.probes <= 16 * (size_t)g->n_nodes, "chain of %d nodes: %zu hash probes", g->n_nodes, r.probes);
@@ -278,6 +411,74 @@ static void test_executor_enforces(void)
     aclFinalize();
 }
 
+/* The KV cache's kernels: FLASH_ATTN reading K and V rows of 8 elements (llama-2-tiny's width) and
+ * SET_ROWS writing them are refused on dense cache rows and taken on padded ones (the npu's cache,
+ * src/model/kv_cache.c); Q may come dense. */
+static void test_executor_enforces_cache(void)
+{
+    aclInit(NULL);
+    CHECK(aclrtSetDevice(0) == ACL_SUCCESS, "aclrtSetDevice");
+    struct llm_ctx *ctx = llm_ctx_new(32);
+    struct llm_tensor *q = llm_new_tensor(ctx, LLM_TYPE_F32, 3, (const int64_t[]){ 8, 2, 1 });
+    struct llm_tensor *cache[2], *fa[2], *store[2];
+    struct llm_tensor *rows = llm_new_tensor_2d(ctx, LLM_TYPE_F32, 8, 2), *ids = llm_new_tensor_1d(ctx, LLM_TYPE_I32, 2);
+    for (int padded = 0; padded < 2; padded++) {
+        cache[padded] = llm_new_tensor_2d(ctx, LLM_TYPE_F32, 8, 32);
+        llm_set_name(cache[padded], "%s cache", padded ? "padded" : "dense");
+        if (padded)
+            llm_pad_rows(cache[padded], NPU_ALIGN_ELEMS);
+        fa[padded] = llm_flash_attn(ctx, q, cache[padded], cache[padded], NULL, 1.0f);
+        store[padded] = llm_set_rows(ctx, cache[padded], rows, ids);
+    }
+    struct llm_tensor *all[] = { q, rows, ids, cache[0], cache[1], fa[0], fa[1] };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        on_device(all[i]);
+    for (int padded = 0; padded < 2; padded++)
+        store[padded]->data = cache[padded]->data;
+    CHECK(!llm_ctx_error(ctx), "%s", llm_ctx_error(ctx));
+    CHECK_EQ_INT(refused(fa[0], "dense cache"), 1);
+    CHECK_EQ_INT(refused(store[0], "dense cache"), 1);
+    CHECK_EQ_INT(refused(fa[1], ""), 0);
+    CHECK_EQ_INT(refused(store[1], ""), 0);
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        aclrtFree(all[i]->data);
+    llm_ctx_free(ctx);
+    aclFinalize();
+}
+
+/* The pass's output is what the device runs: every kernel of a rewritten chain (dense input, 24-wide
+ * rows, a padded weight) is taken by its executor, and with one pad removed the matmul that read it
+ * is refused, naming the dense input. */
+static void test_device_takes_rewrite(void)
+{
+    aclInit(NULL);
+    CHECK(aclrtSetDevice(0) == ACL_SUCCESS, "aclrtSetDevice");
+    struct llm_ctx *ctx = llm_ctx_new(64);
+    struct llm_tensor *w = weight(ctx), *x = llm_silu(ctx, input(ctx, 2, X2));
+    llm_set_name(x, "x dense");
+    struct llm_tensor *m1 = llm_mul_mat(ctx, w, x), *m2 = llm_mul_mat(ctx, w, llm_scale(ctx, m1, 2.0f));
+    struct llm_tensor *out = llm_rms_norm(ctx, m2, 1e-5f);
+    llm_set_name(m1, "first matmul");
+    struct aligned a = align(ctx, &out, 1);
+    for (int i = 0; i < a.g->n_leafs; i++)
+        on_device(a.g->leafs[i]);
+    for (int i = 0; i < a.g->n_nodes; i++)
+        on_device(a.g->nodes[i]);
+    int refusals = 0;
+    for (int i = 0; i < a.g->n_nodes; i++)
+        refusals += refused(a.g->nodes[i], "");
+    CHECK(refusals == 0 && a.r.inserted == 2, "the rewritten graph: %d refusals, %d inserted", refusals, a.r.inserted);
+    CHECK(converted(m1, 1, true), "the pad to remove");
+    m1->src[1] = x;
+    CHECK_EQ_INT(refused(m1, "x dense"), 1);
+    for (int i = 0; i < a.g->n_leafs; i++)
+        aclrtFree(a.g->leafs[i]->data);
+    for (int i = 0; i < a.g->n_nodes; i++)
+        aclrtFree(a.g->nodes[i]->data);
+    release(&a, ctx);
+    aclFinalize();
+}
+
 int main(void)
 {
     test_chain();
@@ -285,8 +486,14 @@ int main(void)
     test_broadcast();
     test_odd_rank();
     test_graph_output();
+    test_coinciding_layouts();
+    test_dense_leaf();
+    test_kv_store();
+    test_split();
     test_linear_time();
     test_channel_norm_kernel();
     test_executor_enforces();
+    test_executor_enforces_cache();
+    test_device_takes_rewrite();
     return test_done("test_layout");
 }

@@ -45,15 +45,18 @@ static int32_t pad_to(int32_t n, int32_t m)
     return (n + m - 1) / m * m;
 }
 
-/* One [n_embd, n_cells] tensor of type in its own backend buffer, zeroed. */
+/* One [n_embd, n_cells] tensor of type in its own backend buffer, zeroed, its rows (cells) padded
+ * as b's kernels want them (the npu's ALIGN rows, src/npu/layout.h). */
 static int cache_tensor(struct llm_backend *b, struct llm_tensor *t, enum llm_type type, int64_t n_embd,
                         int32_t n_cells, const char *name, uint32_t il, struct llm_error *err)
 {
-    const size_t row = llm_row_size(type, n_embd), bytes = row * (size_t)n_cells;
     *t = (struct llm_tensor){ .type = type, .ne = { n_embd, n_cells, 1, 1 } };
     t->nb[0] = llm_type_info(type)->type_size;
-    t->nb[1] = row;
-    t->nb[2] = t->nb[3] = bytes;
+    t->nb[1] = llm_row_size(type, n_embd);
+    t->nb[2] = t->nb[3] = t->nb[1] * (size_t)n_cells;
+    if (b->iface->weight_row_align)
+        llm_pad_rows(t, b->iface->weight_row_align(b, t));
+    const size_t bytes = t->nb[2];
     snprintf(t->name, sizeof t->name, "%s_l%u", name, il);
     struct llm_buffer *buf = llm_buffer_new(b, bytes);
     if (!buf)

@@ -4,22 +4,27 @@
  *
  * Modes, the Ascend layout rules mapped onto our ops:
  *   ALIGN only   MUL_MAT, MUL_MAT_ADD (gemm); RMS_NORM and the fused norms, SOFT_MAX, FLASH_ATTN
- *                (reductions); CONT (a transpose made real); SET_ROWS (a scatter)
+ *                (reductions); CONT (a transpose made real); a pad (CHANNEL_NORM into ALIGN)
  *   NALIGN only  graph inputs (leaves flagged INPUT) and outputs (nodes flagged OUTPUT: the host
- *                reads them dense); RESHAPE (it re-reads memory as dense rows); a BOTH node whose
- *                output has odd rank
- *   BOTH         the rest (element-wise: ADD, MUL, SCALE, SILU, SWIGLU, ROPE, GET_ROWS, CPY; views).
- *                A BOTH node follows its parent; when its parents disagree, the first in topological
- *                order wins (leaves come before every node); a broadcasting ADD or MUL follows its
- *                full-size input (src0).
+ *                reads them dense); RESHAPE and views of nodes (their strides were built on dense
+ *                rows); an unpad; a BOTH node whose output has odd rank; a fused node's second
+ *                result (LLM_OP_FUSED: the fusing node writes it dense)
+ *   its memory's SET_ROWS and CPY (scatters) write another tensor's memory, the KV cache: ALIGN
+ *                where its rows are padded (the npu's cache, LLM_NPU_LAYOUT_ALIGN on), else NALIGN.
+ *                Like a CHANNEL_NORM they copy into their destination's strides, so what they read
+ *                never conflicts
+ *   BOTH         the rest (element-wise: ADD, MUL, SCALE, SILU, SWIGLU, ROPE, GET_ROWS). A BOTH node
+ *                follows its parent; when its parents disagree, the first in topological order wins
+ *                (leaves come before every node); a broadcasting ADD or MUL follows its full-size
+ *                input (src0). Leaves are what their rows are: padded ones (weights uploaded
+ *                padded) serve either, dense ones are NALIGN; views of leaves likewise.
  * Rank is ggml's: the number of dims up to the last one with more than one element ([8,1,1,1] is 1,
  * [8,4,3,1] is 3). Seed 002's Cx layouts need 2 or 4 dims, so an odd-rank output is NALIGN unless
  * the op is ALIGN only: its kernel cannot run on dense rows, so ALIGN wins and the odd-rank result is
- * unpadded where a reader needs it dense. Weights and caches (other leaves) take the layout their
- * reader wants (uploaded that way), so they never conflict. An ALIGN output is followed by an unpad.
+ * unpadded where a reader needs it dense.
  *
- * One pass in node order resolves every mode and finds the conflicting edges: linear in nodes and
- * edges. A producer feeds all its readers of the other mode through one CHANNEL_NORM. */
+ * Two passes in node order, linear in nodes and edges: the first resolves every mode, the second
+ * places the CHANNEL_NORMs. */
 #ifndef LLM_NPU_LAYOUT_H
 #define LLM_NPU_LAYOUT_H
 
@@ -37,14 +42,16 @@ struct npu_layout_report {
     int inserted;         /* CHANNEL_NORM nodes the pass needs                                    */
     int naive;            /* what a pass resolving BOTH to NALIGN would need: one per edge between
                              a fixed-mode producer and a consumer of the other mode               */
-    size_t padding_bytes; /* bytes the ALIGN tensors (nodes and the weights they read) gain      */
+    size_t padding_bytes; /* device bytes the layout costs: rows padded in place, the pads and padded
+                             twins the pass adds, and the padding of the weights ALIGN nodes read  */
     size_t probes;        /* hash slots the pass looked at: linear in nodes and edges (a test bound) */
 };
 
 /* What the device enforces (LLM_NPU_LAYOUT_ALIGN on): source j of node must come in ALIGN rows. The
  * gemms read both operands (MUL_MAT, MUL_MAT_ADD), the norms and the softmax the rows they reduce
- * (RMS_NORM, RMS_NORM_MUL, SOFT_MAX src0; ADD_RMS_NORM both addends). The other ALIGN-only ops
- * (FLASH_ATTN, CONT, SET_ROWS) are not enforced yet (src/npu/README.md says why). */
+ * (RMS_NORM, RMS_NORM_MUL, SOFT_MAX src0; ADD_RMS_NORM both addends), FLASH_ATTN the cache rows it
+ * reads (K, V), SET_ROWS the cache rows it writes (src0). CONT is ALIGN for the pass, but it reads
+ * element by element and its result is the pass's to pad, so there is nothing to enforce. */
 bool npu_layout_reads_aligned(const struct llm_tensor *node, int j);
 
 /* Are t's rows ALIGN for an enforcing reader: a row stride of a multiple of NPU_ALIGN_ELEMS
@@ -55,11 +62,22 @@ bool npu_layout_rows_aligned(const struct llm_tensor *t);
 /* The layout rule of node's op alone: ALIGN, NALIGN or BOTH (before inputs, outputs and rank). */
 enum npu_layout npu_layout_rule(const struct llm_tensor *node);
 
-/* Resolve g's layouts (modes[i] for g->nodes[i], the caller's array of g->n_nodes) and report.
- * With ctx, also insert the CHANNEL_NORM nodes: each reader of the other mode is rewired to it, and
- * g's node list is rebuilt with each one right after its producer (g->nodes is reallocated; an
- * output that needs unpadding stays the node the host reads, its CHANNEL_NORM then feeding only
- * readers). Returns 0, or -1 when out of memory (then g is unchanged). */
-int npu_layout_align(struct llm_graph *g, struct llm_ctx *ctx, enum npu_layout *modes, struct npu_layout_report *r);
+/* Resolve the layouts of g's nodes [first, end) (one backend's split; modes[i] for g->nodes[first + i],
+ * the caller's array of end - first) and report. With rewrite, also rewrite the split in g:
+ *   - a NALIGN source (an input, another split's node, a NALIGN node) read by an ALIGN node whose
+ *     rows the two layouts lay out differently goes through a pad, one per source, placed before its
+ *     first such reader;
+ *   - an ALIGN node computing into memory of its own keeps its result padded (llm_pad_rows: its
+ *     strides, so the allocator sizes it); when someone reads it dense (a NALIGN node, a view, whose
+ *     strides were built dense, the host, another split) it becomes the unpad of a padded twin that
+ *     computes, which its ALIGN readers read: every reader keeps its tensor, outputs and views stay
+ *     dense;
+ *   - no CHANNEL_NORM where the layouts coincide (rows a multiple of NPU_ALIGN_ELEMS, one row,
+ *     quantized rows), so the report counts conflicts only there too.
+ * The added tensors live in g->pass_ctx (freed with g). Rewriting a rewritten split adds nothing.
+ * Returns the number of nodes added (the split now ends at end + that), or -1 when out of memory
+ * (g is then unusable). */
+int npu_layout_align(struct llm_graph *g, int first, int end, bool rewrite, enum npu_layout *modes,
+                     struct npu_layout_report *r);
 
 #endif

@@ -57,8 +57,6 @@ struct npu_backend {
     size_t workspace_size;
     void *retired[MAX_RETIRED];  /* outgrown workspaces: captured graphs may still point at them */
     int n_retired;
-    void *pad_buf;               /* stream-ordered: one node's inputs padded to ALIGN rows         */
-    size_t pad_size;
     float *rope_table;
     size_t rope_floats;
     bool rope_valid;             /* reset per graph: the first ROPE node refills the table       */
@@ -137,55 +135,10 @@ static int grow_device_buffer(struct npu_backend *nb, void **buf, size_t *have, 
     return LLM_OK;
 }
 
-/* Source j of node as its ALIGN kernel reads it: the same elements in dense rows padded to
- * NPU_ALIGN_ELEMS, at data. */
-static struct llm_tensor padded_source(const struct llm_tensor *node, int j, void *data)
-{
-    struct llm_tensor p = *node->src[j];
-    p.op = LLM_OP_NONE;
-    memset(p.src, 0, sizeof p.src);
-    p.view_src = NULL;
-    p.nb[0] = llm_row_size(p.type, 1);
-    for (int d = 1; d < LLM_MAX_DIMS; d++)
-        p.nb[d] = p.nb[d - 1] * (size_t)p.ne[d - 1];
-    llm_pad_rows(&p, NPU_ALIGN_ELEMS);
-    p.data = data;
-    return p;
-}
-
-/* The CHANNEL_NORM kernel writing padded_source(node, j, data) from node's source j. */
-static struct llm_tensor pad_node(const struct llm_tensor *node, int j, void *data)
-{
-    struct llm_tensor pad = padded_source(node, j, data);
-    pad.op = LLM_OP_CHANNEL_NORM;
-    pad.src[0] = node->src[j];
-    pad.op_params[0] = 1;
-    snprintf(pad.name, sizeof pad.name, "%.40s (padded)", node->src[j]->name);
-    return pad;
-}
-
-/* The sources of node its ALIGN kernel cannot read as they are (layout.h). */
-static bool needs_padding(const struct llm_tensor *node, int j)
-{
-    return node->src[j] && npu_layout_reads_aligned(node, j) && !npu_layout_rows_aligned(node->src[j]);
-}
-
-/* Device bytes node's padded inputs take (each 64-byte aligned). */
-static size_t padded_inputs_bytes(const struct llm_tensor *node)
-{
-    size_t bytes = 0;
-    for (int j = 0; j < LLM_MAX_SRC; j++)
-        if (needs_padding(node, j)) {
-            const struct llm_tensor p = padded_source(node, j, NULL);
-            bytes += (llm_nbytes(&p) + 63) & ~(size_t)63;
-        }
-    return bytes;
-}
-
 static int npu_graph_reserve(struct llm_backend *b, const struct llm_graph *g, struct llm_error *err)
 {
     struct npu_backend *nb = b->ctx;
-    size_t ws = 0, rope = 0, pad = 0;
+    size_t ws = 0, rope = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         const struct llm_tensor *node = g->nodes[i];
         if (llm_op_is_noop(node->op))
@@ -196,25 +149,10 @@ static int npu_graph_reserve(struct llm_backend *b, const struct llm_graph *g, s
                             node->name);
         size_t w = llm_cpu_work_size_bound(node, nb->n_workers); /* and every smaller batch */
         ws = w > ws ? w : ws;
-        const size_t node_pad = nb->layout_align ? padded_inputs_bytes(node) : 0;
-        pad = node_pad > pad ? node_pad : pad;
-        struct llm_tensor run = *node, padded[LLM_MAX_SRC];
-        for (int j = 0; nb->layout_align && j < LLM_MAX_SRC; j++) /* the pads' kernels, and node reading them */
-            if (needs_padding(node, j)) {
-                const struct llm_tensor copy = pad_node(node, j, NULL);
-                w = llm_cpu_work_size_bound(&copy, nb->n_workers);
-                ws = w > ws ? w : ws;
-                padded[j] = padded_source(node, j, NULL);
-                run.src[j] = &padded[j];
-            }
-        w = llm_cpu_work_size_bound(&run, nb->n_workers);
-        ws = w > ws ? w : ws;
         if ((node->op == LLM_OP_ROPE || node->op == LLM_OP_ROPE_QK) && llm_rope_table_floats(node) > rope)
             rope = llm_rope_table_floats(node);
     }
     int rc = grow_device_buffer(nb, &nb->workspace, &nb->workspace_size, ws, err);
-    if (!rc)
-        rc = grow_device_buffer(nb, &nb->pad_buf, &nb->pad_size, pad, err);
     size_t rope_bytes = nb->rope_floats * sizeof(float);
     if (!rc)
         rc = grow_device_buffer(nb, (void **)&nb->rope_table, &rope_bytes, rope * sizeof(float), err);
@@ -222,30 +160,29 @@ static int npu_graph_reserve(struct llm_backend *b, const struct llm_graph *g, s
     return rc;
 }
 
-/* The layout pass's verdict on the split (LLM_NPU_LAYOUT_ALIGN), appended to line, beside what the
- * device makes of it: the pads it launches before the enforcing ALIGN kernels (pad_sources). */
-static void layout_report(const struct llm_graph *g, int first, int end, char *line, size_t cap)
+/* Rewrite the split for the device's row layouts (LLM_NPU_LAYOUT_ALIGN) and append the pass's
+ * figures to line. Returns the nodes added, or -1 when out of memory. */
+static int layout_align(struct llm_graph *g, int first, int end, char *line, size_t cap)
 {
-    int pads = 0;
-    for (int i = first; i < end; i++)
-        for (int j = 0; j < LLM_MAX_SRC && !llm_op_is_noop(g->nodes[i]->op); j++)
-            pads += needs_padding(g->nodes[i], j);
-    struct llm_graph sub = { .nodes = g->nodes + first, .n_nodes = end - first, .leafs = g->leafs,
-                             .n_leafs = g->n_leafs };
-    enum npu_layout *modes = malloc(((size_t)sub.n_nodes + 1) * sizeof *modes);
+    enum npu_layout *modes = malloc(((size_t)(end - first) + 1) * sizeof *modes);
     struct npu_layout_report r;
     const double t0 = llm_now_us();
-    if (modes && npu_layout_align(&sub, NULL, modes, &r) == 0) {
+    const int added = modes ? npu_layout_align(g, first, end, true, modes, &r) : -1;
+    const double us = llm_now_us() - t0;
+    free(modes);
+    if (added >= 0) {
         const size_t n = strlen(line);
         snprintf(line + n, cap - n, "; layout align: %d CHANNEL_NORM nodes, %d by a naive pass, %zu bytes of padding, "
-                 "%.0f us; the device pads %d inputs", r.inserted, r.naive, r.padding_bytes, llm_now_us() - t0, pads);
+                 "%.0f us", r.inserted, r.naive, r.padding_bytes, us);
     }
-    free(modes);
+    return added;
 }
 
-/* Fuse the split's nodes when GGML_CANN_OPERATOR_FUSION is on; either way say once per kind of
- * graph (-v) how many kernels a graph launches, fused and unfused, and what the layout pass finds. */
-static void npu_graph_optimize(struct llm_backend *b, struct llm_graph *g, int first, int end)
+/* Fuse the split's nodes when GGML_CANN_OPERATOR_FUSION is on, then rewrite them for the layout
+ * when LLM_NPU_LAYOUT_ALIGN is on (fused kernels read and write rows as the ops they replace);
+ * either way say once per kind of graph (-v) how many kernels a graph launches, fused and unfused,
+ * and what the layout pass did. */
+static int npu_graph_optimize(struct llm_backend *b, struct llm_graph *g, int first, int end)
 {
     struct npu_backend *nb = b->ctx;
     struct npu_fusion_counts c = { 0 };
@@ -255,15 +192,15 @@ static void npu_graph_optimize(struct llm_backend *b, struct llm_graph *g, int f
     const int absorbed = nb->fusion ? npu_fuse(g, first, end, &c) : 0;
     char line[sizeof nb->fusion_log];
     snprintf(line, sizeof line, "npu: operator fusion %s: a %d-token graph launches %d kernels, %d unfused "
-             "(MUL_MAT+ADD %d, RMS_NORM+MUL %d, ADD+RMS_NORM %d, ROPE+ROPE %d), RoPE tables aside",
+             "(MUL_MAT+ADD %d, RMS_NORM+MUL %d, ADD+RMS_NORM %d, ROPE+ROPE %d), RoPE tables and layout aside",
              nb->fusion ? "on" : "off", (int)llm_graph_query_len(g), launches - (absorbed > 0 ? absorbed : 0), launches,
              c.mul_mat_add, c.rms_norm_mul, c.add_rms_norm, c.rope_qk);
-    if (nb->layout_align && llm_log_wanted(LLM_LOG_INFO)) /* the pass runs here only for this line */
-        layout_report(g, first, end, line, sizeof line);
+    const int added = nb->layout_align ? layout_align(g, first, end, line, sizeof line) : 0;
     if (strcmp(line, nb->fusion_log) != 0) {
         llm_log(LLM_LOG_INFO, "%s", line);
         memcpy(nb->fusion_log, line, sizeof line);
     }
+    return added;
 }
 
 static void rope_key_of(const struct llm_tensor *node, struct rope_key *k)
@@ -323,45 +260,14 @@ static int launch_rope(struct npu_backend *nb, const struct llm_tensor *node, st
     return launch(nb, ex, ws, err);
 }
 
-/* The layout pass's pads, made real: each source of node whose rows its ALIGN kernel cannot read
- * is copied by a CHANNEL_NORM kernel into padded rows in pad_buf, and *run (node reading the padded
- * copies) is what to launch; pad_buf is reused by the next node, since the stream runs in order. */
-static int pad_sources(struct npu_backend *nb, const struct llm_tensor *node, struct llm_tensor *run,
-                       struct llm_tensor padded[LLM_MAX_SRC], struct llm_error *err)
-{
-    *run = *node;
-    const size_t need = padded_inputs_bytes(node);
-    if (!need)
-        return LLM_OK;
-    int rc = grow_device_buffer(nb, &nb->pad_buf, &nb->pad_size, need, err);
-    size_t offs = 0;
-    for (int j = 0; j < LLM_MAX_SRC && !rc; j++) {
-        if (!needs_padding(node, j))
-            continue;
-        padded[j] = padded_source(node, j, (char *)nb->pad_buf + offs);
-        offs += (llm_nbytes(&padded[j]) + 63) & ~(size_t)63;
-        const struct llm_tensor pad = pad_node(node, j, padded[j].data);
-        uint64_t ws;
-        aclOpExecutor *ex;
-        ACL_CHECK(aclnnComputeGetWorkspaceSize(&pad, nb->n_workers, false, &ws, &ex));
-        rc = launch(nb, ex, ws, err);
-        nb->stats.layout_pads++;
-        run->src[j] = &padded[j];
-    }
-    return rc;
-}
-
 static int launch_node(struct npu_backend *nb, const struct llm_tensor *node, struct llm_error *err)
 {
     if (node->op == LLM_OP_ROPE || node->op == LLM_OP_ROPE_QK)
         return launch_rope(nb, node, err);
-    struct llm_tensor run, padded[LLM_MAX_SRC];
-    int rc = nb->layout_align ? pad_sources(nb, node, &run, padded, err) : LLM_OK;
-    if (rc)
-        return rc;
     uint64_t ws;
     aclOpExecutor *ex;
-    ACL_CHECK(aclnnComputeGetWorkspaceSize(nb->layout_align ? &run : node, nb->n_workers, nb->layout_align, &ws, &ex));
+    ACL_CHECK(aclnnComputeGetWorkspaceSize(node, nb->n_workers, nb->layout_align, &ws, &ex));
+    nb->stats.layout_pads += node->op == LLM_OP_CHANNEL_NORM;
     return launch(nb, ex, ws, err);
 }
 
@@ -660,8 +566,6 @@ static void npu_free(struct llm_backend *b)
         aclrtFree(nb->workspace);
     if (nb->rope_table)
         aclrtFree(nb->rope_table);
-    if (nb->pad_buf)
-        aclrtFree(nb->pad_buf);
     for (int i = 0; i < nb->n_retired; i++)
         aclrtFree(nb->retired[i]);
     aclFinalize();

@@ -27,8 +27,9 @@ struct llm_npu_stats {
     uint64_t kernels_run_unfused; /* what kernels_run would be with the same graphs unfused:
                                 plus the nodes fusion absorbed in each graph run                */
     uint64_t operator_fusion; /* 1 when GGML_CANN_OPERATOR_FUSION is on, else 0               */
-    uint64_t layout_pads;    /* CHANNEL_NORM kernels launched to pad an ALIGN kernel's input
-                                (LLM_NPU_LAYOUT_ALIGN), counted among eager_launches too     */
+    uint64_t layout_pads;    /* CHANNEL_NORM kernels (pads, unpads) the layout pass put in the
+                                graphs launched or captured (LLM_NPU_LAYOUT_ALIGN), counted
+                                among eager_launches too                                     */
     uint64_t rope_tables;    /* RoPE sin/cos table fills launched or captured: one per graph
                                 and per distinct set of ROPE parameters in it               */
     double host_launch_us;   /* host time building executors and enqueuing eager launches,
