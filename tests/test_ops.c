@@ -15,7 +15,9 @@
 #include <stdint.h>
 
 #include "harness.h"
+#include "cpu_features.h"
 #include "ops/cpu/cpu.h"
+#include "ops/kernels/kernels.h"
 #include "ops/ref/cpu_ref.h"
 #include "ops/types/blocks.h"
 #include "ops/types/types.h"
@@ -1223,6 +1225,43 @@ static void test_flash_attn_tile_rows(void)
     }
 }
 
+/* Which path each shape takes on this CPU under its LLM_CPU_ISA cap (tests/test_isa_caps.sh runs
+ * this under scalar and avx2 too): prefill tiles wherever AVX2 is, on AVX-512 only for hd a
+ * multiple of 16 and hd_v of 64, the AVX2 tile otherwise; decode and odd head dims a row at a time. */
+static void test_flash_attn_paths(void)
+{
+    const bool avx2 = llm_cpu_has_avx2(), avx512 = llm_cpu_has_avx512();
+    const char *tiles512 = avx512 ? "avx512 tiles" : avx2 ? "avx2 tiles" : "scalar";
+    const char *tiles2 = avx2 ? "avx2 tiles" : "scalar", *rows = avx2 ? "avx2 rows" : "scalar";
+    static const struct {
+        int hd, hd_v, heads, heads_kv, n_q, strided;
+        int want; /* 0: tiles, AVX-512 when it fits; 1: tiles, AVX2 only; 2: rows; 3: scalar */
+    } cases[] = {
+        { 64, 64, 14, 2, 37, 0, 0 },  /* qwen2-0.5B prompt */
+        { 32, 32, 8, 4, 40, 0, 1 },   /* llama-k256 prompt: hd_v 32 is no multiple of 64 */
+        { 128, 128, 8, 2, 3, 0, 0 },
+        { 40, 16, 6, 2, 7, 0, 1 },
+        { 32, 32, 8, 4, 1, 0, 2 },    /* decode */
+        { 20, 12, 6, 2, 4, 0, 2 },    /* hd not a multiple of 8 */
+        { 64, 64, 40, 1, 2, 0, 2 },   /* a group of 40 heads: too many for a tile */
+        { 32, 32, 8, 4, 40, 1, 3 },   /* strided K and V */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const int hd = cases[c].hd, hd_v = cases[c].hd_v, kv = cases[c].heads_kv, n_q = cases[c].n_q;
+        struct llm_tensor *q = new_permuted(LLM_TYPE_F32, (int64_t[4]){ hd, n_q, cases[c].heads, 1 }, 1, 2);
+        struct llm_tensor *k = cases[c].strided ? new_permuted(LLM_TYPE_F16, (int64_t[4]){ hd, 64, kv, 1 }, 0, 1)
+                                                : new_tensor(LLM_TYPE_F16, hd, 64, kv, 1);
+        struct llm_tensor *v = cases[c].strided ? new_permuted(LLM_TYPE_F16, (int64_t[4]){ hd_v, 64, kv, 1 }, 0, 1)
+                                                : new_tensor(LLM_TYPE_F16, hd_v, 64, kv, 1);
+        struct llm_tensor *fa =
+            node(LLM_OP_FLASH_ATTN, new_tensor(LLM_TYPE_F32, hd_v, cases[c].heads, n_q, 1), q, k, v, NULL);
+        const char *want = (const char *[]){ tiles512, tiles2, rows, "scalar" }[cases[c].want];
+        const char *got = cpu_flash_attn_path(fa);
+        CHECK(!strcmp(got, want), "FLASH_ATTN hd %d/%d heads %d/%d n_q %d%s: path %s, want %s", hd, hd_v,
+              cases[c].heads, kv, n_q, cases[c].strided ? " strided" : "", got, want);
+    }
+}
+
 /* Nodes the kernels cannot run are reported, not attempted. */
 static void test_supports(void)
 {
@@ -1254,6 +1293,7 @@ int main(void)
     test_flash_attn_shapes();
     test_flash_attn_quant();
     test_flash_attn_tile_rows();
+    test_flash_attn_paths();
     free_bufs();
     return test_done("test_ops");
 }

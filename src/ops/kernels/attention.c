@@ -494,6 +494,7 @@ static void weights(struct attn_unit *u)
 }
 
 enum attn_path { PATH_SCALAR, PATH_AVX2, PATH_HD8_AVX512, PATH_TILE_AVX512, PATH_TILE_AVX2 };
+static const char *const path_names[] = { "scalar", "avx2 rows", "avx512 hd8", "avx512 tiles", "avx2 tiles" };
 
 static void attend(struct attn_unit *u, enum attn_path path)
 {
@@ -539,6 +540,29 @@ static bool unit_rows(const struct llm_tensor *t)
     return t->nb[0] == llm_type_info(t->type)->type_size;
 }
 
+/* The widest path this CPU has for dst's shape and strides: SIMD paths read K and V rows of unit
+ * stride; the head-dim-8 and the tile paths take only their shapes (the AVX-512 tile before the AVX2
+ * one where both fit). */
+static enum attn_path choose_path(const struct llm_tensor *dst)
+{
+    const struct llm_tensor *q = dst->src[0], *k = dst->src[1], *v = dst->src[2], *m = dst->src[3];
+    if (!llm_cpu_has_avx2() || !unit_rows(k) || !unit_rows(v))
+        return PATH_SCALAR;
+    if (q->ne[0] == 8 && v->ne[0] == 8 && (!m || (m->ne[2] == 1 && m->nb[0] == sizeof(float))) &&
+        !attn_kv_converted(k) && !attn_kv_converted(v) && llm_cpu_has_avx512())
+        return PATH_HD8_AVX512;
+    if (attn_tile_fits(q, k, v, true) && llm_cpu_has_avx512())
+        return PATH_TILE_AVX512;
+    if (attn_tile_fits(q, k, v, false))
+        return PATH_TILE_AVX2;
+    return PATH_AVX2;
+}
+
+const char *cpu_flash_attn_path(const struct llm_tensor *dst)
+{
+    return path_names[choose_path(dst)];
+}
+
 /* Parts each GQA group is cut into: 1 unless whole groups would leave threads idle or unevenly
  * loaded (e.g. one token, fewer KV heads than threads), then enough for about 4 units per thread. */
 static int64_t group_parts(int64_t groups, int64_t group, int nth)
@@ -572,14 +596,7 @@ void cpu_flash_attn(const struct llm_cpu_params *p, struct llm_tensor *dst)
     u.k_deq = attn_kv_converted(k) ? llm_type_traits(k->type)->to_float_fast : NULL;
     u.v_deq = attn_kv_converted(v) ? llm_type_traits(v->type)->to_float_fast : NULL;
     memset(u.zero, 0, (size_t)hd8 * sizeof(float));
-    enum attn_path path = llm_cpu_has_avx2() && unit_rows(k) && unit_rows(v) ? PATH_AVX2 : PATH_SCALAR;
-    if (path == PATH_AVX2 && hd == 8 && hd_v == 8 && (!m || (m->ne[2] == 1 && m->nb[0] == sizeof(float))) &&
-        !u.k_deq && !u.v_deq && llm_cpu_has_avx512())
-        path = PATH_HD8_AVX512;
-    else if (path == PATH_AVX2 && attn_tile_fits(q, k, v, true) && llm_cpu_has_avx512())
-        path = PATH_TILE_AVX512;
-    else if (path == PATH_AVX2 && attn_tile_fits(q, k, v, false))
-        path = PATH_TILE_AVX2;
+    const enum attn_path path = choose_path(dst);
     const bool tiled = path == PATH_TILE_AVX512 || path == PATH_TILE_AVX2;
     /* query rows per unit: a tile of them on the prefill paths */
     const int64_t tq = tiled ? attn_tile_queries(group) : 1, n_tiles = (n_q + tq - 1) / tq;

@@ -100,20 +100,25 @@ static inline AVX2 __m256 is_ninf(__m256 x)
 static inline FORCE_INLINE AVX2 void score_rows(const struct tile *t, int64_t r0, int n, int64_t j0)
 {
     __m256 a[SCORE_ROWS][2];
+    const float *qr[SCORE_ROWS], *kt = t->kt;
+    const int64_t hd = t->hd;
 #pragma GCC unroll 6
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         a[i][0] = a[i][1] = _mm256_setzero_ps();
-    for (int64_t d = 0; d < t->hd; d++) {
-        const __m256 k0 = _mm256_loadu_ps(t->kt + d * 16), k1 = _mm256_loadu_ps(t->kt + d * 16 + 8);
+        qr[i] = t->qs + (r0 + i) * hd;
+    }
+    for (int64_t d = 0; d < hd; d++) {
+        const __m256 k0 = _mm256_loadu_ps(kt + d * 16), k1 = _mm256_loadu_ps(kt + d * 16 + 8);
 #pragma GCC unroll 6
         for (int i = 0; i < n; i++) {
-            const __m256 x = _mm256_broadcast_ss(t->qs + (r0 + i) * t->hd + d);
+            const __m256 x = _mm256_broadcast_ss(qr[i] + d);
             a[i][0] = _mm256_fmadd_ps(x, k0, a[i][0]);
             a[i][1] = _mm256_fmadd_ps(x, k1, a[i][1]);
         }
     }
 #pragma GCC unroll 6
     for (int i = 0; i < n; i++)
+#pragma GCC unroll 2
         for (int b = 0; b < 2; b++) {
             const __m256 mv = mask8(t, r0 + i, j0 + 8 * b);
             const __m256 sc = _mm256_blendv_ps(_mm256_add_ps(a[i][b], mv), _mm256_set1_ps(-INFINITY), is_ninf(mv));
@@ -205,23 +210,30 @@ static inline FORCE_INLINE AVX2 void accum_rows(const struct tile *t, int64_t r0
                                                 int64_t n)
 {
     __m256 a[ACC_ROWS][2];
+    const float *wr[ACC_ROWS], *vb = t->vb + i;
+    const int32_t *live = t->live + c0;
+    const int64_t hd_v = t->hd_v;
 #pragma GCC unroll 6
-    for (int r = 0; r < nr; r++)
+    for (int r = 0; r < nr; r++) {
+        wr[r] = t->s + (r0 + r) * t->n16;
+#pragma GCC unroll 2
         for (int v = 0; v < 2; v++)
-            a[r][v] = _mm256_loadu_ps(t->acc + (r0 + r) * t->hd_v + i + 8 * v);
+            a[r][v] = _mm256_loadu_ps(t->acc + (r0 + r) * hd_v + i + 8 * v);
+    }
     for (int64_t c = 0; c < n; c++) {
-        const float *vr = t->vb + c * t->hd_v + i;
+        const float *vr = vb + c * hd_v;
         const __m256 v0 = _mm256_loadu_ps(vr), v1 = _mm256_loadu_ps(vr + 8);
-        const int64_t j = t->live[c0 + c];
+        const int64_t j = live[c];
 #pragma GCC unroll 6
         for (int r = 0; r < nr; r++) {
-            const __m256 w = _mm256_broadcast_ss(t->s + (r0 + r) * t->n16 + j);
+            const __m256 w = _mm256_broadcast_ss(wr[r] + j);
             a[r][0] = _mm256_fmadd_ps(w, v0, a[r][0]);
             a[r][1] = _mm256_fmadd_ps(w, v1, a[r][1]);
         }
     }
 #pragma GCC unroll 6
     for (int r = 0; r < nr; r++)
+#pragma GCC unroll 2
         for (int v = 0; v < 2; v++)
             _mm256_storeu_ps(t->acc + (r0 + r) * t->hd_v + i + 8 * v, a[r][v]);
 }
