@@ -4,7 +4,8 @@
  * heads), a causal window of DEPTH cells before the batch; alternating round by round in one
  * process, so a shared machine's slow seconds hit both alike. Prints each round's ms and the
  * median ratio. The row side also pays N node dispatches (a few µs each), a small part of its time.
- *   usage: llm-attn-ab [KV TYPE (f16)] [DEPTH (4096)] [THREADS (2)] [ROUNDS (15)] [N (512)] [HD (32)] */
+ *   usage: llm-attn-ab [KV TYPE (f16)] [DEPTH (4096)] [THREADS (2)] [ROUNDS (15)] [N (512)] [HD (32)]
+ * (memory: the mask is DEPTH + N by N floats). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,10 +91,10 @@ int main(int argc, char **argv)
     const long depth = argc > 2 ? atol(argv[2]) : 4096;
     const int nth = argc > 3 ? atoi(argv[3]) : 2, rounds = argc > 4 ? atoi(argv[4]) : 15;
     const int n_q = argc > 5 ? atoi(argv[5]) : 512, hd = argc > 6 ? atoi(argv[6]) : 32;
-    if (t < 0 || depth < 0 || depth > 1 << 20 || nth < 1 || nth > 512 || rounds < 1 || rounds > 1000 || n_q < 2 ||
-        n_q > 4096 || hd < 8 || hd > 256 || hd % llm_type_info(t)->blck_size) {
-        fprintf(stderr, "llm: error: usage: llm-attn-ab [KV TYPE] [DEPTH 0-1048576] [THREADS 1-512] "
-                        "[ROUNDS 1-1000] [N 2-4096] [HD 8-256, whole blocks of the type]\n");
+    if (t < 0 || !llm_type_traits(t)->from_float || depth < 0 || depth > 32768 || nth < 1 || nth > 512 ||
+        rounds < 1 || rounds > 1000 || n_q < 2 || n_q > 1024 || hd < 8 || hd > 256 || hd % llm_type_info(t)->blck_size) {
+        fprintf(stderr, "llm: error: usage: llm-attn-ab [KV TYPE with a quantizer] [DEPTH 0-32768] [THREADS 1-512] "
+                        "[ROUNDS 1-1000] [N 2-1024] [HD 8-256, whole blocks of the type]\n");
         return 1;
     }
     const int64_t n_kv = depth + n_q;
