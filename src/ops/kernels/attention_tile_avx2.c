@@ -1,10 +1,11 @@
 /* FLASH_ATTN's prefill path on AVX2: attention_tile.c's tile (query rows × the heads of one GQA
  * group share every converted K and V block) with 16 ymm registers instead of 32 zmm. A step of 16
  * cells is two blocks of 8 K rows, each transposed, so a score vector is hd broadcast FMAs (8 cells
- * each); 6 rows × 16 cells of scores stay in registers (12 accumulators, 2 K vectors, 1 broadcast),
- * and 6 rows × 16 output dims (12 accumulators, 2 V vectors, 1 broadcast). Each row's sums run in
- * an order fixed by its cell positions alone (dims in order per score, live cells in order per
- * output), so a row's result does not depend on which rows share its tile or on the thread count. */
+ * each), 3 rows at a time, summed in the row path's order (score_rows); the output 6 rows × 16 dims
+ * at a time (12 accumulators, 2 V vectors, 1 broadcast). Each row's sums run in an order fixed by
+ * its cell positions alone (per score the row path's, live cells in order per output), so a row's
+ * result does not depend on which rows share its tile or on the thread count, and with a quantized
+ * V (converted, then summed cell by cell on both paths) it equals the row path's bit for bit. */
 #include <math.h>
 #include <string.h>
 
@@ -13,7 +14,7 @@
 
 #define FORCE_INLINE __attribute__((always_inline))
 
-#define SCORE_ROWS 6 /* rows whose scores of a 16-cell step stay in registers (12 accumulators) */
+#define SCORE_ROWS 3 /* rows scored together: 6 accumulators of a lane's partial sums, K vectors shared */
 #define ACC_ROWS 6   /* rows whose 16 output dims stay in registers (12 accumulators) */
 
 /* ---- pass 1: scores ---------------------------------------------------------------------- */
@@ -94,34 +95,47 @@ static inline AVX2 __m256 is_ninf(__m256 x)
     return _mm256_cmp_ps(x, _mm256_set1_ps(-INFINITY), _CMP_EQ_OQ);
 }
 
-/* Scores of rows r0..r0+n-1 for the 16 packed cells at j0; n is a constant after inlining, so the
- * 2n accumulators stay in registers. Masked cells get -inf (a blend, not an add: the K row of a
- * masked cell may hold anything, NaN included). */
+/* Scores of rows r0..r0+n-1 for the 16 packed cells at j0, summed in the order of the row path's
+ * dot product (attention.c, dot8): lane l of dims l, l + 8, l + 16, ... in order, then
+ * ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)); so a row's scores, and with them its weights,
+ * are the same bits whether its query row was prefilled in a tile or decoded alone, and a
+ * micro-batched prompt gives the logits of one batch. n is a constant after inlining. Masked cells
+ * get -inf (a blend, not an add: the K row of a masked cell may hold anything, NaN included). */
 static inline FORCE_INLINE AVX2 void score_rows(const struct tile *t, int64_t r0, int n, int64_t j0)
 {
-    __m256 a[SCORE_ROWS][2];
+    __m256 p[8][SCORE_ROWS][2];
     const float *qr[SCORE_ROWS], *kt = t->kt;
     const int64_t hd = t->hd;
-#pragma GCC unroll 6
-    for (int i = 0; i < n; i++) {
-        a[i][0] = a[i][1] = _mm256_setzero_ps();
+#pragma GCC unroll 3
+    for (int i = 0; i < n; i++)
         qr[i] = t->qs + (r0 + i) * hd;
-    }
-    for (int64_t d = 0; d < hd; d++) {
-        const __m256 k0 = _mm256_loadu_ps(kt + d * 16), k1 = _mm256_loadu_ps(kt + d * 16 + 8);
-#pragma GCC unroll 6
-        for (int i = 0; i < n; i++) {
-            const __m256 x = _mm256_broadcast_ss(qr[i] + d);
-            a[i][0] = _mm256_fmadd_ps(x, k0, a[i][0]);
-            a[i][1] = _mm256_fmadd_ps(x, k1, a[i][1]);
+    for (int l = 0; l < 8; l++) {
+        __m256 a[SCORE_ROWS][2];
+#pragma GCC unroll 3
+        for (int i = 0; i < n; i++)
+            a[i][0] = a[i][1] = _mm256_setzero_ps();
+        for (int64_t d = l; d < hd; d += 8) {
+            const __m256 k0 = _mm256_loadu_ps(kt + d * 16), k1 = _mm256_loadu_ps(kt + d * 16 + 8);
+#pragma GCC unroll 3
+            for (int i = 0; i < n; i++) {
+                const __m256 x = _mm256_broadcast_ss(qr[i] + d);
+                a[i][0] = _mm256_fmadd_ps(x, k0, a[i][0]);
+                a[i][1] = _mm256_fmadd_ps(x, k1, a[i][1]);
+            }
         }
+#pragma GCC unroll 3
+        for (int i = 0; i < n; i++)
+            p[l][i][0] = a[i][0], p[l][i][1] = a[i][1];
     }
-#pragma GCC unroll 6
+#pragma GCC unroll 3
     for (int i = 0; i < n; i++)
 #pragma GCC unroll 2
         for (int b = 0; b < 2; b++) {
+            const __m256 lo = _mm256_add_ps(_mm256_add_ps(p[0][i][b], p[1][i][b]), _mm256_add_ps(p[2][i][b], p[3][i][b]));
+            const __m256 hi = _mm256_add_ps(_mm256_add_ps(p[4][i][b], p[5][i][b]), _mm256_add_ps(p[6][i][b], p[7][i][b]));
             const __m256 mv = mask8(t, r0 + i, j0 + 8 * b);
-            const __m256 sc = _mm256_blendv_ps(_mm256_add_ps(a[i][b], mv), _mm256_set1_ps(-INFINITY), is_ninf(mv));
+            const __m256 sc = _mm256_blendv_ps(_mm256_add_ps(_mm256_add_ps(lo, hi), mv), _mm256_set1_ps(-INFINITY),
+                                               is_ninf(mv));
             float *mx = t->mx + (r0 + i) * 16 + 8 * b;
             _mm256_storeu_ps(t->s + (r0 + i) * t->n16 + j0 + 8 * b, sc);
             _mm256_storeu_ps(mx, _mm256_max_ps(_mm256_loadu_ps(mx), sc));
@@ -133,9 +147,6 @@ static AVX2 void score_rows_any(const struct tile *t, int64_t r0, int n, int64_t
     switch (n) {
     case 1: score_rows(t, r0, 1, j0); break;
     case 2: score_rows(t, r0, 2, j0); break;
-    case 3: score_rows(t, r0, 3, j0); break;
-    case 4: score_rows(t, r0, 4, j0); break;
-    case 5: score_rows(t, r0, 5, j0); break;
     default: score_rows(t, r0, SCORE_ROWS, j0); break;
     }
 }
