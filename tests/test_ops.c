@@ -15,7 +15,9 @@
 #include <stdint.h>
 
 #include "harness.h"
+#include "cpu_features.h"
 #include "ops/cpu/cpu.h"
+#include "ops/kernels/kernels.h"
 #include "ops/ref/cpu_ref.h"
 #include "ops/types/blocks.h"
 #include "ops/types/types.h"
@@ -1035,6 +1037,11 @@ static void test_flash_attn_shapes(void)
         { 0, 64, 64, 4, 2, 5, 45, 45, 0, 1, 0, 0, 0 },      /* window end not a multiple of 16 */
         { 1, 64, 64, 4, 2, 6, 61, 61, 0, 0, 0, 0, 0 },      /* no mask */
         { 1, 64, 64, 4, 2, 30, 600, 590, 0, 2, 0, 100, 333 }, /* a long window, masks per head, a hole */
+        /* the AVX2 prefill tile takes hd a multiple of 8 and hd_v of 16 (steps of 16 cells): */
+        { 1, 32, 32, 8, 4, 40, 300, 290, 0, 1, 0, 0, 0 },    /* llama-k256 prompt, tiles of 16 rows */
+        { 0, 128, 128, 8, 2, 13, 150, 140, 9, 1, 0, 0, 0 },  /* hd 128, a window start mid-block */
+        { 1, 40, 16, 6, 2, 7, 90, 85, 0, 2, 0, 20, 44 },     /* hd not a multiple of 16, masks per head */
+        { 0, 8, 16, 4, 2, 5, 37, 37, 0, 1, 0, 0, 0 },        /* hd 8, hd_v 16, window end mid-block */
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         enum llm_type kvt = cases[c].kvt_f16 ? LLM_TYPE_F16 : LLM_TYPE_F32;
@@ -1107,6 +1114,9 @@ static void test_flash_attn_quant(void)
         { LLM_TYPE_IQ4_NL, LLM_TYPE_Q4_0, 96, 96, 6, 3, 3, 300, 280, 0, 0 }, /* hd_v not a multiple of 64 */
         { LLM_TYPE_BF16, LLM_TYPE_BF16, 20, 12, 6, 2, 4, 70, 61, 0, 0 },      /* BF16, odd head dims */
         { LLM_TYPE_BF16, LLM_TYPE_BF16, 64, 64, 8, 4, 9, 80, 80, 0, 0 },
+        { LLM_TYPE_Q4_0, LLM_TYPE_Q8_0, 32, 32, 8, 4, 20, 256, 200, 0, 0 },  /* llama-k256 q4_0/q8_0 prompt */
+        { LLM_TYPE_Q5_0, LLM_TYPE_Q5_1, 32, 32, 8, 4, 17, 160, 150, 60, 80 }, /* a hole of whole steps */
+        { LLM_TYPE_F32, LLM_TYPE_Q4_1, 128, 128, 4, 2, 6, 96, 90, 0, 0 },
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         int64_t hd = cases[c].hd, hd_v = cases[c].hd_v, heads = cases[c].heads, heads_kv = cases[c].heads_kv;
@@ -1146,6 +1156,122 @@ static void test_flash_attn_quant(void)
           "FLASH_ATTN with a Q8_0 K of 16-element rows must be refused");
 }
 
+/* Rows [a, a + n) of FLASH_ATTN node fa as a node of their own (views of q, the mask and dst). */
+static struct llm_tensor *fa_rows(const struct llm_tensor *fa, int64_t a, int64_t n)
+{
+    struct llm_tensor *q = tensor_pool_get(), *m = NULL, *d = tensor_pool_get();
+    *q = *fa->src[0], *d = *fa;
+    q->ne[1] = n, q->data = (char *)q->data + a * (int64_t)q->nb[1];
+    d->ne[2] = n, d->data = (char *)d->data + a * (int64_t)d->nb[2];
+    if (fa->src[3]) {
+        m = tensor_pool_get();
+        *m = *fa->src[3];
+        m->ne[1] = n, m->data = (char *)m->data + a * (int64_t)m->nb[1];
+    }
+    return node(LLM_OP_FLASH_ATTN, d, q, fa->src[1], fa->src[2], m);
+}
+
+/* A copy of rows [a, a + n) of fa in fresh memory, computed on nth threads. */
+static struct llm_tensor *fa_rows_computed(const struct llm_tensor *fa, int64_t a, int64_t n, int nth)
+{
+    struct llm_tensor *r = fa_rows(fa, a, n);
+    r->data = alloc_buf((size_t)n * fa->nb[2]); /* fa's dst is contiguous: rows nb[2] apart */
+    compute(r, nth, NULL);
+    return r;
+}
+
+/* The prefill tiles against the row-at-a-time path (the same rows as nodes of one query row, which
+ * never tile), to the float-sum tolerance 1e-10 per row and, with a quantized V, bit for bit on the
+ * AVX2 tile (a prompt fed a token at a time must give one batch's logits); and each row's bits
+ * independent of its tile mates: rows [1, n_q) as a node of their own (every tile shifted by one
+ * row) give the same bits as in the whole node, with 1 and 3 threads. */
+static void test_flash_attn_tile_rows(void)
+{
+    static const struct {
+        enum llm_type kt, vt;
+        int hd, hd_v, heads, heads_kv, n_q, n_kv, n_used;
+    } cases[] = {
+        { LLM_TYPE_F16, LLM_TYPE_F16, 32, 32, 8, 4, 40, 300, 290 }, /* llama-k256 prompt */
+        { LLM_TYPE_F32, LLM_TYPE_F32, 128, 128, 4, 2, 20, 200, 180 },
+        { LLM_TYPE_Q8_0, LLM_TYPE_Q4_0, 64, 64, 14, 2, 9, 128, 100 }, /* tiles of 4 rows of 7 heads */
+        { LLM_TYPE_BF16, LLM_TYPE_F16, 40, 48, 6, 3, 12, 100, 90 },
+        { LLM_TYPE_F16, LLM_TYPE_Q8_0, 32, 32, 8, 4, 40, 256, 250 }, /* llama-k256, f16-q8_0 cache */
+        { LLM_TYPE_Q5_1, LLM_TYPE_IQ4_NL, 32, 32, 8, 4, 21, 256, 200 },
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int64_t n_q = cases[c].n_q, hd_v = cases[c].hd_v, heads = cases[c].heads;
+        struct llm_tensor *q = new_permuted(LLM_TYPE_F32, (int64_t[4]){ cases[c].hd, n_q, heads, 1 }, 1, 2);
+        struct llm_tensor *k = new_tensor(cases[c].kt, cases[c].hd, cases[c].n_kv, cases[c].heads_kv, 1);
+        struct llm_tensor *v = new_tensor(cases[c].vt, hd_v, cases[c].n_kv, cases[c].heads_kv, 1);
+        fill(q, 1.0f);
+        fill(k, 1.0f);
+        fill(v, 1.0f);
+        struct llm_tensor *m = window_mask(cases[c].n_kv, cases[c].n_used, n_q, 0, 1, 0, 0);
+        struct llm_tensor *fa = node(LLM_OP_FLASH_ATTN, new_tensor(LLM_TYPE_F32, hd_v, heads, n_q, 1), q, k, v, m);
+        llm_set_op_f32(fa, 0, 1.0f / sqrtf((float)cases[c].hd));
+        compute(fa, 2, NULL);
+        char what[128];
+        snprintf(what, sizeof what, "FLASH_ATTN tiles K %s V %s hd %d/%d heads %d/%d n_q %lld",
+                 llm_type_name(cases[c].kt), llm_type_name(cases[c].vt), cases[c].hd, cases[c].hd_v, cases[c].heads,
+                 cases[c].heads_kv, (long long)n_q);
+        double worst = 0.0;
+        /* the AVX-512 tile sums its scores in another order than the row path */
+        const bool v_converted = cases[c].vt != LLM_TYPE_F16 && cases[c].vt != LLM_TYPE_F32 &&
+                                 strcmp(cpu_flash_attn_path(fa), "avx512 tiles");
+        for (int64_t i = 0; i < n_q; i++) {
+            bool finite;
+            struct llm_tensor *row = fa_rows_computed(fa, i, 1, 1);
+            double e = nmse(row, fa_rows(fa, i, 1), &finite);
+            CHECK(finite && e <= 1e-10, "%s: row %lld vs the row path: NMSE %.3g", what, (long long)i, e);
+            /* a converted V is summed cell by cell on both paths, the scores in one order: same bits */
+            CHECK(!v_converted || same_bits(row, fa_rows(fa, i, 1)), "%s: row %lld differs from the row path's bits",
+                  what, (long long)i);
+            worst = e > worst ? e : worst;
+        }
+        for (int nth = 1; nth <= 3; nth += 2)
+            CHECK(same_bits(fa_rows_computed(fa, 1, n_q - 1, nth), fa_rows(fa, 1, n_q - 1)),
+                  "%s: rows 1.. alone (nth=%d) differ from the whole node bit for bit", what, nth);
+        printf("%s: vs the row path NMSE %.2g\n", what, worst);
+    }
+}
+
+/* Which path each shape takes on this CPU under its LLM_CPU_ISA cap (tests/test_isa_caps.sh runs
+ * this under scalar and avx2 too): prefill tiles wherever AVX2 is, on AVX-512 only for hd a
+ * multiple of 16 and hd_v of 64, the AVX2 tile otherwise; decode and odd head dims a row at a time. */
+static void test_flash_attn_paths(void)
+{
+    const bool avx2 = llm_cpu_has_avx2(), avx512 = llm_cpu_has_avx512();
+    const char *tiles512 = avx512 ? "avx512 tiles" : avx2 ? "avx2 tiles" : "scalar";
+    const char *tiles2 = avx2 ? "avx2 tiles" : "scalar", *rows = avx2 ? "avx2 rows" : "scalar";
+    static const struct {
+        int hd, hd_v, heads, heads_kv, n_q, strided;
+        int want; /* 0: tiles, AVX-512 when it fits; 1: tiles, AVX2 only; 2: rows; 3: scalar */
+    } cases[] = {
+        { 64, 64, 14, 2, 37, 0, 0 },  /* qwen2-0.5B prompt */
+        { 32, 32, 8, 4, 40, 0, 1 },   /* llama-k256 prompt: hd_v 32 is no multiple of 64 */
+        { 128, 128, 8, 2, 3, 0, 0 },
+        { 40, 16, 6, 2, 7, 0, 1 },
+        { 32, 32, 8, 4, 1, 0, 2 },    /* decode */
+        { 20, 12, 6, 2, 4, 0, 2 },    /* hd not a multiple of 8 */
+        { 64, 64, 40, 1, 2, 0, 2 },   /* a group of 40 heads: too many for a tile */
+        { 32, 32, 8, 4, 40, 1, 3 },   /* strided K and V */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const int hd = cases[c].hd, hd_v = cases[c].hd_v, kv = cases[c].heads_kv, n_q = cases[c].n_q;
+        struct llm_tensor *q = new_permuted(LLM_TYPE_F32, (int64_t[4]){ hd, n_q, cases[c].heads, 1 }, 1, 2);
+        struct llm_tensor *k = cases[c].strided ? new_permuted(LLM_TYPE_F16, (int64_t[4]){ hd, 64, kv, 1 }, 0, 1)
+                                                : new_tensor(LLM_TYPE_F16, hd, 64, kv, 1);
+        struct llm_tensor *v = cases[c].strided ? new_permuted(LLM_TYPE_F16, (int64_t[4]){ hd_v, 64, kv, 1 }, 0, 1)
+                                                : new_tensor(LLM_TYPE_F16, hd_v, 64, kv, 1);
+        struct llm_tensor *fa =
+            node(LLM_OP_FLASH_ATTN, new_tensor(LLM_TYPE_F32, hd_v, cases[c].heads, n_q, 1), q, k, v, NULL);
+        const char *want = (const char *[]){ tiles512, tiles2, rows, "scalar" }[cases[c].want];
+        const char *got = cpu_flash_attn_path(fa);
+        CHECK(!strcmp(got, want), "FLASH_ATTN hd %d/%d heads %d/%d n_q %d%s: path %s, want %s", hd, hd_v,
+              cases[c].heads, kv, n_q, cases[c].strided ? " strided" : "", got, want);
+    }
+}
+
 /* Nodes the kernels cannot run are reported, not attempted. */
 static void test_supports(void)
 {
@@ -1176,6 +1302,8 @@ int main(void)
     test_flash_attn();
     test_flash_attn_shapes();
     test_flash_attn_quant();
+    test_flash_attn_tile_rows();
+    test_flash_attn_paths();
     free_bufs();
     return test_done("test_ops");
 }

@@ -6,8 +6,8 @@
  * the last one some mask row of the query row leaves visible are scanned (found once per row), and
  * blocks of 8 cells that every head masks with -inf are skipped: most of a padded KV window.
  * Head dims of 8 (tiny models such as stories260K) have an AVX-512 path of their own,
- * attention_hd8.c, and so has prefill (attention_tile.c: a unit is then a tile of query rows, whose
- * rows share each K and V block). A quantized (or BF16) K or V, a quantized KV cache, is read block
+ * attention_hd8.c, and so has prefill (attention_tile.c on AVX-512, attention_tile_avx2.c on AVX2: a
+ * unit is then a tile of query rows, whose rows share each K and V block). A quantized (or BF16) K or V, a quantized KV cache, is read block
  * by block: each K row is dequantized into the 8-row scratch as its cells are scored, and the V rows
  * of the live cells ATTN_V_CELLS at a time, so no copy of the cache is ever made. */
 #include <math.h>
@@ -35,7 +35,7 @@ static int64_t scratch_floats(const struct llm_tensor *dst, int64_t group)
                 round8(k->ne[1]);
     n += attn_kv_converted(v) ? ATTN_V_CELLS * v->ne[0] : 0;
     n = (n + 15) & ~(int64_t)15;
-    int64_t tile = attn_tile_fits(q, k, v) ? attn_tile_scratch_floats(q->ne[0], v->ne[0], k->ne[1], attn_kv_converted(k)) : 0;
+    int64_t tile = attn_tile_fits(q, k, v, false) ? attn_tile_scratch_floats(q->ne[0], v->ne[0], k->ne[1], attn_kv_converted(k)) : 0;
     return tile > n ? tile : n;
 }
 
@@ -493,7 +493,8 @@ static void weights(struct attn_unit *u)
     }
 }
 
-enum attn_path { PATH_SCALAR, PATH_AVX2, PATH_HD8_AVX512, PATH_TILE_AVX512 };
+enum attn_path { PATH_SCALAR, PATH_AVX2, PATH_HD8_AVX512, PATH_TILE_AVX512, PATH_TILE_AVX2 };
+static const char *const path_names[] = { "scalar", "avx2 rows", "avx512 hd8", "avx512 tiles", "avx2 tiles" };
 
 static void attend(struct attn_unit *u, enum attn_path path)
 {
@@ -539,6 +540,29 @@ static bool unit_rows(const struct llm_tensor *t)
     return t->nb[0] == llm_type_info(t->type)->type_size;
 }
 
+/* The widest path this CPU has for dst's shape and strides: SIMD paths read K and V rows of unit
+ * stride; the head-dim-8 and the tile paths take only their shapes (the AVX-512 tile before the AVX2
+ * one where both fit). */
+static enum attn_path choose_path(const struct llm_tensor *dst)
+{
+    const struct llm_tensor *q = dst->src[0], *k = dst->src[1], *v = dst->src[2], *m = dst->src[3];
+    if (!llm_cpu_has_avx2() || !unit_rows(k) || !unit_rows(v))
+        return PATH_SCALAR;
+    if (q->ne[0] == 8 && v->ne[0] == 8 && (!m || (m->ne[2] == 1 && m->nb[0] == sizeof(float))) &&
+        !attn_kv_converted(k) && !attn_kv_converted(v) && llm_cpu_has_avx512())
+        return PATH_HD8_AVX512;
+    if (attn_tile_fits(q, k, v, true) && llm_cpu_has_avx512())
+        return PATH_TILE_AVX512;
+    if (attn_tile_fits(q, k, v, false))
+        return PATH_TILE_AVX2;
+    return PATH_AVX2;
+}
+
+const char *cpu_flash_attn_path(const struct llm_tensor *dst)
+{
+    return path_names[choose_path(dst)];
+}
+
 /* Parts each GQA group is cut into: 1 unless whole groups would leave threads idle or unevenly
  * loaded (e.g. one token, fewer KV heads than threads), then enough for about 4 units per thread. */
 static int64_t group_parts(int64_t groups, int64_t group, int nth)
@@ -572,14 +596,10 @@ void cpu_flash_attn(const struct llm_cpu_params *p, struct llm_tensor *dst)
     u.k_deq = attn_kv_converted(k) ? llm_type_traits(k->type)->to_float_fast : NULL;
     u.v_deq = attn_kv_converted(v) ? llm_type_traits(v->type)->to_float_fast : NULL;
     memset(u.zero, 0, (size_t)hd8 * sizeof(float));
-    enum attn_path path = llm_cpu_has_avx2() && unit_rows(k) && unit_rows(v) ? PATH_AVX2 : PATH_SCALAR;
-    if (path == PATH_AVX2 && hd == 8 && hd_v == 8 && (!m || (m->ne[2] == 1 && m->nb[0] == sizeof(float))) &&
-        !u.k_deq && !u.v_deq && llm_cpu_has_avx512())
-        path = PATH_HD8_AVX512;
-    else if (path == PATH_AVX2 && attn_tile_fits(q, k, v) && llm_cpu_has_avx512())
-        path = PATH_TILE_AVX512;
-    /* query rows per unit: a tile of them on the prefill path */
-    const int64_t tq = path == PATH_TILE_AVX512 ? attn_tile_queries(group) : 1, n_tiles = (n_q + tq - 1) / tq;
+    const enum attn_path path = choose_path(dst);
+    const bool tiled = path == PATH_TILE_AVX512 || path == PATH_TILE_AVX2;
+    /* query rows per unit: a tile of them on the prefill paths */
+    const int64_t tq = tiled ? attn_tile_queries(group) : 1, n_tiles = (n_q + tq - 1) / tq;
 
     /* units dealt out round-robin: under a causal mask later queries see more cells, so
      * contiguous ranges would give the last thread most of the work */
@@ -605,11 +625,14 @@ void cpu_flash_attn(const struct llm_cpu_params *p, struct llm_tensor *dst)
         if (path == PATH_HD8_AVX512) {
             visible_range(&u, true);
             attn_hd8_add(&u, hs, &np);
-        } else if (path == PATH_TILE_AVX512) {
+        } else if (tiled) {
             const int64_t nq = n_q - u.iq < tq ? n_q - u.iq : tq;
             int64_t lo, hi;
             tile_range(&u, nq, &lo, &hi);
-            attn_tile_run(&u, nq, lo, hi, u.qs);
+            if (path == PATH_TILE_AVX512)
+                attn_tile_run(&u, nq, lo, hi, u.qs);
+            else
+                attn_tile_run_avx2(&u, nq, lo, hi, u.qs);
         } else {
             attend(&u, path);
         }

@@ -77,20 +77,24 @@ struct hd8_head {
 void attn_hd8_add(struct attn_unit *u, struct hd8_head *hs, int *np);
 void attn_hd8_flush(const struct attn_unit *u, struct hd8_head *hs, int *np);
 
-/* The prefill path (attention_tile.c; AVX-512, K and V rows with unit stride): query rows in tiles
- * of attn_tile_queries(group) (fixed for a shape, whatever the thread count), each tile with up to
- * TILE_ROWS rows of one query row and one head. */
+/* The prefill path (attention_tile.c on AVX-512, attention_tile_avx2.c on AVX2; K and V rows with
+ * unit stride): query rows in tiles of attn_tile_queries(group) (fixed for a shape, whatever the
+ * thread count or ISA), each tile with up to TILE_ROWS rows of one query row and one head. */
 #define TILE_ROWS 32
 
-/* Whether the shape suits it: more than one query row, hd a multiple of 16, hd_v of 64, GQA groups
- * of at most TILE_ROWS heads. K and V may be quantized: their blocks are dequantized as they are read. */
-bool attn_tile_fits(const struct llm_tensor *q, const struct llm_tensor *k, const struct llm_tensor *v);
+/* Whether the shape suits the AVX-512 tile (avx512) or the AVX2 one: more than one query row, GQA
+ * groups of at most TILE_ROWS heads, hd a multiple of 16 and hd_v of 64 (AVX-512) or hd of 8 and
+ * hd_v of 16 (AVX2; every shape the AVX-512 tile takes). K and V may be quantized: their blocks are
+ * dequantized as they are read. */
+bool attn_tile_fits(const struct llm_tensor *q, const struct llm_tensor *k, const struct llm_tensor *v, bool avx512);
 int64_t attn_tile_queries(int64_t group);
 int64_t attn_tile_scratch_floats(int64_t hd, int64_t hd_v, int64_t n_kv, bool k_quant);
 
 /* Query rows [u->iq, u->iq + nq), heads [u->h0, u->h0 + u->nh) of KV head u->hk, over cells
  * [lo, hi) (the union of the rows' visible ranges, every head's mask included; empty when lo >=
- * hi), with scratch of attn_tile_scratch_floats floats (64-byte aligned). */
+ * hi), with scratch of attn_tile_scratch_floats floats (64-byte aligned). The two ISAs' sums run
+ * in different orders: their results agree to rounding, not bit for bit. */
 void attn_tile_run(const struct attn_unit *u, int64_t nq, int64_t lo, int64_t hi, float *scratch);
+void attn_tile_run_avx2(const struct attn_unit *u, int64_t nq, int64_t lo, int64_t hi, float *scratch);
 
 #endif

@@ -7,49 +7,31 @@
  * Σ w·v over the cells some row of the tile weights. Each row's sums run in an order fixed by
  * its cell positions alone, so a row's result does not depend on which rows share its tile. A
  * quantized K has the 16 rows of a block dequantized before the transpose, a quantized V its live
- * rows as they are converted: the cache is read block by block, never copied whole. */
+ * rows as they are converted: the cache is read block by block, never copied whole. The tile's
+ * set-up, its weights pass and its output (plain C) serve the AVX2 tile too (attention_tile_avx2.c). */
 #include <math.h>
 #include <string.h>
 
-#include "attention_paths.h"
+#include "attention_tile.h"
 #include "ops/isa/simd.h"
 
 #define FORCE_INLINE __attribute__((always_inline))
 
 #define SCORE_ROWS 8 /* rows whose scores of two 16-cell blocks stay in registers (16 accumulators) */
 #define ACC_ROWS 6   /* rows whose 64 output dims stay in registers (24 accumulators) */
-#define V_CELLS 32   /* live cells whose V rows are converted at a time (8 KiB per 64 dims) */
 
-bool attn_tile_fits(const struct llm_tensor *q, const struct llm_tensor *k, const struct llm_tensor *v)
+bool attn_tile_fits(const struct llm_tensor *q, const struct llm_tensor *k, const struct llm_tensor *v, bool avx512)
 {
     int64_t group = q->ne[2] / k->ne[2];
-    return q->ne[0] % 16 == 0 && v->ne[0] % 64 == 0 && group <= TILE_ROWS && q->ne[1] > 1;
+    /* whole registers of K dims (transposed) and of V dims (an output chunk) */
+    int64_t k_step = avx512 ? 16 : 8, v_step = avx512 ? 64 : 16;
+    return q->ne[0] % k_step == 0 && v->ne[0] % v_step == 0 && group <= TILE_ROWS && q->ne[1] > 1;
 }
 
 int64_t attn_tile_queries(int64_t group)
 {
     return TILE_ROWS / group;
 }
-
-struct tile {
-    const char *k, *v;           /* row 0 of the unit's KV head in K and V */
-    int64_t k_st, v_st;          /* their row strides in bytes */
-    bool k_f16, v_f16;
-    llm_to_float_fn k_deq, v_deq; /* dequantizers of a quantized K and V, else NULL */
-    bool k_quant;                 /* K is quantized: scratch for a dequantized block */
-    const struct llm_tensor *m;
-    int64_t rows, hd, hd_v, n_kv, n16, lo, hi; /* cells [lo, hi): multiples of 16 */
-    const char *mrow[TILE_ROWS]; /* each row's mask row (NULL: no mask) */
-    float *qs;   /* rows × hd: q·scale */
-    float *s;    /* rows × n16: scores, then weights */
-    float *mx;   /* rows × 16: lanes of each row's max score */
-    float *inv;  /* rows: 1 / Σ weights, 0 when the row may attend to nothing */
-    float *acc;  /* rows × hd_v: Σ w·v */
-    float *kt;   /* hd × 32: two blocks of K, transposed */
-    float *kq;   /* 16 × hd: a block of K rows dequantized (a quantized K only) */
-    float *vb;   /* V_CELLS × hd_v: V rows of live cells as F32 */
-    int32_t *live;
-};
 
 /* Points t's scratch parts into base (NULL: only measures); returns the floats they take, each part
  * a multiple of 16 floats, so all stay 64-byte aligned. */
@@ -69,7 +51,7 @@ static int64_t layout(struct tile *t, float *base)
     PART(acc, float, TILE_ROWS * t->hd_v);
     PART(kt, float, t->hd * 32);
     PART(kq, float, t->k_quant ? 16 * t->hd : 0);
-    PART(vb, float, V_CELLS * t->hd_v);
+    PART(vb, float, TILE_V_CELLS * t->hd_v);
     PART(live, int32_t, t->n16);
 #undef PART
     return used;
@@ -79,6 +61,56 @@ int64_t attn_tile_scratch_floats(int64_t hd, int64_t hd_v, int64_t n_kv, bool k_
 {
     struct tile t = { .hd = hd, .hd_v = hd_v, .n16 = round16(n_kv), .k_quant = k_quant };
     return layout(&t, NULL);
+}
+
+/* Pass 2, the same on every ISA: each row's scores over [lo, hi) to e^(s - max), and 1 / Σ. */
+static void weights(const struct tile *t)
+{
+    for (int64_t r = 0; r < t->rows; r++) {
+        float *w = t->s + r * t->n16, max = -INFINITY;
+        for (int c = 0; c < 16; c++)
+            max = t->mx[r * 16 + c] > max ? t->mx[r * 16 + c] : max;
+        if (max == -INFINITY) { /* this row may attend to nothing: zeros */
+            memset(w + t->lo, 0, (size_t)(t->hi - t->lo) * sizeof(float));
+            t->inv[r] = 0.0f;
+        } else {
+            t->inv[r] = 1.0f / cpu_exp_sub_sum(t->hi - t->lo, w + t->lo, max);
+        }
+    }
+}
+
+void tile_run(const struct attn_unit *u, int64_t nq, int64_t lo, int64_t hi, float *scratch, tile_pass_fn scores,
+              tile_pass_fn accumulate)
+{
+    const struct llm_tensor *q = u->q, *k = u->k, *v = u->v;
+    struct tile t;
+    t.m = u->m;
+    t.hd = u->hd, t.hd_v = u->hd_v, t.n_kv = u->n_kv, t.n16 = round16(u->n_kv), t.rows = nq * u->nh;
+    t.lo = lo & ~(int64_t)15, t.hi = round16(hi);
+    t.k = tensor_at(k, 0, 0, u->hk, 0), t.v = tensor_at(v, 0, 0, u->hk, 0);
+    t.k_st = (int64_t)k->nb[1], t.v_st = (int64_t)v->nb[1];
+    t.k_f16 = k->type == LLM_TYPE_F16, t.v_f16 = v->type == LLM_TYPE_F16;
+    t.k_deq = u->k_deq, t.v_deq = u->v_deq, t.k_quant = u->k_deq != NULL;
+    layout(&t, scratch);
+
+    const float scale = llm_get_op_f32(u->dst, 0);
+    for (int64_t iq = 0; iq < nq; iq++)
+        for (int64_t g = 0; g < u->nh; g++) {
+            const int64_t r = iq * u->nh + g, h = u->h0 + g;
+            load_q_row(q, u->iq + iq, h, scale, t.hd, t.hd, t.qs + r * t.hd);
+            t.mrow[r] = t.m ? tensor_at(t.m, 0, u->iq + iq, t.m->ne[2] == 1 ? 0 : h % t.m->ne[2], 0) : NULL;
+        }
+    if (t.lo < t.hi) {
+        scores(&t);
+        weights(&t);
+        accumulate(&t);
+    } else {
+        memset(t.inv, 0, (size_t)t.rows * sizeof(float));
+        memset(t.acc, 0, (size_t)(t.rows * t.hd_v) * sizeof(float));
+    }
+    for (int64_t iq = 0; iq < nq; iq++)
+        for (int64_t g = 0; g < u->nh; g++)
+            store_out_row(u->dst, u->h0 + g, u->iq + iq, t.acc + (iq * u->nh + g) * t.hd_v, t.inv[iq * u->nh + g]);
 }
 
 /* ---- pass 1: scores ---------------------------------------------------------------------- */
@@ -253,22 +285,6 @@ static AVX512 void scores(const struct tile *t)
     }
 }
 
-/* ---- pass 2: weights --------------------------------------------------------------------- */
-
-static AVX512 void weights(const struct tile *t)
-{
-    for (int64_t r = 0; r < t->rows; r++) {
-        float *w = t->s + r * t->n16;
-        const float max = _mm512_reduce_max_ps(_mm512_loadu_ps(t->mx + r * 16));
-        if (max == -INFINITY) { /* this row may attend to nothing: zeros */
-            memset(w + t->lo, 0, (size_t)(t->hi - t->lo) * sizeof(float));
-            t->inv[r] = 0.0f;
-        } else {
-            t->inv[r] = 1.0f / cpu_exp_sub_sum(t->hi - t->lo, w + t->lo, max);
-        }
-    }
-}
-
 /* ---- pass 3: Σ w·v ----------------------------------------------------------------------- */
 
 /* The cells some row weights, in order; returns their count. Only their V rows are read: the
@@ -349,8 +365,8 @@ static AVX512 void accumulate(const struct tile *t)
 {
     memset(t->acc, 0, (size_t)(t->rows * t->hd_v) * sizeof(float));
     const int64_t n_live = live_cells(t);
-    for (int64_t c0 = 0; c0 < n_live; c0 += V_CELLS) {
-        const int64_t n = n_live - c0 < V_CELLS ? n_live - c0 : V_CELLS;
+    for (int64_t c0 = 0; c0 < n_live; c0 += TILE_V_CELLS) {
+        const int64_t n = n_live - c0 < TILE_V_CELLS ? n_live - c0 : TILE_V_CELLS;
         convert_v(t, c0, n);
         for (int64_t i = 0; i < t->hd_v; i += 64)
             for (int64_t r0 = 0; r0 < t->rows; r0 += ACC_ROWS)
@@ -360,35 +376,7 @@ static AVX512 void accumulate(const struct tile *t)
 
 /* ---- the tile ------------------------------------------------------------------------------ */
 
-AVX512 void attn_tile_run(const struct attn_unit *u, int64_t nq, int64_t lo, int64_t hi, float *scratch)
+void attn_tile_run(const struct attn_unit *u, int64_t nq, int64_t lo, int64_t hi, float *scratch)
 {
-    const struct llm_tensor *q = u->q, *dst = u->dst, *k = u->k, *v = u->v;
-    struct tile t;
-    t.m = u->m;
-    t.hd = u->hd, t.hd_v = u->hd_v, t.n_kv = u->n_kv, t.n16 = round16(u->n_kv), t.rows = nq * u->nh;
-    t.lo = lo & ~(int64_t)15, t.hi = round16(hi);
-    t.k = tensor_at(k, 0, 0, u->hk, 0), t.v = tensor_at(v, 0, 0, u->hk, 0);
-    t.k_st = (int64_t)k->nb[1], t.v_st = (int64_t)v->nb[1];
-    t.k_f16 = k->type == LLM_TYPE_F16, t.v_f16 = v->type == LLM_TYPE_F16;
-    t.k_deq = u->k_deq, t.v_deq = u->v_deq, t.k_quant = u->k_deq != NULL;
-    layout(&t, scratch);
-
-    const float scale = llm_get_op_f32(dst, 0);
-    for (int64_t iq = 0; iq < nq; iq++)
-        for (int64_t g = 0; g < u->nh; g++) {
-            const int64_t r = iq * u->nh + g, h = u->h0 + g;
-            load_q_row(q, u->iq + iq, h, scale, t.hd, t.hd, t.qs + r * t.hd);
-            t.mrow[r] = t.m ? tensor_at(t.m, 0, u->iq + iq, t.m->ne[2] == 1 ? 0 : h % t.m->ne[2], 0) : NULL;
-        }
-    if (t.lo < t.hi) {
-        scores(&t);
-        weights(&t);
-        accumulate(&t);
-    } else {
-        memset(t.inv, 0, (size_t)t.rows * sizeof(float));
-        memset(t.acc, 0, (size_t)(t.rows * t.hd_v) * sizeof(float));
-    }
-    for (int64_t iq = 0; iq < nq; iq++)
-        for (int64_t g = 0; g < u->nh; g++)
-            store_out_row(dst, u->h0 + g, u->iq + iq, t.acc + (iq * u->nh + g) * t.hd_v, t.inv[iq * u->nh + g]);
+    tile_run(u, nq, lo, hi, scratch, scores, accumulate);
 }

@@ -158,6 +158,9 @@ bool cpu_cont_supported(const struct llm_tensor *n);
 size_t cpu_mul_mat_work_size(const struct llm_tensor *dst, int nth);
 size_t cpu_mul_mat_work_size_bound(const struct llm_tensor *dst, int nth);
 size_t cpu_flash_attn_work_size(const struct llm_tensor *dst, int nth);
+/* The path cpu_flash_attn takes for dst on this CPU (under LLM_CPU_ISA): "scalar", "avx2 rows",
+ * "avx512 hd8", "avx512 tiles" or "avx2 tiles" (prefill). For tests and tools. */
+const char *cpu_flash_attn_path(const struct llm_tensor *dst);
 bool cpu_mul_mat_supports(const struct llm_tensor *dst);
 
 #endif
