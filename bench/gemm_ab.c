@@ -6,8 +6,8 @@
  *   usage: llm-gemm-ab [TYPE (q4_0|q8_0, default q4_0)] [THREADS (2)] [ROUNDS (15)] */
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
+#include "clock.h"
 #include "ops/kernels/blas.h"
 #include "ops/kernels/kernels.h"
 #include "ops/types/types.h"
@@ -47,13 +47,6 @@ static void run(int ith, int nth, void *arg)
     llm_blas_sgemm_nt((int)j->N, (int)(r1 - r0), (int)j->K, j->xf, (int)j->K, rows, (int)j->K, j->dst + r0, (int)j->M);
 }
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 static int cmp(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -63,9 +56,9 @@ static int cmp(const void *a, const void *b)
 static double timed(struct llm_threadpool *pool, struct job *j, bool gemm)
 {
     j->gemm = gemm;
-    double t0 = now_ms();
+    double t0 = llm_now_us();
     llm_threadpool_run(pool, run, j);
-    return now_ms() - t0;
+    return (llm_now_us() - t0) / 1e3;
 }
 
 /* One shape: rounds of both, alternating which goes first; prints a table row. */
