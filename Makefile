@@ -41,7 +41,7 @@ endif
 endif
 
 .PHONY: all deps run test test-unit test-asan fuzz bench clean mutants
-all: $(BIN)/llm $(BIN)/llm-run $(BIN)/llm-bench $(BIN)/llm-roofline $(BIN)/llm-repack-ab $(BIN)/llm-attn-ab $(if $(HAVE_MPI),$(BIN)/llm-mpi-hop $(NO_MPI_LLM))
+all: $(BIN)/llm $(BIN)/llm-run $(BIN)/llm-bench $(BIN)/llm-roofline $(BIN)/llm-repack-ab $(BIN)/llm-attn-ab $(BIN)/llm-gemm-ab $(if $(HAVE_MPI),$(BIN)/llm-mpi-hop $(NO_MPI_LLM))
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -78,6 +78,11 @@ $(BIN)/llm-repack-ab: bench/repack_ab.c $(LIB)
 
 # bench/attn_tile_ab.c: FLASH_ATTN's prefill tiles against the row-at-a-time path, in one process.
 $(BIN)/llm-attn-ab: bench/attn_tile_ab.c $(LIB)
+	@mkdir -p $(BIN)
+	$(CC) $(ALL_CFLAGS) $^ $(LDLIBS) -o $@
+
+# bench/gemm_ab.c: prefill's integer GEMM against dequantize + sgemm, alternated in one process.
+$(BIN)/llm-gemm-ab: bench/gemm_ab.c $(LIB)
 	@mkdir -p $(BIN)
 	$(CC) $(ALL_CFLAGS) $^ $(LDLIBS) -o $@
 

@@ -15,11 +15,12 @@ int64_t gemm_block_rows(int64_t k)
     return rows < GEMM_ROW_ALIGN ? GEMM_ROW_ALIGN : rows;
 }
 
-/* One block of weight rows repacked 16 rows at a time, and the sums of each activation block. */
+/* One block of weight rows repacked 16 rows at a time, and per activation block its sum and scale
+ * (gemm_q4_0_avx2.c keeps both, 8 bytes; the AVX-512 kernel the sum). */
 size_t llm_gemm_scratch_size(int64_t k, int64_t N)
 {
     size_t nb = (size_t)(k / QK);
-    return 64 + (size_t)gemm_block_rows(k) / 16 * nb * REPACK_BLOCK_BYTES + (size_t)N * nb * sizeof(int32_t);
+    return 64 + (size_t)gemm_block_rows(k) / 16 * nb * REPACK_BLOCK_BYTES + (size_t)N * nb * 2 * sizeof(int32_t);
 }
 
 void llm_gemm_tiles(gemm_tile_fn tile, int rm, int rn, int64_t k, int64_t M, int64_t N, const void *w,

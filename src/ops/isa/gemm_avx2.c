@@ -1,6 +1,6 @@
-/* AVX2 integer GEMM tiles (gemm.h) of Q8_0 / Q4_0 weights against Q8_0 activations: per block of
- * 32, the weights as signed bytes w, Σ w·x in 8 int32 lanes by maddubs(|w|, sign(x, w)) and madd,
- * then one float FMA by d_w·d_x per pair. Each loaded weight block serves RN activation rows and
+/* AVX2 integer GEMM tiles (gemm.h) of Q8_0 weights against Q8_0 activations (Q4_0's is
+ * gemm_q4_0_avx2.c): per block of 32, the weights as signed bytes w, Σ w·x in 8 int32 lanes by
+ * maddubs(|w|, sign(x, w)) and madd, then one float FMA by d_w·d_x per pair. Each loaded weight block serves RN activation rows and
  * each activation block RM weight rows; 16 vector registers hold RM·RN = 8 accumulators. */
 #include <string.h>
 
@@ -20,18 +20,8 @@ static inline AVX2 __m256 scale8(const void *block)
     return _mm256_cvtph_ps(_mm_set1_epi16((short)h));
 }
 
-/* Block b of a weight row as 32 signed bytes. */
-static inline __attribute__((always_inline)) AVX2 __m256i wquants(enum llm_type t, const void *row, int64_t b)
+static AVX2 void tile_q8_0(int64_t nb, const void *const *w, const void *const *x, float *out)
 {
-    if (t == LLM_TYPE_Q4_0)
-        return _mm256_sub_epi8(nibbles32_u(((const struct block_q4_0 *)row)[b].qs), _mm256_set1_epi8(8));
-    return loadu256(((const struct block_q8_0 *)row)[b].qs);
-}
-
-static inline __attribute__((always_inline)) AVX2 void tile(enum llm_type t, int64_t nb, const void *const *w,
-                                                           const void *const *x, float *out)
-{
-    const size_t wsize = t == LLM_TYPE_Q4_0 ? sizeof(struct block_q4_0) : sizeof(struct block_q8_0);
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[RM][RN];
     #pragma GCC unroll 8
@@ -50,8 +40,9 @@ static inline __attribute__((always_inline)) AVX2 void tile(enum llm_type t, int
         }
         #pragma GCC unroll 8
         for (int i = 0; i < RM; i++) {
-            __m256i q = wquants(t, w[i], b), aq = _mm256_sign_epi8(q, q);
-            __m256 dw = scale8((const char *)w[i] + b * wsize);
+            const struct block_q8_0 *wb = (const struct block_q8_0 *)w[i] + b;
+            __m256i q = loadu256(wb->qs), aq = _mm256_sign_epi8(q, q);
+            __m256 dw = scale8(wb);
             #pragma GCC unroll 8
             for (int j = 0; j < RN; j++) {
                 __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, _mm256_sign_epi8(xq[j], q)), ones);
@@ -66,26 +57,9 @@ static inline __attribute__((always_inline)) AVX2 void tile(enum llm_type t, int
             out[i * RN + j] = hsum_ps(acc[i][j]);
 }
 
-static AVX2 void tile_q8_0(int64_t nb, const void *const *w, const void *const *x, float *out)
-{
-    tile(LLM_TYPE_Q8_0, nb, w, x, out);
-}
-
-static AVX2 void tile_q4_0(int64_t nb, const void *const *w, const void *const *x, float *out)
-{
-    tile(LLM_TYPE_Q4_0, nb, w, x, out);
-}
-
 void llm_gemm_q8_0_avx2(int64_t k, int64_t M, int64_t N, const void *w, size_t wstride, const void *x,
                         size_t xstride, float *dst, size_t ldd, void *scratch)
 {
     (void)scratch; /* the tiles read the rows in place */
     llm_gemm_tiles(tile_q8_0, RM, RN, k, M, N, w, wstride, x, xstride, dst, ldd);
-}
-
-void llm_gemm_q4_0_avx2(int64_t k, int64_t M, int64_t N, const void *w, size_t wstride, const void *x,
-                        size_t xstride, float *dst, size_t ldd, void *scratch)
-{
-    (void)scratch; /* the tiles read the rows in place */
-    llm_gemm_tiles(tile_q4_0, RM, RN, k, M, N, w, wstride, x, xstride, dst, ldd);
 }

@@ -95,19 +95,22 @@ static bool use_blas(const struct mm_geom *g, const struct llm_tensor *dst)
     return blas_path_ok(g, dst);
 }
 
-/* When the integer GEMM (Q8_0 / Q4_0 weights, gemm_avx512.c / gemm_avxvnni.c / gemm_avx2.c) beats
- * the dot and BLAS paths (bench/results/gemm_int8.md, kernel_choices.md): the VNNI kernels from
- * N = 8 on, since a CPU with AVX-VNNI but no AVX-512 has a slower sgemm; the AVX2 kernel only in
- * the range where it was measured to win against an AVX-512 OpenBLAS, so measure a CPU with an
- * AVX2 sgemm before widening it. */
-static bool gemm_batch(int64_t N)
+/* When the integer GEMM (Q8_0 / Q4_0 weights, gemm_avx512.c / gemm_avxvnni.c / gemm_avx2.c /
+ * gemm_q4_0_avx2.c) beats the dot and BLAS paths (bench/results/gemm_int8.md, kernel_choices.md):
+ * the VNNI kernels from N = 8 on, since a CPU with AVX-VNNI but no AVX-512 has a slower sgemm; the
+ * AVX2 Q4_0 kernel (8 rows a register) from N = 16 on, measured faster than dequantize + an AVX2
+ * sgemm at every batch (1.4-2x at N = 512); the AVX2 Q8_0 kernel only in the range where it was
+ * measured to win against an AVX-512 OpenBLAS. */
+static bool gemm_batch(enum llm_type t, int64_t N)
 {
-    return llm_cpu_has_avx512() || llm_cpu_has_avxvnni() ? N >= 8 : N >= 16 && N < 64;
+    if (llm_cpu_has_avx512() || llm_cpu_has_avxvnni())
+        return N >= 8;
+    return N >= 16 && (t == LLM_TYPE_Q4_0 || N < 64);
 }
 
 static bool use_int_gemm(const struct mm_geom *g, const struct llm_tensor *dst)
 {
-    return g->s.wt->gemm && dot_path_ok(g) && dst->nb[1] % sizeof(float) == 0 && gemm_batch(g->s.N);
+    return g->s.wt->gemm && dot_path_ok(g) && dst->nb[1] % sizeof(float) == 0 && gemm_batch(g->w->type, g->s.N);
 }
 
 /* The float GEMM (F16 / BF16 weights, and the quantized ones without an integer GEMM dequantized
@@ -228,7 +231,7 @@ size_t cpu_mul_mat_work_size(const struct llm_tensor *dst, int nth)
 }
 
 /* Which path runs depends on N (and the CPU), and a path taken only at small N may need more than
- * the one at this N (AVX2's integer GEMM at N 16-63 against dequantize + sgemm above): the
+ * the one at this N (AVX2's Q8_0 integer GEMM at N 16-63 against dequantize + sgemm above): the
  * largest scratch of every path this node could take. Each path's own size grows with N. */
 size_t cpu_mul_mat_work_size_bound(const struct llm_tensor *dst, int nth)
 {
