@@ -119,6 +119,12 @@ one "${args[@]}" >"$tmp/one"
 many 2 "${args[@]}" -v >"$tmp/many"; rc=$?
 [ $rc -eq 0 ] && cmp -s "$tmp/one" "$tmp/many" && grep -q '^llm-run: rank 1 of 2: layers 1-1 + output' "$tmp/errk" && ok \
   || fail "one layer per rank (exit $rc): $(grep rank "$tmp/errk")"
+# Each rank touches only its own tensors: the last rank reads the tied output matrix (10 MiB of this
+# 16 MiB file), rank 0 a few of its rows as embeddings; a rank that repacked or copied the whole
+# file at load would hold all of it.
+rss() { sed -n "s/^llm-run: rank $1 of 2: .*, resident \([0-9.]*\) MiB$/\1/p" "$tmp/errk"; }
+awk -v a="$(rss 0)" -v b="$(rss 1)" 'BEGIN { exit !(a > 0 && b - a >= 8) }' && ok \
+  || fail "rank 0 holds more than its own tensors: resident $(rss 0) MiB against the last rank's $(rss 1)"
 
 # llm-bench under mpirun: every format records the rank count and the layers of each rank.
 bench=(-m "$M/stories260K.gguf" -p 8 -n 4 -r 1 --no-warmup)

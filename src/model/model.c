@@ -395,7 +395,7 @@ static int load(struct llm_model *m, const char *path, enum gguf_load_mode mode,
     if ((r = make_tensors(m, path, err)) < 0 || (r = bind_all(m, path, err)) < 0)
         return r;
     llm_model_describe(m);
-    return llm_model_repack(m, n_threads, err);
+    return n_threads == LLM_LOAD_NO_REPACK ? 0 : llm_model_repack(m, n_threads, err);
 }
 
 int llm_model_load(const char *path, struct llm_model **out, struct llm_error *err)

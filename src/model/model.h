@@ -101,7 +101,10 @@ void llm_model_repack_free(struct llm_model *m);
 int llm_model_load(const char *path, struct llm_model **out, struct llm_error *err);
 /* llm_model_load with the file brought into memory as mode says (gguf_open_mode): the weights then
  * point into the file's mapping or into the anonymous memory it was read into, or into the repacked
- * copy (llm_model_repack, on n_threads threads; llm_model_load takes one). */
+ * copy (llm_model_repack, on n_threads threads; llm_model_load takes one). n_threads
+ * LLM_LOAD_NO_REPACK repacks nothing: a pipeline stage over MPI touches only its own layers'
+ * tensors, where a repack would copy every one (src/mpi/README.md). */
+#define LLM_LOAD_NO_REPACK 0
 int llm_model_load_mode(const char *path, enum gguf_load_mode mode, int n_threads, struct llm_model **out,
                         struct llm_error *err);
 void llm_model_free(struct llm_model *m);

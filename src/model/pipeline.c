@@ -403,7 +403,7 @@ static int model_at(struct server *s, const char *path, struct llm_model **out, 
         memmove(s->models, s->models + 1, (MAX_MODELS - 1) * sizeof *s->models);
         i = MAX_MODELS - 1;
     }
-    int rc = llm_model_load(path, &s->models[i], err);
+    int rc = llm_model_load_mode(path, GGUF_LOAD_MMAP, LLM_LOAD_NO_REPACK, &s->models[i], err);
     *out = s->models[i];
     return rc;
 }
