@@ -52,7 +52,8 @@ rounds = 1 + max(r["round"] for r in rows)
 order = "one round, fusion off first" if rounds == 1 else "each setting's better round of %d, fusion off first, then on first" % rounds
 print("bench/fusion_ab.sh, build %s, %s UTC: llm-bench -dev npu -p 0 -n 128 -t 2 (%s)."
       % (sys.argv[3], time.strftime("%Y-%m-%d %H:%M", time.gmtime()), order) + " Kernel launches per decode token from -v (RoPE table fills aside)."
-      " The machine was shared with other jobs: compare within a row.\n")
+      " Load average at the end: %s (the benchmark's own threads count in it); compare within a row.\n"
+      % " ".join(open("/proc/loadavg").read().split()[:3]))
 print("| model | launch µs | mode | launches/token off | on | tg128 t/s fusion off | fusion on | on / off |")
 print("|---|---:|---|---:|---:|---:|---:|---:|")
 for label in dict.fromkeys(r["label"] for r in rows):

@@ -15,9 +15,9 @@ out=bench/results/tmp/mpi.txt
 mkdir -p bench/results/tmp
 : >"$out"
 run() { echo "\$ $*" >>"$out"; "$@" >>"$out" 2>&1; }
-np() { local k=$1; shift; if [ "$k" -eq 1 ]; then "$@"; else mpirun --oversubscribe -np "$k" "$@"; fi; }
+np() { local k=$1; shift; if [ "$k" -eq 1 ]; then "$@"; else mpirun --oversubscribe --bind-to none -np "$k" "$@"; fi; }
 
-run mpirun --oversubscribe -np 2 "$BIN/llm-mpi-hop"
+run mpirun --oversubscribe --bind-to none -np 2 "$BIN/llm-mpi-hop"
 for m in "$SHARED/models/stories260K.gguf" "$q8"; do
   for r in $(seq "$ROUNDS"); do
     for k in 1 2 3; do
