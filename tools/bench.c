@@ -16,7 +16,6 @@
 #include "model/context.h"
 #include "model/model.h"
 #include "model/vocab.h"
-#include "mpi/link.h"
 #include "profile.h"
 #include "profile_print.h"
 #include "roofline.h"
@@ -185,9 +184,8 @@ static int ensure_model(struct bench_state *s, const struct bench_instance *t)
     s->model = NULL;
     struct llm_error err = { 0 };
     const uint64_t t0 = llm_now_ns();
-    /* rank 0 of a pipeline over MPI keeps to its own layers: nothing repacked (model.h) */
-    const int load_threads = llm_link_size(tool_job_link()) > 1 ? LLM_LOAD_NO_REPACK : t->n_threads;
-    if (llm_model_load_mode(path, gguf_load_mode_parse(bench_lm_name(t->load_mode)), load_threads, &s->model, &err) != 0) {
+    if (llm_model_load_mode(path, gguf_load_mode_parse(bench_lm_name(t->load_mode)), tool_job_load_threads(t->n_threads),
+                            &s->model, &err) != 0) {
         tool_error("failed to load model '%s': %s", path, err.msg);
         return RUN_FAILED;
     }

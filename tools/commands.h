@@ -18,6 +18,9 @@ struct llm_link;
 int tool_job_main(int (*cmd)(int argc, char **argv), int argc, char **argv);
 /* The job's link for a context's parameters (NULL outside mpirun). */
 struct llm_link *tool_job_link(void);
+/* The n_threads to load a model with: n_threads alone, LLM_LOAD_NO_REPACK as rank 0 of a pipeline
+ * over MPI, which must touch only its own layers' tensors (model.h). */
+int tool_job_load_threads(int n_threads);
 
 /* Print "llm: error: <msg>" on stderr: always one line, whatever the message holds (control
  * characters, e.g. from a file name or a file's text, are shown escaped). */

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "model/model.h"
 #include "model/pipeline.h"
 
 static struct llm_link *job_link;
@@ -16,6 +17,11 @@ struct llm_link *tool_job_link(void)
 /* MPI's start-up cannot finish (the watch's thread, while MPI_Init or its first collective blocks
  * the main one): rank 0's line, and every rank ends, for under --enable-recovery mpirun would
  * leave the others waiting. */
+int tool_job_load_threads(int n_threads)
+{
+    return llm_link_size(job_link) > 1 ? LLM_LOAD_NO_REPACK : n_threads;
+}
+
 static void give_up_start(const char *msg)
 {
     if (msg[0])

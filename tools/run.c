@@ -21,7 +21,6 @@
 #include "model/model.h"
 #include "model/sampler.h"
 #include "model/vocab.h"
-#include "mpi/link.h"
 #include "profile.h"
 #include "profile_print.h"
 #include "roofline.h"
@@ -824,9 +823,7 @@ static int generate(struct run_opts *o)
         return 1;
     tool_numa_note(o->numa, o->verbose, "llm-run");
     double t = (llm_now_us() / 1e3);
-    /* rank 0 of a pipeline over MPI keeps to its own layers: nothing repacked (model.h) */
-    const int load_threads = llm_link_size(tool_job_link()) > 1 ? LLM_LOAD_NO_REPACK : o->n_threads;
-    if (llm_model_load_mode(o->model, o->load_mode, load_threads, &model, &err)) {
+    if (llm_model_load_mode(o->model, o->load_mode, tool_job_load_threads(o->n_threads), &model, &err)) {
         tool_error("%s", err.msg);
         return 1;
     }
