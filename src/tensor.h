@@ -131,6 +131,11 @@ enum llm_tensor_flag {
     LLM_TENSOR_REPACKED = 1u << 3, /* weight matrix in the decode layout of src/ops/types/repack.h */
 };
 
+/* Rows per group of that layout: the four accumulators of the AVX2 four-row dot kernels, whose sums
+ * the repacked kernels reproduce (bench/results/kernel_choices.md explains why it holds on every
+ * AVX2 CPU). A repacked matrix takes its rows rounded up to a whole group (llm_nbytes). */
+#define LLM_REPACK_ROWS 4
+
 struct llm_buffer;
 
 struct llm_tensor {
@@ -166,7 +171,8 @@ static inline void llm_set_op_f32(struct llm_tensor *t, int i, float f)
 }
 
 /* Elements in all dims. */
-/* Bytes spanned by t's elements given its strides (for allocation). */
+/* Bytes spanned by t's elements given its strides (for allocation); of a repacked matrix, its whole
+ * groups, the last one padded with zero rows. */
 size_t llm_nbytes(const struct llm_tensor *t);
 
 static inline int64_t llm_nelements(const struct llm_tensor *t)

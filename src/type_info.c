@@ -71,6 +71,8 @@ size_t llm_row_size(enum llm_type t, int64_t ne0)
 size_t llm_nbytes(const struct llm_tensor *t)
 {
     const struct llm_type_info *ti = llm_type_info(t->type);
+    if (t->flags & LLM_TENSOR_REPACKED) /* 2-D, rows in whole groups */
+        return llm_row_size(t->type, t->ne[0]) * (size_t)((t->ne[1] + LLM_REPACK_ROWS - 1) / LLM_REPACK_ROWS * LLM_REPACK_ROWS);
     /* a row of whole elements may be strided (a transposed view); quantized rows are packed */
     size_t n = ti->blck_size > 1 || t->ne[0] < 1 ? llm_row_size(t->type, t->ne[0])
                                                  : ti->type_size + (size_t)(t->ne[0] - 1) * t->nb[0];

@@ -100,6 +100,11 @@ static void test_layout(enum llm_type t, int64_t K, int64_t M)
     }
     CHECK(bad == 0, "%s K%lld M%lld: %lld dequantized rows differ", llm_type_name(t), (long long)K, (long long)M,
           (long long)bad);
+    /* a repacked tensor spans its whole groups (what copies and uploads of it move) */
+    struct llm_tensor tt = { .type = t, .ne = { K, M, 1, 1 }, .flags = LLM_TENSOR_REPACKED };
+    tt.nb[0] = llm_type_info(t)->type_size, tt.nb[1] = row, tt.nb[2] = tt.nb[3] = row * (size_t)M;
+    CHECK(llm_nbytes(&tt) == llm_repack_size(t, K, M), "%s K%lld M%lld: llm_nbytes %zu, repacked %zu", llm_type_name(t),
+          (long long)K, (long long)M, llm_nbytes(&tt), llm_repack_size(t, K, M));
     free(want), free(got), free(back), free(zero), free(p), free(q), free(rows);
 }
 

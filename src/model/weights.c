@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/types/repack.h"
 
 #define WEIGHT_ALIGN 64
 #define PAD_BYTES (1u << 20) /* a padded matrix goes to the device this much at a time */
@@ -70,12 +69,6 @@ static void device_layout(struct llm_backend *b, struct llm_tensor *t)
         llm_pad_rows(t, b->iface->weight_row_align(b, t));
 }
 
-/* Bytes t takes in device memory: a repacked matrix's groups, the last one padded with zero rows. */
-static size_t device_bytes(const struct llm_tensor *t)
-{
-    return t->flags & LLM_TENSOR_REPACKED ? llm_repack_size(t->type, t->ne[0], llm_nrows(t)) : llm_nbytes(t);
-}
-
 /* Copy the tensors offload accepts into one device buffer and point the copied model at them. */
 static int upload(struct llm_weights *w, const struct llm_model *m, llm_weights_offload_fn offload, void *user,
                   struct llm_error *err)
@@ -92,7 +85,7 @@ static int upload(struct llm_weights *w, const struct llm_model *m, llm_weights_
         w->uploaded[i] = offload(user, t, llm_weights_layer_of(t->name, m->hp.n_layer));
         w->tensors[i] = *t;
         device_layout(b, &w->tensors[i]);
-        total += w->uploaded[i] ? align_up(device_bytes(&w->tensors[i])) : 0;
+        total += w->uploaded[i] ? align_up(llm_nbytes(&w->tensors[i])) : 0;
     }
     /* a tied output matrix is the token embedding, which stays on the host: an offloaded output
      * layer gets a copy of its own in the last slot (llama.cpp duplicates it likewise) */
@@ -101,7 +94,7 @@ static int upload(struct llm_weights *w, const struct llm_model *m, llm_weights_
     if (w->uploaded[tied]) {
         w->tensors[tied] = *m->output;
         device_layout(b, &w->tensors[tied]);
-        total += align_up(device_bytes(&w->tensors[tied]));
+        total += align_up(llm_nbytes(&w->tensors[tied]));
     }
     w->buf = total ? llm_buffer_new(b, total) : NULL;
     if (total && !w->buf)
@@ -114,7 +107,7 @@ static int upload(struct llm_weights *w, const struct llm_model *m, llm_weights_
         const struct llm_tensor *file = i == tied ? m->output : &m->tensors[i];
         const void *from = t->data;
         llm_buffer_place(w->buf, t, offs);
-        const size_t n = device_bytes(t);
+        const size_t n = llm_nbytes(t);
         int rc = t->nb[1] != file->nb[1] ? upload_padded(t, from, err) : llm_tensor_set(t, from, 0, n, err);
         if (rc)
             return rc;

@@ -24,10 +24,6 @@
 
 #include "types.h"
 
-/* Rows per group: the four accumulators of the AVX2 four-row dot kernels, whose sums the repacked
- * kernels reproduce (bench/results/kernel_choices.md explains why it holds on every AVX2 CPU). */
-#define LLM_REPACK_ROWS 4
-
 /* The fast kernel of repacked rows of type t on this CPU (its traits' vec_dot_packed), or NULL:
  * then t is not repacked here. */
 llm_vec_dot_packed_fn llm_repack_kernel(enum llm_type t);
