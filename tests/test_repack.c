@@ -84,13 +84,26 @@ static void test_layout(enum llm_type t, int64_t K, int64_t M)
     CHECK(memcmp(p, q, llm_repack_size(t, K, M)) == 0, "%s K%lld M%lld: packed in pieces differs",
           llm_type_name(t), (long long)K, (long long)M);
     const int64_t all = n_groups(M) * LLM_REPACK_ROWS;
-    char *back = malloc((size_t)all * row), *zero = calloc(1, row);
+    char *back = malloc((size_t)all * (row + 1)), *zero = calloc(1, row);
     llm_repack_unpack(t, K, p, 0, all, back, row);
     CHECK(memcmp(back, rows, (size_t)M * row) == 0, "%s K%lld M%lld: unpacked rows differ", llm_type_name(t),
           (long long)K, (long long)M);
     for (int64_t m = M; m < all; m++)
         CHECK(memcmp(back + (size_t)m * row, zero, row) == 0, "%s K%lld M%lld: padding row %lld not zero",
               llm_type_name(t), (long long)K, (long long)M, (long long)m);
+    /* ranges that start and end inside a group (the GEMMs unpack a thread's share of rows), into
+     * rows wider than the file's */
+    for (int64_t m0 = 0; m0 < M; m0 += 3)
+        for (int64_t m1 = m0 + 1; m1 <= M; m1 += 5) {
+            memset(back, 0x5a, (size_t)all * (row + 1));
+            llm_repack_unpack(t, K, p, m0, m1, back, row + 1);
+            int64_t off = 0;
+            for (int64_t m = m0; m < m1; m++)
+                off += memcmp(back + (size_t)(m - m0) * (row + 1), rows + (size_t)m * row, row) != 0;
+            CHECK(off == 0 && (unsigned char)back[(size_t)(m1 - m0 - 1) * (row + 1) + row] == 0x5a,
+                  "%s K%lld M%lld: rows [%lld, %lld) unpacked wrong (%lld rows)", llm_type_name(t), (long long)K,
+                  (long long)M, (long long)m0, (long long)m1, (long long)off);
+        }
     float *want = malloc((size_t)K * sizeof(float)), *got = malloc((size_t)K * sizeof(float));
     int64_t bad = 0;
     for (int64_t m = 0; m < M; m++) {

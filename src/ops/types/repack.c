@@ -58,28 +58,6 @@ size_t llm_repack_size(enum llm_type t, int64_t K, int64_t M)
     return (size_t)((M + LLM_REPACK_ROWS - 1) / LLM_REPACK_ROWS) * llm_repack_group_size(t, K);
 }
 
-/* Offsets within its group of block b's scales and quants of row r. */
-static void block_place(const struct layout *L, int64_t K, int64_t b, int r, size_t *scale, size_t *quants)
-{
-    const size_t bs = llm_type_info(L->type)->type_size, q = bs - L->scale_len;
-    const int64_t nb = K / llm_type_info(L->type)->blck_size, c = b / L->chunk * L->chunk, k = b - c;
-    const int64_t nbc = nb - c < L->chunk ? nb - c : L->chunk;
-    const size_t base = (size_t)c * LLM_REPACK_ROWS * bs;
-    *scale = base + (size_t)(r * nbc + k) * L->scale_len;
-    *quants = base + (size_t)(LLM_REPACK_ROWS * nbc) * L->scale_len + (size_t)(k * LLM_REPACK_ROWS + r) * q;
-}
-
-/* Copies a file block's scales to scale and its quants (the bytes around the scales, in order) to
- * quants, or the other way round (to_file). */
-static void move_block(const struct layout *L, char *blk, char *scale, char *quants, bool to_file)
-{
-    const size_t bs = llm_type_info(L->type)->type_size, tail = L->scale_off + L->scale_len;
-    char *parts[3][2] = { { blk + L->scale_off, scale }, { blk, quants }, { blk + tail, quants + L->scale_off } };
-    const size_t lens[3] = { L->scale_len, L->scale_off, bs - tail };
-    for (int i = 0; i < 3; i++)
-        memcpy(parts[i][!to_file], parts[i][to_file], lens[i]);
-}
-
 /* memcpy of n bytes, with the sizes the layouts above copy as constants so that each becomes a few
  * moves in place of a library call: repacking at load copies every weight block by block. */
 static inline void copy_bytes(char *dst, const char *src, size_t n)
@@ -122,36 +100,52 @@ void llm_repack_groups(enum llm_type t, int64_t K, int64_t M, const void *src, s
         }
 }
 
-/* Blocks [b0, b1) of row m of w, as the file stores them, into dst. */
-static void unpack_blocks(const struct layout *L, int64_t K, const void *w, int64_t m, int64_t b0, int64_t b1,
-                          char *dst)
+/* Row r's nbc blocks of the chunk at in (a group's chunk of nbc blocks a row), as the file stores
+ * them, into out: the inverse of llm_repack_groups' copies, with the sizes constants to copy_bytes,
+ * since the GEMMs and the sgemm path of prefill unpack every weight they read. */
+static void unpack_chunk(const struct layout *L, const char *in, int64_t nbc, int r, char *out)
 {
-    const size_t bs = llm_type_info(L->type)->type_size;
-    char *group = (char *)w + (size_t)(m / LLM_REPACK_ROWS) * llm_repack_group_size(L->type, K);
-    for (int64_t b = b0; b < b1; b++) {
-        size_t so, qo;
-        block_place(L, K, b, (int)(m % LLM_REPACK_ROWS), &so, &qo);
-        move_block(L, dst + (size_t)(b - b0) * bs, group + so, group + qo, true);
+    const size_t bs = llm_type_info(L->type)->type_size, sl = L->scale_len, q = bs - sl, so = L->scale_off;
+    const size_t qo = so == 0 ? sl : 0; /* as in llm_repack_groups */
+    const char *quants = in + (size_t)(LLM_REPACK_ROWS * nbc) * sl;
+    for (int64_t k = 0; k < nbc; k++) {
+        copy_bytes(out + (size_t)k * bs + so, in + (size_t)(r * nbc + k) * sl, sl);
+        copy_bytes(out + (size_t)k * bs + qo, quants + (size_t)(k * LLM_REPACK_ROWS + r) * q, q);
     }
 }
 
 void llm_repack_unpack(enum llm_type t, int64_t K, const void *w, int64_t m0, int64_t m1, void *dst, size_t stride)
 {
     const struct layout *L = layout_of(t);
-    for (int64_t m = m0; m < m1; m++)
-        unpack_blocks(L, K, w, m, 0, K / llm_type_info(t)->blck_size, (char *)dst + (size_t)(m - m0) * stride);
+    const size_t bs = llm_type_info(t)->type_size;
+    const int64_t nb = K / llm_type_info(t)->blck_size;
+    for (int64_t g = m0 / LLM_REPACK_ROWS; g * LLM_REPACK_ROWS < m1; g++) {
+        const char *in = (const char *)w + (size_t)g * llm_repack_group_size(t, K);
+        for (int64_t c = 0; c < nb; c += L->chunk) {
+            const int64_t nbc = nb - c < L->chunk ? nb - c : L->chunk;
+            for (int r = 0; r < LLM_REPACK_ROWS; r++) {
+                const int64_t m = g * LLM_REPACK_ROWS + r;
+                if (m >= m0 && m < m1)
+                    unpack_chunk(L, in, nbc, r, (char *)dst + (size_t)(m - m0) * stride + (size_t)c * bs);
+            }
+            in += (size_t)(LLM_REPACK_ROWS * nbc) * bs;
+        }
+    }
 }
 
 void llm_repack_row_to_float(enum llm_type t, int64_t K, const void *w, int64_t m, float *dst)
 {
     const struct layout *L = layout_of(t);
+    const size_t bs = llm_type_info(t)->type_size;
     const int64_t bk = llm_type_info(t)->blck_size, nb = K / bk;
+    const char *in = (const char *)w + (size_t)(m / LLM_REPACK_ROWS) * llm_repack_group_size(t, K);
     char blocks[MAX_CHUNK_BYTES];
     llm_to_float_fn to_float = llm_type_traits(t)->to_float_fast;
-    for (int64_t b0 = 0; b0 < nb; b0 += L->chunk) {
-        const int64_t b1 = b0 + L->chunk < nb ? b0 + L->chunk : nb;
-        unpack_blocks(L, K, w, m, b0, b1, blocks);
-        to_float(blocks, dst + b0 * bk, (b1 - b0) * bk);
+    for (int64_t c = 0; c < nb; c += L->chunk) {
+        const int64_t nbc = nb - c < L->chunk ? nb - c : L->chunk;
+        unpack_chunk(L, in, nbc, (int)(m % LLM_REPACK_ROWS), blocks);
+        to_float(blocks, dst + c * bk, nbc * bk);
+        in += (size_t)(LLM_REPACK_ROWS * nbc) * bs;
     }
 }
 
