@@ -1,29 +1,44 @@
-/* llm-gemm-ab: prefill's MUL_MAT of Q4_0 or Q8_0 weights on the integer GEMM kernel that the CPU's
- * dispatch chose (types.h gemm) against dequantize + OpenBLAS sgemm (the BLAS path of matmul.c),
- * at qwen2-0.5B's shapes and batches of 16, 64 and 512 rows. Each thread takes its share of the
- * weight rows as matmul.c does; the two are alternated call by call in one process, so a shared
- * machine's slow seconds hit both alike. Prints the medians and the median ratio per shape.
+/* llm-gemm-ab: prefill's MUL_MAT of Q4_0 or Q8_0 weights on each way the cpu backend could run it,
+ * at qwen2-0.5B's shapes and batches of 16 to 512 rows: the integer GEMM kernel that the CPU's
+ * dispatch chose (types.h gemm), its twin reading the matrix repacked at load (gemm_packed, where
+ * the type has one), the old AVX2 Q8_0 tiles (gemm_avx2.c), and dequantize + OpenBLAS sgemm (the
+ * BLAS path of matmul.c). Each thread takes its share of the weight rows as matmul.c does; the
+ * variants are alternated call by call in one process (the order turning each round), so a shared
+ * machine's slow seconds hit all alike. Prints the medians and, per variant, the median ratio of
+ * its time to the first's per round (above 1: slower than the dispatched GEMM).
  *   usage: llm-gemm-ab [TYPE (q4_0|q8_0, default q4_0)] [THREADS (2)] [ROUNDS (15)] */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "clock.h"
+#include "cpu_features.h"
 #include "ops/kernels/blas.h"
 #include "ops/kernels/kernels.h"
+#include "ops/types/quants.h"
+#include "ops/types/repack.h"
 #include "ops/types/types.h"
 #include "threadpool.h"
 
 #define MAX_THREADS 64
+#define MAX_VARIANTS 4
 
 static const int64_t shapes[][2] = { { 896, 896 }, { 896, 4864 }, { 4864, 896 } }; /* K, M */
-static const int64_t batches[] = { 16, 64, 512 };
+static const int64_t batches[] = { 16, 32, 64, 128, 512 };
+
+enum how { GEMM, GEMM_PACKED, SGEMM };
+
+struct variant {
+    const char *name;
+    enum how how;
+    llm_gemm_fn gemm; /* GEMM, GEMM_PACKED */
+};
 
 struct job {
     enum llm_type t;
-    bool gemm;
+    const struct variant *v;
     int64_t K, M, N;
-    const char *w, *x; /* weights, the activations as Q8_0 rows */
-    const float *xf;   /* the activations as floats, for sgemm */
+    const char *w, *wp, *x; /* weights, their repacked copy, the activations as Q8_0 rows */
+    const float *xf;        /* the activations as floats, for sgemm */
     float *dst;
     void *scratch[MAX_THREADS];
 };
@@ -33,12 +48,21 @@ static void run(int ith, int nth, void *arg)
     const struct job *j = arg;
     const size_t ws = llm_row_size(j->t, j->K), xs = llm_row_size(LLM_TYPE_Q8_0, j->K);
     int64_t r0, r1;
+    if (j->v->how == GEMM_PACKED) { /* whole groups per thread, as matmul.c gemm_share */
+        const size_t gs = llm_repack_group_size(j->t, j->K);
+        thread_rows((j->M + LLM_REPACK_ROWS - 1) / LLM_REPACK_ROWS, ith, nth, &r0, &r1);
+        const int64_t m0 = r0 * LLM_REPACK_ROWS, m1 = r1 * LLM_REPACK_ROWS < j->M ? r1 * LLM_REPACK_ROWS : j->M;
+        if (m1 > m0)
+            j->v->gemm(j->K, m1 - m0, j->N, j->wp + (size_t)r0 * gs, gs, j->x, xs, j->dst + m0, (size_t)j->M,
+                       j->scratch[ith]);
+        return;
+    }
     thread_rows(j->M, ith, nth, &r0, &r1);
     if (r1 <= r0)
         return;
-    if (j->gemm) {
-        llm_type_traits(j->t)->gemm(j->K, r1 - r0, j->N, j->w + (size_t)r0 * ws, ws, j->x, xs, j->dst + r0,
-                                    (size_t)j->M, j->scratch[ith]);
+    if (j->v->how == GEMM) {
+        j->v->gemm(j->K, r1 - r0, j->N, j->w + (size_t)r0 * ws, ws, j->x, xs, j->dst + r0, (size_t)j->M,
+                   j->scratch[ith]);
         return;
     }
     float *rows = j->scratch[ith];
@@ -53,54 +77,68 @@ static int cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static double timed(struct llm_threadpool *pool, struct job *j, bool gemm)
+static double timed(struct llm_threadpool *pool, struct job *j, const struct variant *v)
 {
-    j->gemm = gemm;
+    j->v = v;
     double t0 = llm_now_us();
     llm_threadpool_run(pool, run, j);
     return (llm_now_us() - t0) / 1e3;
 }
 
-/* One shape: rounds of both, alternating which goes first; prints a table row. */
-static void shape(struct llm_threadpool *pool, enum llm_type t, int nth, int rounds, int64_t K, int64_t M, int64_t N)
+static double median(double *a, int n)
+{
+    qsort(a, (size_t)n, sizeof *a, cmp);
+    return a[n / 2];
+}
+
+/* One shape: rounds of every variant, the order turning by one each round; prints a table row. */
+static void shape(struct llm_threadpool *pool, enum llm_type t, const struct variant *vs, int nv, int nth,
+                  int rounds, int64_t K, int64_t M, int64_t N)
 {
     const size_t ws = llm_row_size(t, K), xs = llm_row_size(LLM_TYPE_Q8_0, K);
-    char *w = malloc(ws * (size_t)M), *x = malloc(xs * (size_t)N);
+    char *w = malloc(ws * (size_t)M), *x = malloc(xs * (size_t)N), *wp = malloc(llm_repack_size(t, K, M));
     float *xf = malloc((size_t)(K * N) * sizeof(float)), *row = malloc((size_t)K * sizeof(float));
-    struct job j = { .t = t, .K = K, .M = M, .N = N, .w = w, .x = x, .xf = xf,
+    struct job j = { .t = t, .K = K, .M = M, .N = N, .w = w, .wp = wp, .x = x, .xf = xf,
                      .dst = malloc((size_t)(M * N) * sizeof(float)) };
     for (int64_t r = 0; r < M; r++) {
         for (int64_t i = 0; i < K; i++)
             row[i] = (float)((r * 31 + i * 17) % 97) / 97.0f - 0.5f;
         llm_type_traits(t)->from_float(row, w + (size_t)r * ws, K);
     }
+    llm_repack_groups(t, K, M, w, ws, 0, (M + LLM_REPACK_ROWS - 1) / LLM_REPACK_ROWS, wp);
     for (int64_t i = 0; i < K * N; i++)
         xf[i] = (float)((i * 13) % 89) / 89.0f - 0.5f;
     for (int64_t n = 0; n < N; n++)
         llm_type_traits(LLM_TYPE_Q8_0)->from_float(xf + n * K, x + (size_t)n * xs, K);
-    /* each thread's scratch serves either: the kernel's own, or its share of dequantized rows */
+    /* each thread's scratch serves any: a kernel's own, or its share of dequantized rows */
     size_t rows_bytes = (size_t)((M + nth - 1) / nth * K) * sizeof(float), kern = llm_gemm_scratch_size(K, N);
     for (int i = 0; i < nth; i++)
         j.scratch[i] = malloc(kern > rows_bytes ? kern : rows_bytes);
-    double *a = malloc(sizeof(double) * (size_t)rounds), *b = malloc(sizeof(double) * (size_t)rounds),
-           *ratio = malloc(sizeof(double) * (size_t)rounds);
-    timed(pool, &j, true), timed(pool, &j, false); /* warm-up */
-    for (int r = 0; r < rounds; r++) {
-        if (r % 2) {
-            b[r] = timed(pool, &j, false), a[r] = timed(pool, &j, true);
-        } else {
-            a[r] = timed(pool, &j, true), b[r] = timed(pool, &j, false);
-        }
-        ratio[r] = b[r] / a[r];
+    double *ms[MAX_VARIANTS], *ratio[MAX_VARIANTS];
+    for (int v = 0; v < nv; v++) {
+        ms[v] = malloc(sizeof(double) * (size_t)rounds), ratio[v] = malloc(sizeof(double) * (size_t)rounds);
+        timed(pool, &j, &vs[v]); /* warm-up */
     }
-    qsort(a, (size_t)rounds, sizeof *a, cmp), qsort(b, (size_t)rounds, sizeof *b, cmp);
-    qsort(ratio, (size_t)rounds, sizeof *ratio, cmp);
-    printf("| %s | %lld x %lld | %lld | %.3f | %.3f | %.2f |\n", llm_type_name(t), (long long)K, (long long)M,
-           (long long)N, a[rounds / 2], b[rounds / 2], ratio[rounds / 2]);
+    for (int r = 0; r < rounds; r++) {
+        for (int i = 0; i < nv; i++) {
+            const int v = (r + i) % nv;
+            ms[v][r] = timed(pool, &j, &vs[v]);
+        }
+        for (int v = 0; v < nv; v++)
+            ratio[v][r] = ms[v][r] / ms[0][r];
+    }
+    printf("| %s | %lld x %lld | %lld |", llm_type_name(t), (long long)K, (long long)M, (long long)N);
+    for (int v = 0; v < nv; v++)
+        printf(" %.3f |", median(ms[v], rounds));
+    for (int v = 1; v < nv; v++)
+        printf(" %.2f |", median(ratio[v], rounds));
+    printf("\n");
     fflush(stdout);
+    for (int v = 0; v < nv; v++)
+        free(ms[v]), free(ratio[v]);
     for (int i = 0; i < nth; i++)
         free(j.scratch[i]);
-    free(w), free(x), free(xf), free(row), free(j.dst), free(a), free(b), free(ratio);
+    free(w), free(wp), free(x), free(xf), free(row), free(j.dst);
 }
 
 int main(int argc, char **argv)
@@ -116,13 +154,29 @@ int main(int argc, char **argv)
         fprintf(stderr, "llm: error: no %s GEMM kernel on this CPU, or no OpenBLAS\n", tname);
         return 1;
     }
+    const struct llm_type_traits *tt = llm_type_traits((enum llm_type)t);
+    struct variant vs[MAX_VARIANTS] = { { "GEMM", GEMM, tt->gemm } };
+    int nv = 1;
+    if (tt->gemm_packed)
+        vs[nv++] = (struct variant){ "GEMM on repacked groups", GEMM_PACKED, tt->gemm_packed };
+    if (t == LLM_TYPE_Q8_0 && llm_cpu_has_avx2())
+        vs[nv++] = (struct variant){ "old AVX2 tiles", GEMM, llm_gemm_q8_0_tiles_avx2 };
+    vs[nv++] = (struct variant){ "dequantize + sgemm", SGEMM, NULL };
     struct llm_threadpool *pool = llm_threadpool_new(nth);
-    printf("%s, %d threads, %d rounds, ms (medians); ratio: the median of sgemm / GEMM per round\n\n", tname, nth,
-           rounds);
-    printf("| type | K x M | N | GEMM | dequantize + sgemm | ratio |\n|---|---|---:|---:|---:|---:|\n");
+    printf("%s, %d threads, %d rounds, ms (medians); ratios: the median of each variant's time / GEMM's per round\n\n",
+           tname, nth, rounds);
+    printf("| type | K x M | N |");
+    for (int v = 0; v < nv; v++)
+        printf(" %s |", vs[v].name);
+    for (int v = 1; v < nv; v++)
+        printf(" %s / GEMM |", vs[v].name);
+    printf("\n|---|---|---:|");
+    for (int v = 1; v < 2 * nv; v++)
+        printf("---:|");
+    printf("\n");
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (size_t n = 0; n < sizeof batches / sizeof batches[0]; n++)
-            shape(pool, (enum llm_type)t, nth, rounds, shapes[s][0], shapes[s][1], batches[n]);
+            shape(pool, (enum llm_type)t, vs, nv, nth, rounds, shapes[s][0], shapes[s][1], batches[n]);
     llm_threadpool_free(pool);
     return 0;
 }

@@ -57,8 +57,8 @@ static AVX2 void tile_q8_0(int64_t nb, const void *const *w, const void *const *
             out[i * RN + j] = hsum_ps(acc[i][j]);
 }
 
-void llm_gemm_q8_0_avx2(int64_t k, int64_t M, int64_t N, const void *w, size_t wstride, const void *x,
-                        size_t xstride, float *dst, size_t ldd, void *scratch)
+void llm_gemm_q8_0_tiles_avx2(int64_t k, int64_t M, int64_t N, const void *w, size_t wstride, const void *x,
+                              size_t xstride, float *dst, size_t ldd, void *scratch)
 {
     (void)scratch; /* the tiles read the rows in place */
     llm_gemm_tiles(tile_q8_0, RM, RN, k, M, N, w, wstride, x, xstride, dst, ldd);

@@ -47,32 +47,20 @@ static AVX2 void activations(int64_t nb, int64_t N, const char *x, size_t xstrid
 }
 
 /* rows [0, rows) of w into groups of 8 (the last group repeats the last row): per block, a
- * transpose of 8 rows x 8 dwords. */
+ * transpose of 8 rows x 8 dwords (simd.h). */
 static AVX2 void pack(int64_t nb, int64_t rows, const char *w, size_t wstride, struct pack *out)
 {
     for (int64_t g = 0; g < (rows + ROWS - 1) / ROWS; g++)
         for (int64_t b = 0; b < nb; b++) {
             struct pack *p = out + g * nb + b;
-            __m256i v[ROWS], t[ROWS], u[ROWS];
+            __m256i v[ROWS];
             for (int r = 0; r < ROWS; r++) {
                 int64_t m = g * ROWS + r < rows ? g * ROWS + r : rows - 1;
                 const struct block_q4_0 *blk = (const struct block_q4_0 *)(w + (size_t)m * wstride) + b;
                 p->d[r] = fp16_avx2(blk->d);
                 v[r] = nibbles32_u(blk->qs);
             }
-            for (int r = 0; r < ROWS; r += 2) {
-                t[r] = _mm256_unpacklo_epi32(v[r], v[r + 1]);
-                t[r + 1] = _mm256_unpackhi_epi32(v[r], v[r + 1]);
-            }
-            for (int h = 0; h < ROWS; h += 4) /* u[h + i] holds dwords i and i + 4 of rows h..h+3 */
-                for (int i = 0; i < 2; i++) {
-                    u[h + 2 * i] = _mm256_unpacklo_epi64(t[h + i], t[h + i + 2]);
-                    u[h + 2 * i + 1] = _mm256_unpackhi_epi64(t[h + i], t[h + i + 2]);
-                }
-            for (int i = 0; i < 4; i++) {
-                _mm256_storeu_si256((__m256i *)p->q[i], _mm256_permute2x128_si256(u[i], u[i + 4], 0x20));
-                _mm256_storeu_si256((__m256i *)p->q[i + 4], _mm256_permute2x128_si256(u[i], u[i + 4], 0x31));
-            }
+            transpose8x8_epi32(v, p->q);
         }
 }
 

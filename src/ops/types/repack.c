@@ -19,9 +19,9 @@ struct layout {
 };
 
 static const struct layout layouts[] = {
-    { LLM_TYPE_Q4_0, 0, sizeof(uint16_t), 8 },
-    { LLM_TYPE_Q5_0, 0, sizeof(uint16_t), 8 },
-    { LLM_TYPE_Q8_0, 0, sizeof(uint16_t), 8 },
+    { LLM_TYPE_Q4_0, 0, sizeof(uint16_t), LLM_REPACK_CHUNK },
+    { LLM_TYPE_Q5_0, 0, sizeof(uint16_t), LLM_REPACK_CHUNK },
+    { LLM_TYPE_Q8_0, 0, sizeof(uint16_t), LLM_REPACK_CHUNK },
     { LLM_TYPE_Q4_K, 0, offsetof(struct block_q4_K, qs), 1 },                                   /* d, dmin, scales */
     { LLM_TYPE_Q6_K, offsetof(struct block_q6_K, scales), sizeof(struct block_q6_K) - offsetof(struct block_q6_K, scales), 1 },
 };

@@ -24,6 +24,32 @@
 
 #include "types.h"
 
+/* Blocks per chunk of the 32-element types (Q4_0, Q5_0, Q8_0): one load converts a row's 8 scales. */
+#define LLM_REPACK_CHUNK 8
+
+/* Where block b (of nb a row) of row r < LLM_REPACK_ROWS sits in a group of a 32-element type whose
+ * blocks of bs bytes start with their fp16 scale (Q4_0, Q5_0, Q8_0): the byte offsets of that scale
+ * and of the block's other bytes (its quants) from the group's start, the chunk starting at block c
+ * holding llm_repack_chunk_blocks(nb, c) blocks. For kernels that read the groups in place, such as
+ * the integer GEMMs' packing, so a repacked matrix is never unpacked. */
+static inline int64_t llm_repack_chunk_blocks(int64_t nb, int64_t c)
+{
+    return nb - c < LLM_REPACK_CHUNK ? nb - c : LLM_REPACK_CHUNK;
+}
+
+static inline size_t llm_repack_scale_offset(size_t bs, int64_t nb, int r, int64_t b)
+{
+    const int64_t c = b / LLM_REPACK_CHUNK * LLM_REPACK_CHUNK, nbc = llm_repack_chunk_blocks(nb, c);
+    return (size_t)c * LLM_REPACK_ROWS * bs + (size_t)(r * nbc + b - c) * sizeof(uint16_t);
+}
+
+static inline size_t llm_repack_quants_offset(size_t bs, int64_t nb, int r, int64_t b)
+{
+    const int64_t c = b / LLM_REPACK_CHUNK * LLM_REPACK_CHUNK, nbc = llm_repack_chunk_blocks(nb, c);
+    return (size_t)c * LLM_REPACK_ROWS * bs + (size_t)(LLM_REPACK_ROWS * nbc) * sizeof(uint16_t) +
+           (size_t)((b - c) * LLM_REPACK_ROWS + r) * (bs - sizeof(uint16_t));
+}
+
 /* The fast kernel of repacked rows of type t on this CPU (its traits' vec_dot_packed), or NULL:
  * then t is not repacked here. */
 llm_vec_dot_packed_fn llm_repack_kernel(enum llm_type t);
