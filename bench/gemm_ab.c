@@ -1,8 +1,9 @@
 /* llm-gemm-ab: prefill's MUL_MAT of Q4_0 or Q8_0 weights on each way the cpu backend could run it,
- * at qwen2-0.5B's shapes and batches of 16 to 512 rows: the integer GEMM kernel that the CPU's
+ * at qwen2-0.5B's shapes and batches of 8 to 512 rows: the integer GEMM kernel that the CPU's
  * dispatch chose (types.h gemm), its twin reading the matrix repacked at load (gemm_packed, where
- * the type has one), the old AVX2 Q8_0 tiles (gemm_avx2.c), and dequantize + OpenBLAS sgemm (the
- * BLAS path of matmul.c). Each thread takes its share of the weight rows as matmul.c does; the
+ * the type has one), the dot path on the repacked rows (vec_dot_packed, where the CPU repacks the
+ * type), the old AVX2 Q8_0 tiles (gemm_avx2.c), and dequantize + OpenBLAS sgemm (the BLAS path of
+ * matmul.c). Each thread takes its share of the weight rows as matmul.c does; the
  * variants are alternated call by call in one process (the order turning each round), so a shared
  * machine's slow seconds hit all alike. Prints the medians and, per variant, the median ratio of
  * its time to the first's per round (above 1: slower than the dispatched GEMM).
@@ -20,12 +21,13 @@
 #include "threadpool.h"
 
 #define MAX_THREADS 64
-#define MAX_VARIANTS 4
+#define MAX_VARIANTS 5
+#define DOT_ROWS 16 /* weight rows per step against each activation row, as matmul.c's PACKED_BATCH_ROWS */
 
-static const int64_t shapes[][2] = { { 896, 896 }, { 896, 4864 }, { 4864, 896 } }; /* K, M */
-static const int64_t batches[] = { 16, 32, 64, 128, 512 };
+static const int64_t shapes[][2] = { { 896, 896 }, { 896, 128 }, { 896, 4864 }, { 4864, 896 } }; /* K, M */
+static const int64_t batches[] = { 8, 16, 32, 64, 128, 512 };
 
-enum how { GEMM, GEMM_PACKED, SGEMM };
+enum how { GEMM, GEMM_PACKED, DOT_PACKED, SGEMM };
 
 struct variant {
     const char *name;
@@ -55,6 +57,16 @@ static void run(int ith, int nth, void *arg)
         if (m1 > m0)
             j->v->gemm(j->K, m1 - m0, j->N, j->wp + (size_t)r0 * gs, gs, j->x, xs, j->dst + m0, (size_t)j->M,
                        j->scratch[ith]);
+        return;
+    }
+    if (j->v->how == DOT_PACKED) { /* the dot path on repacked rows (M a multiple of DOT_ROWS here) */
+        const size_t gs = llm_repack_group_size(j->t, j->K);
+        thread_rows(j->M / DOT_ROWS, ith, nth, &r0, &r1);
+        for (int64_t c = r0; c < r1; c++)
+            for (int64_t n = 0; n < j->N; n++)
+                llm_type_traits(j->t)->vec_dot_packed(j->K, DOT_ROWS / LLM_REPACK_ROWS, j->dst + n * j->M + c * DOT_ROWS,
+                                                      j->wp + (size_t)(c * DOT_ROWS / LLM_REPACK_ROWS) * gs,
+                                                      j->x + (size_t)n * xs);
         return;
     }
     thread_rows(j->M, ith, nth, &r0, &r1);
@@ -159,6 +171,8 @@ int main(int argc, char **argv)
     int nv = 1;
     if (tt->gemm_packed)
         vs[nv++] = (struct variant){ "GEMM on repacked groups", GEMM_PACKED, tt->gemm_packed };
+    if (tt->vec_dot_packed)
+        vs[nv++] = (struct variant){ "dot on repacked rows", DOT_PACKED, NULL };
     if (t == LLM_TYPE_Q8_0 && llm_cpu_has_avx2())
         vs[nv++] = (struct variant){ "old AVX2 tiles", GEMM, llm_gemm_q8_0_tiles_avx2 };
     vs[nv++] = (struct variant){ "dequantize + sgemm", SGEMM, NULL };
