@@ -64,7 +64,8 @@ static void run(int ith, int nth, void *arg)
         thread_rows(j->M / DOT_ROWS, ith, nth, &r0, &r1);
         for (int64_t c = r0; c < r1; c++)
             for (int64_t n = 0; n < j->N; n++)
-                llm_type_traits(j->t)->vec_dot_packed(j->K, DOT_ROWS / LLM_REPACK_ROWS, j->dst + n * j->M + c * DOT_ROWS,
+                llm_type_traits(j->t)->vec_dot_packed(j->K, DOT_ROWS / LLM_REPACK_ROWS,
+                                                      j->dst + n * j->M + c * DOT_ROWS,
                                                       j->wp + (size_t)(c * DOT_ROWS / LLM_REPACK_ROWS) * gs,
                                                       j->x + (size_t)n * xs);
         return;

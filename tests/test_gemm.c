@@ -144,7 +144,8 @@ static void q8_0_avx2_case(int64_t k, int64_t M, int64_t N)
     const int64_t starts[] = { 0, 1, groups / 2, groups - 1 };
     for (size_t i = 0; i < sizeof starts / sizeof starts[0]; i++) {
         const int64_t g0 = starts[i] < groups ? starts[i] : 0, m0 = g0 * LLM_REPACK_ROWS;
-        float *got = gemm_out(llm_gemm_q8_0_packed_avx2, k, M - m0, N, p + (size_t)g0 * gs, gs, x, xstride, ldd - (size_t)m0);
+        float *got = gemm_out(llm_gemm_q8_0_packed_avx2, k, M - m0, N, p + (size_t)g0 * gs, gs, x, xstride,
+                              ldd - (size_t)m0);
         int64_t differ = 0;
         for (int64_t n = 0; n < N; n++) /* got's rows are ldd - m0 floats long: compare as dst columns m0.. */
             for (size_t m = (size_t)m0; m < ldd; m++) {

@@ -1,8 +1,9 @@
 /* The old AVX2 integer GEMM tiles (gemm.h) of Q8_0 weights against Q8_0 activations, no longer
  * dispatched (gemm_q8_0_avx2.c, 8 rows a register, is 1.4-2x faster from N = 32): kept as the bit
- * twin of the AVX-VNNI Q8_0 kernel (test_gemm) and the baseline of llm-gemm-ab. Per block of 32, the weights as signed bytes w, Σ w·x in 8 int32 lanes by
- * maddubs(|w|, sign(x, w)) and madd, then one float FMA by d_w·d_x per pair. Each loaded weight block serves RN activation rows and
- * each activation block RM weight rows; 16 vector registers hold RM·RN = 8 accumulators. */
+ * twin of the AVX-VNNI Q8_0 kernel (test_gemm) and the baseline of llm-gemm-ab. Per block of 32,
+ * the weights as signed bytes w, Σ w·x in 8 int32 lanes by maddubs(|w|, sign(x, w)) and madd, then
+ * one float FMA by d_w·d_x per pair. Each loaded weight block serves RN activation rows and each
+ * activation block RM weight rows; 16 vector registers hold RM·RN = 8 accumulators. */
 #include <string.h>
 
 #include "gemm.h"

@@ -503,8 +503,8 @@ static void mul_mat_gemm(const struct llm_cpu_params *p, struct llm_tensor *dst,
     const char *xs = convert_src1(p, g, work);
     char *scratch = work + (size_t)llm_nrows(g->x) * xrow + (size_t)p->ith * gemm_thread_size(g, PATH_GEMM);
     pool_barrier(p);
-    gemm_share(p, dst, g, g->s.wt->gemm, packed_kernel(g, PATH_GEMM), xs, xrow, (size_t)g->s.N * xrow, (size_t)(dst->ne[2] * g->s.N) * xrow,
-               scratch, llm_gemm_scratch_size(g->s.K, g->s.N));
+    gemm_share(p, dst, g, g->s.wt->gemm, packed_kernel(g, PATH_GEMM), xs, xrow, (size_t)g->s.N * xrow,
+               (size_t)(dst->ne[2] * g->s.N) * xrow, scratch, llm_gemm_scratch_size(g->s.K, g->s.N));
 }
 
 /* The float GEMM reads the F32 src1 rows in place. */
