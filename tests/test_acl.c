@@ -2,16 +2,19 @@
  * checks, streams as ordered asynchronous FIFOs run by their workers, split kernels and barriers,
  * capture (nothing runs while recording; replays run the recording), the capture-mode rules (each
  * forbidden call fails with Ascend's code and message in GLOBAL, THREAD_LOCAL and RELAXED modes),
- * wake-ups of a device thread that shares the host's cpu, and ACL_CHECK's report. */
+ * wake-ups of a device thread that shares the host's cpu, the stream's cache-line layout, and
+ * ACL_CHECK's report. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <time.h>
 
 #include "error.h"
 #include "harness.h"
 #include "npu/acl.h"
+#include "npu/acl_stream_impl.h"
 
 static atomic_int counter;
 
@@ -443,8 +446,24 @@ static void test_unknown_wait_policy(void)
     CHECK(strstr(aclGetRecentErrMsg(), "LLM_NPU_WAIT=fastest") != NULL, "%s", aclGetRecentErrMsg());
 }
 
+/* The counters the task runner bumps per task sit on no cache line a waiting host polls: beside
+ * head, each kernel of a replay took head's line away from the host spinning on it. */
+static void test_counters_apart_from_polled_words(void)
+{
+    const size_t polled[] = { offsetof(struct acl_stream, head), offsetof(struct acl_stream, done_seq),
+                              offsetof(struct acl_stream, device_cpu), offsetof(struct acl_stream, tail) };
+    const size_t counters[] = { offsetof(struct acl_stream, device_ns), offsetof(struct acl_stream, kernels),
+                                offsetof(struct acl_stream, kernels_split) };
+    CHECK(_Alignof(struct acl_stream) >= 64, "stream aligned to %zu", _Alignof(struct acl_stream));
+    for (size_t i = 0; i < sizeof polled / sizeof polled[0]; i++)
+        for (size_t j = 0; j < sizeof counters / sizeof counters[0]; j++)
+            CHECK(polled[i] / 64 != counters[j] / 64, "polled word at %zu shares a line with counter at %zu",
+                  polled[i], counters[j]);
+}
+
 int main(void)
 {
+    test_counters_apart_from_polled_words();
     test_init_and_memory();
     /* the stream's semantics under each wait policy; the tuned one's own rules after */
     static const char *const policies[] = { "simple", "tuned" };
