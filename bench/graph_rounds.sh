@@ -8,7 +8,8 @@
 # sleeps on the host's cpu has the host run every queued kernel itself (host_waits_shared_cpu: H and
 # D add up), one with a core of its own overlaps them, and that placement, decided once per
 # process, is what moves stories260K's ratio from round to round. Writes
-# bench/results/graph_rounds.md (jsonl in bench/results/tmp).
+# bench/results/graph_rounds.md (jsonl in bench/results/tmp), keeping the prose from its "## Analysis"
+# heading on.
 set -euo pipefail
 ROUNDS=${ROUNDS:-9}
 LAUNCH_US=${LAUNCH_US:-0,5,20}
@@ -35,7 +36,8 @@ for l in sys.stdin:
 done
 elapsed=$(($(date +%s) - start))
 
-python3 - "$jsonl" "$ROUNDS" "$load" "$(cut -d' ' -f1-3 /proc/loadavg)" "$elapsed" >"$OUT/graph_rounds.md" <<'EOF'
+prose=$(sed -n '/^## Analysis/,$p' "$OUT/graph_rounds.md" 2>/dev/null || true)
+python3 - "$jsonl" "$ROUNDS" "$load" "$(cut -d' ' -f1-3 /proc/loadavg)" "$elapsed" >"$TMP/graph_rounds.md" <<'EOF'
 import json, statistics, sys
 jsonl, rounds, load0, load1, elapsed = sys.argv[1:6]
 tests = [json.loads(l) for l in open(jsonl) if l.strip()]
@@ -85,5 +87,6 @@ for f, us, rs, run, ge in rows:
         statistics.median(run[(r, False)]['host_launch_us_per_token'] for r in rs),
         statistics.median(run[(r, False)]['device_us_per_token'] for r in rs)))
 EOF
+{ cat "$TMP/graph_rounds.md"; [ -z "$prose" ] || printf '\n%s\n' "$prose"; } >"$OUT/graph_rounds.md"
 echo "graph_rounds: wrote $OUT/graph_rounds.md" >&2
 cat "$OUT/graph_rounds.md"
