@@ -464,12 +464,14 @@ static void test_unknown_wait_policy(void)
     CHECK(strstr(aclGetRecentErrMsg(), "LLM_NPU_WAIT=fastest") != NULL, "%s", aclGetRecentErrMsg());
 }
 
-/* The counters the task runner bumps per task sit on no cache line a waiting host polls: beside
- * head, each kernel of a replay took head's line away from the host spinning on it. */
+/* The counters the task runner bumps per task sit on no cache line the host reads while it waits
+ * or launches: beside head, each kernel of a replay took head's line away from the host spinning on
+ * it; beside device_state, each eager task would take the line the host reads at every launch. */
 static void test_counters_apart_from_polled_words(void)
 {
     const size_t polled[] = { offsetof(struct acl_stream, head), offsetof(struct acl_stream, done_seq),
-                              offsetof(struct acl_stream, device_cpu), offsetof(struct acl_stream, tail) };
+                              offsetof(struct acl_stream, device_cpu), offsetof(struct acl_stream, tail),
+                              offsetof(struct acl_stream, device_state) };
     const size_t counters[] = { offsetof(struct acl_stream, device_ns), offsetof(struct acl_stream, kernels),
                                 offsetof(struct acl_stream, kernels_split) };
     CHECK(_Alignof(struct acl_stream) >= 64, "stream aligned to %zu", _Alignof(struct acl_stream));
