@@ -2,16 +2,19 @@
  * checks, streams as ordered asynchronous FIFOs run by their workers, split kernels and barriers,
  * capture (nothing runs while recording; replays run the recording), the capture-mode rules (each
  * forbidden call fails with Ascend's code and message in GLOBAL, THREAD_LOCAL and RELAXED modes),
- * wake-ups of a device thread that shares the host's cpu, and ACL_CHECK's report. */
+ * wake-ups of a device thread that shares the host's cpu, the stream's cache-line layout, and
+ * ACL_CHECK's report. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <time.h>
 
 #include "error.h"
 #include "harness.h"
 #include "npu/acl.h"
+#include "npu/acl_stream_impl.h"
 
 static atomic_int counter;
 
@@ -187,8 +190,9 @@ static void sleep_ms(int ms)
 }
 
 /* Host and device thread on one cpu: launches to the sleeping device thread do not wake it; a
- * synchronize runs them on the host's thread (no wake-up at all), a launch cost's sleep and
- * destroying an instance still queued wake it once; everything launched runs. */
+ * synchronize runs them on the host's thread (no wake-up at all) except every 64th such wait, which
+ * wakes it to let the scheduler place it anew; a launch cost's sleep and destroying an instance
+ * still queued wake it once; everything launched runs. */
 static void test_one_cpu_wakeups(void)
 {
     cpu_set_t all, one;
@@ -223,15 +227,32 @@ static void test_one_cpu_wakeups(void)
           (unsigned long long)(st1.host_waits_shared_cpu - st0.host_waits_shared_cpu),
           (unsigned long long)(st1.host_waits - st0.host_waits));
 
+    /* the placement is probed again: of the waits that find the device thread asleep on the host's
+     * cpu, every 64th wakes it (here it can only wake on this cpu, and runs the queue there) */
+    aclrtStreamGetStats(s, &st0);
+    for (int i = 0; i < 200; i++) {
+        CHECK(aclrtLaunchKernel(count_kernel, 1, NULL, 0, s) == ACL_SUCCESS);
+        CHECK(aclrtSynchronizeStream(s) == ACL_SUCCESS);
+    }
+    CHECK_EQ_INT(atomic_load(&counter), 401);
+    aclrtStreamGetStats(s, &st1);
+    const uint64_t probes = st1.host_waits_shared_cpu / 64 - st0.host_waits_shared_cpu / 64;
+    CHECK(probes >= 3 && st1.device_wakeups - st0.device_wakeups == probes &&
+          st1.host_ran_tasks - st0.host_ran_tasks == 200 - probes,
+          "probes: %llu waits on one cpu, %llu wake-ups, %llu tasks the host ran",
+          (unsigned long long)(st1.host_waits_shared_cpu - st0.host_waits_shared_cpu),
+          (unsigned long long)(st1.device_wakeups - st0.device_wakeups),
+          (unsigned long long)(st1.host_ran_tasks - st0.host_ran_tasks));
+
     /* an emulated launch cost's sleep lets the device thread run what was launched */
     sleep_ms(5);
     for (int i = 0; i < 10; i++)
         CHECK(aclrtLaunchKernel(count_kernel, 1, NULL, 0, s) == ACL_SUCCESS);
     aclrtStreamSetHostAway(s, 1);
-    for (int ms = 0; ms < 2000 && atomic_load(&counter) < 211; ms++)
+    for (int ms = 0; ms < 2000 && atomic_load(&counter) < 411; ms++)
         sleep_ms(1);
     aclrtStreamSetHostAway(s, 0);
-    CHECK_EQ_INT(atomic_load(&counter), 211);
+    CHECK_EQ_INT(atomic_load(&counter), 411);
     aclrtStreamGetStats(s, &st0);
     CHECK_EQ_INT(st0.device_wakeups - st1.device_wakeups, 1);
     CHECK_EQ_INT(st0.host_ran_tasks, st1.host_ran_tasks);
@@ -245,7 +266,7 @@ static void test_one_cpu_wakeups(void)
     sleep_ms(5);
     CHECK_EQ_INT(aclmdlRIExecuteAsync(ri, s), ACL_SUCCESS);
     CHECK_EQ_INT(aclmdlRIDestroy(ri), ACL_SUCCESS);
-    CHECK_EQ_INT(atomic_load(&counter), 212);
+    CHECK_EQ_INT(atomic_load(&counter), 412);
     CHECK_EQ_INT(aclrtDestroyStream(s), ACL_SUCCESS);
     sched_setaffinity(0, sizeof all, &all);
 }
@@ -443,8 +464,26 @@ static void test_unknown_wait_policy(void)
     CHECK(strstr(aclGetRecentErrMsg(), "LLM_NPU_WAIT=fastest") != NULL, "%s", aclGetRecentErrMsg());
 }
 
+/* The counters the task runner bumps per task sit on no cache line the host reads while it waits
+ * or launches: beside head, each kernel of a replay took head's line away from the host spinning on
+ * it; beside device_state, each eager task would take the line the host reads at every launch. */
+static void test_counters_apart_from_polled_words(void)
+{
+    const size_t polled[] = { offsetof(struct acl_stream, head), offsetof(struct acl_stream, done_seq),
+                              offsetof(struct acl_stream, device_cpu), offsetof(struct acl_stream, tail),
+                              offsetof(struct acl_stream, device_state) };
+    const size_t counters[] = { offsetof(struct acl_stream, device_ns), offsetof(struct acl_stream, kernels),
+                                offsetof(struct acl_stream, kernels_split) };
+    CHECK(_Alignof(struct acl_stream) >= 64, "stream aligned to %zu", _Alignof(struct acl_stream));
+    for (size_t i = 0; i < sizeof polled / sizeof polled[0]; i++)
+        for (size_t j = 0; j < sizeof counters / sizeof counters[0]; j++)
+            CHECK(polled[i] / 64 != counters[j] / 64, "polled word at %zu shares a line with counter at %zu",
+                  polled[i], counters[j]);
+}
+
 int main(void)
 {
+    test_counters_apart_from_polled_words();
     test_init_and_memory();
     /* the stream's semantics under each wait policy; the tuned one's own rules after */
     static const char *const policies[] = { "simple", "tuned" };

@@ -242,8 +242,10 @@ static void test_dense_leaf(void)
 }
 
 /* The KV store: SET_ROWS copies dense rows into the padded cache's strides (no pad before it), and
- * FLASH_ATTN reads views of the padded cache as they are; its dense Q is padded and its result, which
- * a reshape reads, is the unpad of a padded twin. */
+ * FLASH_ATTN reads views of the padded cache as they are. Only its K and V are ALIGN operands: its
+ * dense Q is read as it is and its result, which a reshape reads, is written dense (no pad, no
+ * unpad). K and V from dense rows (not the cache) are padded, once for both, though the node itself
+ * is NALIGN. */
 static void test_kv_store(void)
 {
     struct llm_ctx *ctx = llm_ctx_new(64);
@@ -255,15 +257,17 @@ static void test_kv_store(void)
     ids->flags = LLM_TENSOR_INPUT;
     struct llm_tensor *store = llm_set_rows(ctx, cache, k, ids);
     struct llm_tensor *kv = llm_view_3d(ctx, store, 8, 32, 1, cache->nb[1], cache->nb[2], 0);
-    struct llm_tensor *fa = llm_flash_attn(ctx, llm_scale(ctx, input(ctx, 3, qne), 1.0f), kv, kv, NULL, 1.0f);
-    struct llm_tensor *out = llm_scale(ctx, llm_reshape_2d(ctx, fa, 16, 1), 1.0f);
-    struct aligned a = align(ctx, &out, 1);
-    const struct llm_tensor *twin = fa->src[0];
-    CHECK(fa->op == LLM_OP_CHANNEL_NORM && fa->op_params[0] == 0 && twin && twin->op == LLM_OP_FLASH_ATTN &&
-          twin->nb[1] == 16 * sizeof(float), "the result: the unpad of a padded twin");
-    CHECK(store->src[1] == k && twin && twin->src[1] == kv && twin->src[2] == kv, "the cache read as it is");
-    CHECK(twin && converted(twin, 0, true), "Q padded");
-    CHECK_EQ_INT(a.r.inserted, 2);
+    struct llm_tensor *q = llm_scale(ctx, input(ctx, 3, qne), 1.0f);
+    struct llm_tensor *fa = llm_flash_attn(ctx, q, kv, kv, NULL, 1.0f);
+    struct llm_tensor *dense_kv = llm_scale(ctx, input(ctx, 3, (const int64_t[]){ 8, 32, 1 }), 1.0f);
+    struct llm_tensor *fa2 = llm_flash_attn(ctx, q, dense_kv, dense_kv, NULL, 1.0f);
+    struct llm_tensor *outs[] = { llm_scale(ctx, llm_reshape_2d(ctx, fa, 16, 1), 1.0f),
+                                  llm_scale(ctx, llm_reshape_2d(ctx, fa2, 16, 1), 1.0f) };
+    struct aligned a = align(ctx, outs, 2);
+    CHECK(fa->op == LLM_OP_FLASH_ATTN && fa->nb[1] == 8 * sizeof(float) && fa->src[0] == q, "Q and the result dense");
+    CHECK(store->src[1] == k && fa->src[1] == kv && fa->src[2] == kv, "the cache read as it is");
+    CHECK(fa2->src[0] == q && converted(fa2, 1, true) && fa2->src[2] == fa2->src[1], "dense K and V padded, once");
+    CHECK_EQ_INT(a.r.inserted, 1);
     release(&a, ctx);
 }
 

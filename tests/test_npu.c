@@ -316,17 +316,21 @@ static void test_rope_tables(void)
 
 /* LLM_NPU_LAYOUT_ALIGN made real on stories260K (ff 172, head_dim 8): the layout pass keeps the
  * prompt's 172-wide activations padded from the gate and up gemms through SWIGLU (which follows them)
- * into ffn_down's gemm (no CHANNEL_NORM; ffn_down's weight is uploaded padded), and the only
- * CHANNEL_NORMs are each layer's pad of Q for FLASH_ATTN (its K and V come from the padded cache)
- * and the unpad of its result, which a reshape reads: 10 per graph, prompt or decode step (eager
- * here). Off: nothing padded. The device refusing what the pass did not pad is tests/test_layout.c's. */
+ * into ffn_down's gemm (no CHANNEL_NORM; ffn_down's weight is uploaded padded). FLASH_ATTN reads
+ * its K and V from the padded cache and its Q and result dense: no CHANNEL_NORM at all (each
+ * layer's pad of Q and unpad of the result made 10 per graph while the whole node was ALIGN). With
+ * -fa off the attention gemms read the 8-wide Q and KQV rows: 20 per graph, prompt or decode step
+ * (eager here). Off: nothing padded. The device refusing what the pass did not pad is
+ * tests/test_layout.c's. */
 static void test_layout_pads(struct llm_model *m)
 {
-    for (int on = 0; on < 2; on++) {
+    for (int run = 0; run < 4; run++) {
+        const bool on = run & 1, fa = !(run & 2);
         setenv("LLM_NPU_LAYOUT_ALIGN", on ? "on" : "off", 1);
         struct llm_context_params p = llm_context_default_params();
         p.n_ctx = 64;
         p.device = LLM_DEVICE_NPU;
+        p.flash_attn = fa;
         struct llm_backend_option npu_opts[2];
         test_npu_options(&p, npu_opts, 0, -1);
         struct llm_context *c = NULL;
@@ -341,10 +345,11 @@ static void test_layout_pads(struct llm_model *m)
         const uint64_t prompt_pads = st.layout_pads;
         for (int32_t t = 7; ok && t < 12; t++)
             ok = llm_decode(c, &t, 1, false, &err) == 0;
-        CHECK(ok, "layout %d: %s", on, err.msg);
+        CHECK(ok, "layout %d, fa %d: %s", on, fa, err.msg);
         test_npu_stats(c, &st);
-        CHECK(prompt_pads == (on ? 10u : 0u) && st.layout_pads == 6 * prompt_pads, "layout %d: %llu pads for the prompt, "
-              "%llu in all", on, (unsigned long long)prompt_pads, (unsigned long long)st.layout_pads);
+        CHECK(prompt_pads == (on && !fa ? 20u : 0u) && st.layout_pads == 6 * prompt_pads,
+              "layout %d, fa %d: %llu pads for the prompt, %llu in all", on, fa, (unsigned long long)prompt_pads,
+              (unsigned long long)st.layout_pads);
         llm_context_free(c);
     }
     unsetenv("LLM_NPU_LAYOUT_ALIGN");

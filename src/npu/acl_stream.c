@@ -68,31 +68,35 @@ static void split_kernel(int ith, int nth, void *arg)
     r->t->kernel(&k, (void *)r->t->args);
 }
 
-/* One kernel or copy: on worker 0 alone, or split over every worker of the stream's pool. Counted
- * here, where eager and replayed kernels meet, so the two modes' counts can be compared. */
-static void run_one(struct acl_stream *s, const struct task *t)
+/* One kernel or copy: on worker 0 alone, or split over every worker of the stream's pool. Returns
+ * whether it was split. */
+static bool run_one(struct acl_stream *s, const struct task *t)
 {
-    if (t->kind == TASK_KERNEL)
-        atomic_fetch_add_explicit(&s->kernels, 1, memory_order_relaxed);
     if (t->kind == TASK_KERNEL && t->block_dim != 1 && s->n_workers > 1) {
-        atomic_fetch_add_explicit(&s->kernels_split, 1, memory_order_relaxed);
         struct split_run r = { t, s->pool };
         llm_threadpool_run(s->pool, split_kernel, &r);
-    } else {
-        run_alone(t);
+        return true;
     }
+    run_alone(t);
+    return false;
 }
 
-/* A replay runs the recorded tasks exactly as eager ones run, minus taking each from the ring. */
+/* A replay runs the recorded tasks exactly as eager ones run, minus taking each from the ring.
+ * Kernels are counted here, where eager and replayed ones meet, so the two modes' counts can be
+ * compared; once per task, not per kernel. */
 static void run_task(struct acl_stream *s, struct task *t)
 {
-    if (t->kind != TASK_GRAPH) {
-        run_one(s, t);
-        return;
+    const struct task *first = t->kind == TASK_GRAPH ? t->ri->tasks : t;
+    const size_t n = t->kind == TASK_GRAPH ? t->ri->n : 1;
+    uint64_t kernels = 0, split = 0;
+    for (size_t i = 0; i < n; i++) {
+        split += run_one(s, &first[i]);
+        kernels += first[i].kind == TASK_KERNEL;
     }
-    for (size_t i = 0; i < t->ri->n; i++)
-        run_one(s, &t->ri->tasks[i]);
-    atomic_fetch_sub(&t->ri->in_flight, 1);
+    atomic_fetch_add_explicit(&s->kernels, kernels, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->kernels_split, split, memory_order_relaxed);
+    if (t->kind == TASK_GRAPH)
+        atomic_fetch_sub(&t->ri->in_flight, 1);
 }
 
 uint64_t acl_stream_run_at(struct acl_stream *s, uint64_t head, uint64_t t0)

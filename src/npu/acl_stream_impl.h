@@ -74,15 +74,18 @@ struct acl_stream {
     atomic_int host_cpu;          /* where the host last enqueued */
     atomic_uint_fast64_t wake_at; /* a sleeping host waits for head to reach this; UINT64_MAX: none */
     uint64_t host_blocked_ns;     /* host time spent waiting for room in a full ring */
-    /* Written by the device thread. */
+    /* Written by the device thread, read by a waiting host. */
     _Alignas(64) atomic_uint_fast64_t head;  /* tasks finished */
     atomic_uint done_seq;         /* futex word: bumped when head reached a sleeping host's wake_at */
-    atomic_uint_fast64_t device_ns;
-    atomic_uint_fast64_t kernels, kernels_split; /* kernels run (replayed ones too); of those, split */
     atomic_int device_cpu;        /* where the device thread last took a task */
-    /* The tuned policy's. */
+    /* The tuned policy's (the host reads device_state at every launch). */
     atomic_int device_state;      /* enum device_state; futex word while LENT */
     atomic_int lent_waiter;       /* the device thread woke while LENT and sleeps on device_state */
+    /* Written by whoever runs the tasks, read only by aclrtStreamGetStats: a line of their own, as
+     * a counter beside head made every kernel of a replay steal head's line back from the host
+     * polling it (tests/test_acl.c checks the layout). */
+    _Alignas(64) atomic_uint_fast64_t device_ns;
+    atomic_uint_fast64_t kernels, kernels_split; /* kernels run (replayed ones too); of those, split */
     _Alignas(64) atomic_int stop;
     pthread_t thread;
     struct llm_threadpool *pool;

@@ -120,9 +120,18 @@ static bool host_runs_queue(struct acl_stream *s, uint64_t target)
     return true;
 }
 
+/* Nothing else wakes a device thread asleep on the host's cpu at 0 us of launch cost, so the
+ * placement the scheduler drew at its last wake-up would hold for the whole process, with the
+ * other cores idle and every token's kernels run after its launches (S + H + D instead of
+ * S + max(H, D): the draw, made once per process, decided an eager run's speed). Every
+ * PLACEMENT_PROBE_WAITS-th wait that finds it there wakes it instead, so the scheduler may put it
+ * on an idle core; where none is, a probe costs two context switches over that many waits. */
+#define PLACEMENT_PROBE_WAITS 64
+
 static void tuned_host_wait(struct acl_stream *s, uint64_t target)
 {
-    if (acl_on_cpu_of(&s->device_cpu) && host_runs_queue(s, target))
+    if (acl_on_cpu_of(&s->device_cpu) && s->waits_shared_cpu % PLACEMENT_PROBE_WAITS != 0 &&
+        host_runs_queue(s, target))
         return;
     pay_wake(s);
     const uint64_t t0 = llm_now_ns(), budget = spin_budget(s, HOST_SPIN_NS);

@@ -9,9 +9,9 @@ enum npu_layout npu_layout_rule(const struct llm_tensor *node)
 {
     switch (node->op) {
     case LLM_OP_MUL_MAT: case LLM_OP_MUL_MAT_ADD: case LLM_OP_RMS_NORM: case LLM_OP_RMS_NORM_MUL:
-    case LLM_OP_ADD_RMS_NORM: case LLM_OP_SOFT_MAX: case LLM_OP_FLASH_ATTN: case LLM_OP_CONT: case LLM_OP_SET_ROWS:
+    case LLM_OP_ADD_RMS_NORM: case LLM_OP_SOFT_MAX: case LLM_OP_CONT: case LLM_OP_SET_ROWS:
         return NPU_LAYOUT_ALIGN;
-    case LLM_OP_RESHAPE:
+    case LLM_OP_RESHAPE: case LLM_OP_FLASH_ATTN: /* its K and V are ALIGN operands (operand_mode) */
         return NPU_LAYOUT_NALIGN;
     case LLM_OP_NONE: case LLM_OP_GET_ROWS: case LLM_OP_ADD: case LLM_OP_MUL: case LLM_OP_SCALE: case LLM_OP_ROPE:
     case LLM_OP_ROPE_QK:
@@ -57,6 +57,13 @@ static int rank_of(const struct llm_tensor *t)
         if (t->ne[d] > 1)
             r = d + 1;
     return r;
+}
+
+/* The layout node n, of mode m, reads its source j in: ALIGN for an ALIGN node and for the operands
+ * a NALIGN node's kernel reads ALIGN (FLASH_ATTN's K and V, npu_layout_reads_aligned), else m. */
+static enum npu_layout operand_mode(const struct llm_tensor *n, int j, enum npu_layout m)
+{
+    return m == NPU_LAYOUT_ALIGN || npu_layout_reads_aligned(n, j) ? NPU_LAYOUT_ALIGN : m;
 }
 
 /* Do t's ALIGN and NALIGN layouts differ? Not when its rows already are a multiple of
@@ -258,8 +265,9 @@ static void resolve_all(struct index *ix, const struct llm_graph *g, int first, 
             if (!s || written_source(n, j) || !layouts_differ(s) || converts(n))
                 continue;
             const enum npu_layout ns = source_mode(ix, naive, s); /* naive: one CHANNEL_NORM per conflicting edge */
-            r->naive += ns != NPU_LAYOUT_BOTH && ns != *nm;
-            if (source_mode(ix, modes, s) == NPU_LAYOUT_ALIGN && *m == NPU_LAYOUT_NALIGN && pos_of(ix, s) >= 0)
+            r->naive += ns != NPU_LAYOUT_BOTH && ns != operand_mode(n, j, *nm);
+            if (source_mode(ix, modes, s) == NPU_LAYOUT_ALIGN && operand_mode(n, j, *m) == NPU_LAYOUT_NALIGN &&
+                pos_of(ix, s) >= 0)
                 ix->marks[slot(ix, s)] |= DENSE_READER;
         }
         if (n->flags & LLM_TENSOR_OUTPUT && *m == NPU_LAYOUT_ALIGN && layouts_differ(n)) {
@@ -311,12 +319,12 @@ static struct llm_tensor *added(struct rewrite *w, struct llm_tensor *t, const s
 }
 
 /* Source j of n, of mode ms, as n (of mode m) reads it: a pad (one per source, placed before its
- * first reader) from a NALIGN source into an ALIGN reader, the padded twin of an ALIGN node. */
+ * first reader) from a NALIGN source into an ALIGN operand, the padded twin of an ALIGN node. */
 static void convert_source(struct index *ix, struct rewrite *w, struct llm_tensor *n, int j, enum npu_layout m,
                            enum npu_layout ms, struct npu_layout_report *r)
 {
     struct llm_tensor *s = n->src[j];
-    if (m != NPU_LAYOUT_ALIGN || !layouts_differ(s))
+    if (operand_mode(n, j, m) != NPU_LAYOUT_ALIGN || !layouts_differ(s))
         return;
     const size_t k = slot(ix, s);
     if (ms == NPU_LAYOUT_NALIGN && !(ix->marks[k] & PAD_COUNTED)) {

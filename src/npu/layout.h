@@ -3,8 +3,11 @@
  * (dense), and a CHANNEL_NORM node (pad or unpad) goes on each edge whose ends disagree.
  *
  * Modes, the Ascend layout rules mapped onto our ops:
- *   ALIGN only   MUL_MAT, MUL_MAT_ADD (gemm); RMS_NORM and the fused norms, SOFT_MAX, FLASH_ATTN
- *                (reductions); CONT (a transpose made real); a pad (CHANNEL_NORM into ALIGN)
+ *   ALIGN only   MUL_MAT, MUL_MAT_ADD (gemm); RMS_NORM and the fused norms, SOFT_MAX (reductions);
+ *                CONT (a transpose made real); a pad (CHANNEL_NORM into ALIGN)
+ *   per operand  FLASH_ATTN: its K and V are read ALIGN (the cache rows the cube unit streams), its
+ *                Q read and its result written dense (NALIGN: a decode step's few query rows are
+ *                loaded once per call, and a reshape reads the result)
  *   NALIGN only  graph inputs (leaves flagged INPUT) and outputs (nodes flagged OUTPUT: the host
  *                reads them dense); RESHAPE and views of nodes (their strides were built on dense
  *                rows); an unpad; a BOTH node whose output has odd rank; a fused node's second
@@ -64,9 +67,9 @@ enum npu_layout npu_layout_rule(const struct llm_tensor *node);
 
 /* Resolve the layouts of g's nodes [first, end) (one backend's split; modes[i] for g->nodes[first + i],
  * the caller's array of end - first) and report. With rewrite, also rewrite the split in g:
- *   - a NALIGN source (an input, another split's node, a NALIGN node) read by an ALIGN node whose
- *     rows the two layouts lay out differently goes through a pad, one per source, placed before its
- *     first such reader;
+ *   - a NALIGN source (an input, another split's node, a NALIGN node) read as an ALIGN operand (by
+ *     an ALIGN node, or as FLASH_ATTN's K or V) whose rows the two layouts lay out differently goes
+ *     through a pad, one per source, placed before its first such reader;
  *   - an ALIGN node computing into memory of its own keeps its result padded (llm_pad_rows: its
  *     strides, so the allocator sizes it); when someone reads it dense (a NALIGN node, a view, whose
  *     strides were built dense, the host, another split) it becomes the unpad of a padded twin that
