@@ -5,8 +5,11 @@
  * rows, and extreme quants (-128 weights). Tolerance: 2e-6 of Σ|w·x| per product (the integer block
  * sums are exact; only the float scaling and summation order differ). Wherever the CPU has AVX-VNNI
  * (natively too), its Q8_0 kernel must give the AVX2 kernel's bits on the same cases (the AVX2 Q4_0
- * kernel sums each row in one lane, not eight: gemm_q4_0_avx2.c). Then MUL_MAT nodes
- * on the GEMM path must give the same floats on 1, 2 and 3 threads. */
+ * kernel sums each row in one lane, not eight: gemm_q4_0_avx2.c). The AVX2 Q4_0 and Q5_0 kernels
+ * (on every AVX2 CPU, whatever the dispatch chose) against vec_dot_ref likewise, at every N from 1
+ * to 70 (the tile edges of 3 activation rows), and their twins reading the matrix repacked at load
+ * (repack.h), from its first group and from a later one, must give the file rows' bits. Then
+ * MUL_MAT nodes on the GEMM path must give the same floats on 1, 2 and 3 threads. */
 #include <math.h>
 #include <stdint.h>
 
@@ -16,6 +19,7 @@
 #include "ops/cpu/cpu.h"
 #include "ops/types/blocks.h"
 #include "ops/types/quants.h"
+#include "ops/types/repack.h"
 #include "ops/types/types.h"
 
 static float frand(void)
@@ -77,6 +81,52 @@ static int64_t avxvnni_differs(const struct gemm_case *c)
     return differ;
 }
 
+/* The AVX2 kernels of the file's rows with their twins on repacked groups. */
+static const struct {
+    enum llm_type t;
+    llm_gemm_fn rows, groups;
+} avx2_twins[] = {
+    { LLM_TYPE_Q4_0, llm_gemm_q4_0_avx2, llm_gemm_packed_q4_0_avx2 },
+    { LLM_TYPE_Q5_0, llm_gemm_q5_0_avx2, llm_gemm_packed_q5_0_avx2 },
+};
+
+/* gemm's output on w (rows or groups wstride bytes apart), N rows ldd floats apart, the padding set
+ * to GEMM_PAD first (the caller frees it). */
+static float *gemm_out(llm_gemm_fn gemm, const struct gemm_case *c, const char *w, size_t wstride)
+{
+    float *dst = malloc((size_t)c->N * c->ldd * sizeof(float));
+    void *scratch = malloc(llm_gemm_scratch_size(c->k, c->N));
+    for (size_t i = 0; i < (size_t)c->N * c->ldd; i++)
+        dst[i] = GEMM_PAD;
+    gemm(c->k, c->M, c->N, w, wstride, c->x, c->xstride, dst, c->ldd, scratch);
+    free(scratch);
+    return dst;
+}
+
+/* The AVX2 kernel of the file's rows (case c: contiguous rows) on rows [4 * g0, 4 * g0 + M) of a
+ * matrix of 4 * g0 + M rows, against vec_dot_ref; its twin on the repacked matrix from group g0 must
+ * give the same bits, padding included. */
+static void twin_case(size_t i, int64_t k, int64_t M, int64_t N, int64_t g0)
+{
+    const enum llm_type t = avx2_twins[i].t;
+    const int64_t all = LLM_REPACK_ROWS * g0 + M;
+    const size_t row = llm_row_size(t, k), xstride = llm_row_size(LLM_TYPE_Q8_0, k) + 10, ldd = (size_t)M + 3;
+    char *w = quant_rows(t, k, all, row), *x = quant_rows(LLM_TYPE_Q8_0, k, N, xstride);
+    char *p = malloc(llm_repack_size(t, k, all));
+    llm_repack_groups(t, k, all, w, row, 0, (all + LLM_REPACK_ROWS - 1) / LLM_REPACK_ROWS, p);
+    struct gemm_case c = { t, k, M, N, w + (size_t)(LLM_REPACK_ROWS * g0) * row, x, row, xstride, ldd, NULL };
+    double worst;
+    int64_t bad = gemm_wrong(avx2_twins[i].rows, &c, llm_gemm_scratch_size(k, N), product_error, 2e-6, &worst);
+    CHECK(bad == 0, "AVX2 gemm %s K%lld M%lld N%lld: %lld products wrong (worst relative error %.3g)",
+          llm_type_name(t), (long long)k, (long long)M, (long long)N, (long long)bad, worst);
+    const size_t gs = llm_repack_group_size(t, k);
+    float *a = gemm_out(avx2_twins[i].rows, &c, c.w, row), *b = gemm_out(avx2_twins[i].groups, &c, p + (size_t)g0 * gs, gs);
+    CHECK(memcmp(a, b, (size_t)N * ldd * sizeof(float)) == 0,
+          "AVX2 gemm %s K%lld M%lld N%lld from group %lld: the repacked twin gives other bits", llm_type_name(t),
+          (long long)k, (long long)M, (long long)N, (long long)g0);
+    free(a), free(b), free(p), free(w), free(x);
+}
+
 static void kernel_case(enum llm_type t, int64_t k, int64_t M, int64_t N)
 {
     const struct llm_type_traits *tt = llm_type_traits(t);
@@ -109,9 +159,27 @@ static void threads_case(enum llm_type t, int64_t k, int64_t M, int64_t N)
           (long long)N, differ);
 }
 
+/* Each AVX2 kernel with a repacked twin: N across the tile edges, K with a tail chunk of 2 blocks
+ * (320) and qwen2-0.5B's 896 (28 blocks: 3 chunks and a tail of 4), M odd, not a multiple of 8,
+ * less than a group, past one block of rows; calls from group 0 and from a later group. */
+static void twin_cases(void)
+{
+    for (size_t i = 0; i < sizeof avx2_twins / sizeof avx2_twins[0]; i++) {
+        for (int64_t N = 1; N <= 70; N++)
+            twin_case(i, 320, 37, N, N % 3);
+        twin_case(i, 896, 13, 16, 1);
+        twin_case(i, 896, 3, 5, 2);
+        twin_case(i, 32, 1, 1, 0);
+        twin_case(i, 2048, 300, 7, 5); /* past one block of rows (gemm_block_rows) */
+        twin_case(i, 4864, 21, 4, 0);
+    }
+}
+
 int main(void)
 {
-    static const enum llm_type types[] = { LLM_TYPE_Q8_0, LLM_TYPE_Q4_0 };
+    if (llm_cpu_has_avx2())
+        twin_cases();
+    static const enum llm_type types[] = { LLM_TYPE_Q8_0, LLM_TYPE_Q4_0, LLM_TYPE_Q5_0 };
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         enum llm_type t = types[i];
         const struct llm_type_traits *tt = llm_type_traits(t);
@@ -120,12 +188,20 @@ int main(void)
             continue;
         }
         bool q8 = t == LLM_TYPE_Q8_0;
-        llm_gemm_fn want = llm_cpu_has_avx512()    ? (q8 ? llm_gemm_q8_0_avx512 : llm_gemm_q4_0_avx512)
+        llm_gemm_fn want = t == LLM_TYPE_Q5_0          ? llm_gemm_q5_0_avx2 /* its only one */
+                           : llm_cpu_has_avx512()    ? (q8 ? llm_gemm_q8_0_avx512 : llm_gemm_q4_0_avx512)
                            : llm_cpu_has_avxvnni() ? (q8 ? llm_gemm_q8_0_avxvnni : llm_gemm_q4_0_avxvnni)
                                                    : (q8 ? llm_gemm_q8_0_avx2 : llm_gemm_q4_0_avx2);
         CHECK(tt->gemm == want, "%s: not the GEMM kernel of the best ISA allowed", llm_type_name(t));
+        /* the repacked twin only beside the AVX2 kernel it keeps the bits of */
+        llm_gemm_fn twin = want == llm_gemm_q4_0_avx2 ? llm_gemm_packed_q4_0_avx2
+                           : want == llm_gemm_q5_0_avx2 ? llm_gemm_packed_q5_0_avx2
+                                                        : NULL;
+        CHECK(tt->gemm_packed == twin, "%s: gemm_packed is not the twin of gemm", llm_type_name(t));
         printf("%s: %s GEMM\n", llm_type_name(t),
-               llm_cpu_has_avx512() ? "AVX-512 VNNI" : llm_cpu_has_avxvnni() ? "AVX-VNNI" : "AVX2");
+               t != LLM_TYPE_Q5_0 && llm_cpu_has_avx512()    ? "AVX-512 VNNI"
+               : t != LLM_TYPE_Q5_0 && llm_cpu_has_avxvnni() ? "AVX-VNNI"
+                                                             : "AVX2");
         kernel_case(t, 32, 1, 1);
         kernel_case(t, 96, 17, 5);
         kernel_case(t, 224, 50, 13);
@@ -136,6 +212,8 @@ int main(void)
         threads_case(t, 256, 67, 45); /* a batch on the GEMM path of both ISAs */
         if (t == LLM_TYPE_Q4_0)
             threads_case(t, 128, 29, 100); /* Q4_0 keeps the GEMM past N = 64 on AVX2 too */
+        if (t == LLM_TYPE_Q5_0)
+            threads_case(t, 896, 61, 16); /* qwen2-0.5B's rows, a chat-sized batch */
     }
     return test_done("test_gemm");
 }

@@ -136,10 +136,10 @@ enum mm_path { PATH_DOT, PATH_BLAS, PATH_GEMM, PATH_FLOAT_GEMM };
 /* The one place the path is chosen: kernel, scratch size and the tests' questions all ask here. */
 static enum mm_path choose_path(const struct mm_geom *g, const struct llm_tensor *dst)
 {
+    if (use_int_gemm(g, dst)) /* a type with both (Q5_0) takes the integer one where gemm_batch says */
+        return PATH_GEMM;
     if (use_float_gemm(g, dst))
         return PATH_FLOAT_GEMM;
-    if (use_int_gemm(g, dst))
-        return PATH_GEMM;
     return use_blas(g, dst) ? PATH_BLAS : PATH_DOT;
 }
 
@@ -190,18 +190,25 @@ static bool repacked(const struct mm_geom *g)
     return (g->w->flags & LLM_TENSOR_REPACKED) != 0;
 }
 
-/* The GEMMs read the file's rows: a repacked matrix is unpacked for them one block of
- * gemm_block_rows rows at a time (the blocks they walk anyway) into each thread's scratch. */
-static size_t unpack_bytes(const struct mm_geom *g)
+/* Does the path's kernel read the repacked matrix in place (the integer GEMM's gemm_packed twin)? */
+static bool reads_groups(const struct mm_geom *g, enum mm_path path)
 {
-    return repacked(g) ? (size_t)gemm_block_rows(g->s.K) * llm_row_size(g->w->type, g->s.K) : 0;
+    return repacked(g) && path == PATH_GEMM && g->s.wt->gemm_packed;
+}
+
+/* The other GEMMs read the file's rows: a repacked matrix is unpacked for them one block of
+ * gemm_block_rows rows at a time (the blocks they walk anyway) into each thread's scratch. */
+static size_t unpack_bytes(const struct mm_geom *g, enum mm_path path)
+{
+    return repacked(g) && !reads_groups(g, path) ? (size_t)gemm_block_rows(g->s.K) * llm_row_size(g->w->type, g->s.K)
+                                                 : 0;
 }
 
 /* Scratch of a GEMM thread: the kernel's own, then its unpacked rows. */
 static size_t gemm_thread_size(const struct mm_geom *g, enum mm_path path)
 {
     return (path == PATH_GEMM ? llm_gemm_scratch_size(g->s.K, g->s.N) : llm_gemm_f32_scratch_size(g->s.K)) +
-           unpack_bytes(g);
+           unpack_bytes(g, path);
 }
 
 /* Scratch of one path at this shape (converted src1 rows, per-thread panels or tiles). */
@@ -444,12 +451,24 @@ static void mul_mat_dot(const struct llm_cpu_params *p, struct llm_tensor *dst, 
 /* Each thread takes its share of the weight rows of every matrix (the same share whatever the
  * batch) and walks it in blocks that stay in L2 while all src1 rows of the batch pass by: the src1
  * rows of matrix (i2, i3) start at xs + i2 * x2 + i3 * x3, xrow bytes apart. scratch is the
- * thread's gemm_thread_size bytes; a repacked matrix (2-D) is unpacked into its end block by block. */
+ * thread's gemm_thread_size bytes; a repacked matrix (2-D) is read in place by the integer GEMM's
+ * gemm_packed twin, each share whole groups, else unpacked into its end block by block. */
 static void gemm_share(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct mm_geom *g,
                        llm_gemm_fn gemm, const char *xs, size_t xrow, size_t x2, size_t x3, void *scratch,
                        size_t kernel_scratch)
 {
     int64_t r0, r1;
+    if (repacked(g) && gemm == g->s.wt->gemm && g->s.wt->gemm_packed) {
+        const size_t gs = llm_repack_group_size(g->w->type, g->s.K);
+        thread_rows((g->s.M + LLM_REPACK_ROWS - 1) / LLM_REPACK_ROWS, p->ith, p->nth, &r0, &r1);
+        const int64_t m0 = r0 * LLM_REPACK_ROWS, m1 = r1 * LLM_REPACK_ROWS < g->s.M ? r1 * LLM_REPACK_ROWS : g->s.M;
+        for (int64_t i3 = 0; m0 < m1 && i3 < dst->ne[3]; i3++)
+            for (int64_t i2 = 0; i2 < dst->ne[2]; i2++)
+                g->s.wt->gemm_packed(g->s.K, m1 - m0, g->s.N, (const char *)g->w->data + (size_t)r0 * gs, gs,
+                                     xs + (size_t)i2 * x2 + (size_t)i3 * x3, xrow, tensor_at(dst, m0, 0, i2, i3),
+                                     dst->nb[1] / sizeof(float), scratch);
+        return;
+    }
     thread_rows(g->s.M, p->ith, p->nth, &r0, &r1);
     if (r1 <= r0)
         return;
