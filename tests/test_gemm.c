@@ -159,6 +159,39 @@ static void threads_case(enum llm_type t, int64_t k, int64_t M, int64_t N)
           (long long)N, differ);
 }
 
+/* Where AVX2 is the widest ISA, a MUL_MAT node of Q5_0 weights (qwen2-0.5B's rows) on 2 threads
+ * takes the integer GEMM from N = 8 at every batch (matmul.c gemm_batch): it gives the AVX2
+ * kernel's bits, where the dot path and the float GEMM round otherwise; at N = 4, the dot path. */
+static void q5_0_path_case(int64_t N)
+{
+    const int64_t k = 896, M = 61;
+    struct llm_tensor w, x, d;
+    init_tensor(&w, LLM_TYPE_Q5_0, k, M);
+    init_tensor(&x, LLM_TYPE_F32, k, N);
+    init_tensor(&d, LLM_TYPE_F32, M, N);
+    free(w.data);
+    w.data = quant_rows(LLM_TYPE_Q5_0, k, M, w.nb[1]);
+    for (int64_t i = 0; i < k * N; i++)
+        ((float *)x.data)[i] = frand();
+    d.op = LLM_OP_MUL_MAT;
+    d.src[0] = &w, d.src[1] = &x;
+    struct llm_threadpool *pool = llm_threadpool_new(2);
+    struct job j = { .node = &d, .wsize = llm_cpu_work_size(&d, 2), .pool = pool };
+    j.wdata = malloc(j.wsize);
+    llm_threadpool_run(pool, run_job, &j);
+    const size_t xs = llm_row_size(LLM_TYPE_Q8_0, k);
+    char *xq = malloc(xs * (size_t)N);
+    for (int64_t n = 0; n < N; n++)
+        llm_type_traits(LLM_TYPE_Q8_0)->from_float_fast((const float *)x.data + n * k, xq + (size_t)n * xs, k);
+    struct gemm_case c = { LLM_TYPE_Q5_0, k, M, N, w.data, xq, w.nb[1], xs, (size_t)M, NULL };
+    float *want = gemm_out(llm_gemm_q5_0_avx2, &c, w.data, w.nb[1]);
+    const bool same = memcmp(want, d.data, d.nb[2]) == 0;
+    CHECK(same == (N >= 8), "Q5_0 K%lld M%lld N%lld: %s the AVX2 integer GEMM's bits", (long long)k, (long long)M,
+          (long long)N, same ? "gives" : "does not give");
+    free(want), free(xq), free(j.wdata), free(w.data), free(x.data), free(d.data);
+    llm_threadpool_free(pool);
+}
+
 /* Each AVX2 kernel with a repacked twin: N across the tile edges, K with a tail chunk of 2 blocks
  * (320) and qwen2-0.5B's 896 (28 blocks: 3 chunks and a tail of 4), M odd, not a multiple of 8,
  * less than a group, past one block of rows; calls from group 0 and from a later group. */
@@ -179,6 +212,11 @@ int main(void)
 {
     if (llm_cpu_has_avx2())
         twin_cases();
+    if (llm_cpu_has_avx2() && !llm_cpu_has_avx512() && !llm_cpu_has_avxvnni()) {
+        static const int64_t Ns[] = { 4, 8, 16, 64, 512 };
+        for (size_t i = 0; i < sizeof Ns / sizeof Ns[0]; i++)
+            q5_0_path_case(Ns[i]);
+    }
     static const enum llm_type types[] = { LLM_TYPE_Q8_0, LLM_TYPE_Q4_0, LLM_TYPE_Q5_0 };
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         enum llm_type t = types[i];

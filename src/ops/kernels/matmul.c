@@ -9,7 +9,7 @@
  *    cblas_sgemm of the slice against all of src1 (OpenBLAS without threads of its own, blas.h):
  *    every thread works, where thread 0 calling a threaded sgemm left the pool waiting
  *    (bench/results/kernel_choices.md).
- *  - GEMM path (batches of Q8_0 / Q4_0 weights, gemm_batch()): src1 converted as for the dot path,
+ *  - GEMM path (batches of Q8_0 / Q4_0 / Q5_0 weights, gemm_batch()): src1 converted as for the dot path,
  *    then each thread runs the type's integer GEMM kernel (types.h) over its share of the weight
  *    rows against every src1 row; the results do not depend on the number of threads.
  *  - float GEMM path (batches of F16 / BF16 weights, fgemm_min_batch()): the same split, the
@@ -100,9 +100,15 @@ static bool use_blas(const struct mm_geom *g, const struct llm_tensor *dst)
  * the VNNI kernels from N = 8 on, since a CPU with AVX-VNNI but no AVX-512 has a slower sgemm; the
  * AVX2 Q4_0 kernel (8 rows a register) from N = 16 on, measured faster than dequantize + an AVX2
  * sgemm at every batch (1.4-2x at N = 512); the AVX2 Q8_0 kernel only in the range where it was
- * measured to win against an AVX-512 OpenBLAS. */
+ * measured to win against an AVX-512 OpenBLAS. Q5_0 has only the AVX2 kernel (gemm_q4_0_avx2.c),
+ * measured faster than the dot path (2.8-3.6x at N = 8), the float GEMM (1.7-3.9x) and dequantize +
+ * sgemm at every batch from 8 to 512 where AVX2 is the widest ISA (bench/results/gemm_int8.md); on
+ * AVX-512 and AVX-VNNI CPUs it keeps their wider dot and float GEMM kernels (not measured against
+ * them). */
 static bool gemm_batch(enum llm_type t, int64_t N)
 {
+    if (t == LLM_TYPE_Q5_0)
+        return N >= 8 && !llm_cpu_has_avx512() && !llm_cpu_has_avxvnni();
     if (llm_cpu_has_avx512() || llm_cpu_has_avxvnni())
         return N >= 8;
     return N >= 16 && (t == LLM_TYPE_Q4_0 || N < 64);
@@ -154,6 +160,12 @@ bool llm_cpu_mul_mat_uses_gemm(const struct llm_tensor *node)
     struct mm_geom g = geom(node);
     enum mm_path path = choose_path(&g, node);
     return path == PATH_GEMM || path == PATH_FLOAT_GEMM;
+}
+
+bool llm_cpu_mul_mat_uses_int_gemm(const struct llm_tensor *node)
+{
+    struct mm_geom g = geom(node);
+    return choose_path(&g, node) == PATH_GEMM;
 }
 
 bool cpu_mul_mat_supports(const struct llm_tensor *dst)
