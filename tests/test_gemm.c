@@ -105,13 +105,20 @@ static float *gemm_out(llm_gemm_fn gemm, const struct gemm_case *c, const char *
 
 /* The AVX2 kernel of the file's rows (case c: contiguous rows) on rows [4 * g0, 4 * g0 + M) of a
  * matrix of 4 * g0 + M rows, against vec_dot_ref; its twin on the repacked matrix from group g0 must
- * give the same bits, padding included. */
+ * give the same bits, padding included. The first row has every quant at its top (15 or 31) and the
+ * first activation row every quant at 127: the largest int16 sums the kernels hold before a madd. */
 static void twin_case(size_t i, int64_t k, int64_t M, int64_t N, int64_t g0)
 {
     const enum llm_type t = avx2_twins[i].t;
     const int64_t all = LLM_REPACK_ROWS * g0 + M;
     const size_t row = llm_row_size(t, k), xstride = llm_row_size(LLM_TYPE_Q8_0, k) + 10, ldd = (size_t)M + 3;
     char *w = quant_rows(t, k, all, row), *x = quant_rows(LLM_TYPE_Q8_0, k, N, xstride);
+    const size_t bs = llm_type_info(t)->type_size;
+    for (int64_t b = 0; b < k / QK; b++) {
+        char *top = w + (size_t)(LLM_REPACK_ROWS * g0) * row + (size_t)b * bs;
+        memset(top + sizeof(uint16_t), 0xff, bs - sizeof(uint16_t)); /* qs (and Q5_0's qh) */
+        memset(((struct block_q8_0 *)x)[b].qs, 127, QK);
+    }
     char *p = malloc(llm_repack_size(t, k, all));
     llm_repack_groups(t, k, all, w, row, 0, (all + LLM_REPACK_ROWS - 1) / LLM_REPACK_ROWS, p);
     struct gemm_case c = { t, k, M, N, w + (size_t)(LLM_REPACK_ROWS * g0) * row, x, row, xstride, ldd, NULL };

@@ -53,15 +53,21 @@ void llm_repack_unpack(enum llm_type t, int64_t K, const void *w, int64_t m0, in
  * matrix (blocks of bs bytes in the file, d first; nb blocks a row): the byte offsets from the
  * group's start of its fp16 d and of its quants (the file block's bytes after d). For the kernels
  * that read the groups in place (the prefill GEMMs), so they never unpack a matrix. */
+static inline int64_t llm_repack_chunk_blocks(int64_t nb, int64_t b) /* blocks of b's chunk */
+{
+    const int64_t c = b - b % LLM_REPACK_CHUNK;
+    return nb - c < LLM_REPACK_CHUNK ? nb - c : LLM_REPACK_CHUNK;
+}
+
 static inline size_t llm_repack_d_offset(size_t bs, int64_t nb, int r, int64_t b)
 {
-    const int64_t c = b - b % LLM_REPACK_CHUNK, nbc = nb - c < LLM_REPACK_CHUNK ? nb - c : LLM_REPACK_CHUNK;
+    const int64_t c = b - b % LLM_REPACK_CHUNK, nbc = llm_repack_chunk_blocks(nb, b);
     return (size_t)c * LLM_REPACK_ROWS * bs + (size_t)(r * nbc + b % LLM_REPACK_CHUNK) * sizeof(uint16_t);
 }
 
 static inline size_t llm_repack_quants_offset(size_t bs, int64_t nb, int r, int64_t b)
 {
-    const int64_t c = b - b % LLM_REPACK_CHUNK, nbc = nb - c < LLM_REPACK_CHUNK ? nb - c : LLM_REPACK_CHUNK;
+    const int64_t c = b - b % LLM_REPACK_CHUNK, nbc = llm_repack_chunk_blocks(nb, b);
     return (size_t)c * LLM_REPACK_ROWS * bs + (size_t)(LLM_REPACK_ROWS * nbc) * sizeof(uint16_t) +
            (size_t)(b % LLM_REPACK_CHUNK * LLM_REPACK_ROWS + r) * (bs - sizeof(uint16_t));
 }
