@@ -66,41 +66,45 @@ static AVX2 void activations(int offset, int64_t nb, int64_t N, const char *x, s
     }
 }
 
-/* Block b of row m of the weights at w (rows or groups wstride bytes apart): its fp16 scale, and
- * its 32 values unsigned, element j in byte j. */
-static inline __attribute__((always_inline)) AVX2 __m256i block_values(struct kind kd, int64_t nb, const char *w,
-                                                                      size_t wstride, int64_t m, int64_t b,
+/* A block's fp16 scale at `scale` as a float into *d, and its 32 values from its quants (the file
+ * block's bytes after d) unsigned, element j in byte j. */
+static inline __attribute__((always_inline)) AVX2 __m256i block_values(bool q5, const char *scale, const char *quants,
                                                                       float *d)
 {
-    const char *scale, *quants;
-    if (kd.repacked) {
-        const char *group = w + (size_t)(m / LLM_REPACK_ROWS) * wstride;
-        const int r = (int)(m % LLM_REPACK_ROWS);
-        scale = group + llm_repack_d_offset(kd.bytes, nb, r, b);
-        quants = group + llm_repack_quants_offset(kd.bytes, nb, r, b);
-    } else {
-        scale = w + (size_t)m * wstride + (size_t)b * kd.bytes;
-        quants = scale + sizeof(uint16_t);
-    }
     uint16_t h;
     memcpy(&h, scale, sizeof h);
     *d = fp16_avx2(h);
-    if (kd.q5) /* qh, then qs */
+    if (q5) /* qh, then qs */
         return _mm256_or_si256(nibbles32_u((const uint8_t *)quants + 4), fifth_bits((const uint8_t *)quants));
     return nibbles32_u((const uint8_t *)quants);
 }
 
-/* rows [0, rows) of w into groups of 8 (the last group repeats the last row): per block, a
- * transpose of 8 rows x 8 dwords. */
+/* rows [0, rows) of w into groups of 8: per block, a transpose of 8 rows x 8 dwords. Row r of a
+ * block b is at base[r] + its offset + (r % 4) steps: file rows from their own start (the last
+ * group repeats the last row), repacked ones from their group of 4 (a group past the rows repeats
+ * the one before; its zero padding rows are stored). Lanes past the rows are never stored. */
 static inline __attribute__((always_inline)) AVX2 void pack(struct kind kd, int64_t nb, int64_t rows, const char *w,
                                                            size_t wstride, struct pack *out)
 {
-    for (int64_t g = 0; g < (rows + ROWS - 1) / ROWS; g++)
+    const size_t qbytes = kd.bytes - sizeof(uint16_t);
+    for (int64_t g = 0; g < (rows + ROWS - 1) / ROWS; g++) {
+        const char *base[ROWS];
+        for (int r = 0; r < ROWS; r++) {
+            const int64_t m = g * ROWS + r < rows ? g * ROWS + r : rows - 1;
+            base[r] = w + (size_t)(kd.repacked ? m / LLM_REPACK_ROWS : m) * wstride;
+        }
         for (int64_t b = 0; b < nb; b++) {
             struct pack *p = out + g * nb + b;
             __m256i v[ROWS], t[ROWS], u[ROWS];
-            for (int r = 0; r < ROWS; r++)
-                v[r] = block_values(kd, nb, w, wstride, g * ROWS + r < rows ? g * ROWS + r : rows - 1, b, &p->d[r]);
+            size_t d_off = (size_t)b * kd.bytes, q_off = d_off + sizeof(uint16_t), d_step = 0, q_step = 0;
+            if (kd.repacked) {
+                d_off = llm_repack_d_offset(kd.bytes, nb, 0, b), q_off = llm_repack_quants_offset(kd.bytes, nb, 0, b);
+                d_step = (size_t)llm_repack_chunk_blocks(nb, b) * sizeof(uint16_t), q_step = qbytes;
+            }
+            for (int r = 0; r < ROWS; r++) {
+                const size_t i = (size_t)(r % LLM_REPACK_ROWS);
+                v[r] = block_values(kd.q5, base[r] + d_off + i * d_step, base[r] + q_off + i * q_step, &p->d[r]);
+            }
             for (int r = 0; r < ROWS; r += 2) {
                 t[r] = _mm256_unpacklo_epi32(v[r], v[r + 1]);
                 t[r + 1] = _mm256_unpackhi_epi32(v[r], v[r + 1]);
@@ -115,6 +119,7 @@ static inline __attribute__((always_inline)) AVX2 void pack(struct kind kd, int6
                 _mm256_storeu_si256((__m256i *)p->q[i + 4], _mm256_permute2x128_si256(u[i], u[i + 4], 0x31));
             }
         }
+    }
 }
 
 /* Two groups of 8 weight rows (g1 may repeat g0) times rn <= RN activation rows, int16 sums
