@@ -42,17 +42,17 @@ struct xblock {
     int32_t offset;
 };
 
-/* What the types and the two sources differ in; constants of each entry point's code. */
+/* What the types and the two sources differ in when packing; constants of each entry point's code
+ * (the tiles differ in their flush interval alone: TILES below). */
 struct kind {
     bool q5;       /* Q5_0: the fifth bits (the quants' first 4 bytes, qh) over the nibbles */
     size_t bytes;  /* a block's bytes in the file */
     int offset;    /* the unsigned values' zero */
-    int flush;     /* groups whose pair sums int16 holds: madd after this many */
     bool repacked; /* weights in the repacked groups of repack.h (wstride: a group's bytes) */
 };
 
-static const struct kind q4_0 = { false, sizeof(struct block_q4_0), 8, 8, false };
-static const struct kind q5_0 = { true, sizeof(struct block_q5_0), 16, 4, false };
+static const struct kind q4_0 = { false, sizeof(struct block_q4_0), 8, false };
+static const struct kind q5_0 = { true, sizeof(struct block_q5_0), 16, false };
 
 static AVX2 void activations(int offset, int64_t nb, int64_t N, const char *x, size_t xstride, struct xblock *xs)
 {
@@ -208,6 +208,7 @@ typedef void (*tile_fn)(int64_t nb, const struct pack *g0, const struct pack *g1
     }                                                                                                   \
     static const tile_fn name[RN] = { name##_1, name##_2, name##_3 };
 
+/* the flush interval: groups whose pair sums int16 holds */
 TILES(tiles_q4_0, 8)
 TILES(tiles_q5_0, 4)
 

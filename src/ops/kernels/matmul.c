@@ -101,7 +101,7 @@ static bool use_blas(const struct mm_geom *g, const struct llm_tensor *dst)
  * AVX2 Q4_0 kernel (8 rows a register) from N = 16 on, measured faster than dequantize + an AVX2
  * sgemm at every batch (1.4-2x at N = 512); the AVX2 Q8_0 kernel only in the range where it was
  * measured to win against an AVX-512 OpenBLAS. Q5_0 has only the AVX2 kernel (gemm_q4_0_avx2.c),
- * measured faster than the dot path (2.8-3.6x at N = 8), the float GEMM (1.7-3.9x) and dequantize +
+ * measured faster than the dot path (2.2-3.3x at N = 8), the float GEMM (2.0-3.4x) and dequantize +
  * sgemm at every batch from 8 to 512 where AVX2 is the widest ISA (bench/results/gemm_int8.md); on
  * AVX-512 and AVX-VNNI CPUs it keeps their wider dot and float GEMM kernels (not measured against
  * them). */
