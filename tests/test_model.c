@@ -439,6 +439,59 @@ static void test_synth_tiny(void)
     }
 }
 
+/* A pipeline stage's model, loaded without the repack, repacks its own layers when the stage opens
+ * (llm_model_repack_layers): those matrices unpack to the file's rows, the other layers' stay in the
+ * file, a second call changes nothing, and a model repacked at load is left as it is. */
+static void test_repack_layers(void)
+{
+    struct llm_synth_opts o = { .preset = "tiny", .arch = "qwen2", .type = "Q4_K_M", .seed = 42, .n_threads = 2 };
+    struct llm_synth_plan plan;
+    struct llm_model *full = synth_load(&o, "stage.gguf", &plan);
+    if (!full)
+        return;
+    struct llm_model *m = NULL;
+    struct llm_error err = { 0 };
+    char path[512];
+    snprintf(path, sizeof path, "%s/stage.gguf", tmpdir);
+    CHECK(llm_model_load_mode(path, GGUF_LOAD_MMAP, LLM_LOAD_NO_REPACK, &m, &err) == 0, "stage.gguf: %s", err.msg);
+    if (!m) {
+        llm_model_free(full);
+        return;
+    }
+    const char *file = (const char *)m->file->base;
+    int own = 0, bad = 0;
+    for (int round = 0; round < 2; round++) {
+        CHECK(llm_model_repack_layers(m, 1, 2, &err) == 0, "repack layer 1: %s", err.msg);
+        const void *first_place = m->layers[1].wq->data;
+        own = bad = 0;
+        for (int64_t i = 0; i < m->n_tensors; i++) {
+            const struct llm_tensor *t = &m->tensors[i], *f = &full->tensors[i];
+            const bool in_file = (const char *)t->data >= file && (const char *)t->data < file + m->file->size;
+            const struct gguf_str *name = &m->file->tensors[i].name;
+            const bool layer1 = name->len > 6 && strncmp(name->ptr, "blk.1.", 6) == 0;
+            /* the tensors the full repack repacks, of layer 1 only */
+            const bool want = layer1 && (f->flags & LLM_TENSOR_REPACKED);
+            own += want;
+            bad += ((t->flags & LLM_TENSOR_REPACKED) != 0) != want || in_file == want;
+            if (want) {
+                char *rows = malloc(llm_nbytes(t)), *back = malloc(llm_nbytes(t));
+                llm_repack_unpack(t->type, t->ne[0], t->data, 0, t->ne[1], rows, t->nb[1]);
+                llm_repack_unpack(f->type, f->ne[0], f->data, 0, f->ne[1], back, f->nb[1]);
+                bad += memcmp(rows, back, llm_nbytes(t)) != 0;
+                free(rows), free(back);
+            }
+        }
+        CHECK(m->layers[1].wq->data == first_place, "round %d: layer 1 moved again", round);
+    }
+    CHECK(own >= 4 && bad == 0, "layer 1 repacked: %d matrices, %d wrong", own, bad);
+    /* repacked at load: nothing to do, nothing moves */
+    const void *before = full->layers[0].wq->data;
+    CHECK(llm_model_repack_layers(full, 0, 2, &err) == 0 && full->layers[0].wq->data == before,
+          "a repacked model repacked again");
+    llm_model_free(m);
+    llm_model_free(full);
+}
+
 /* The default mixes (perf.md: llama Q4_0 → output Q6_K; qwen2 tied → token_embd Q6_K, or Q8_0 when
  * the row does not fit a 256-block) and --pure. */
 static void test_synth_mix(void)
@@ -577,6 +630,7 @@ int main(void)
     test_synth_deterministic();
     test_synth_vocab_from();
     test_synth_presets();
+    test_repack_layers();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0)

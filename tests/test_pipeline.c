@@ -6,6 +6,7 @@
 
 #include "model/context.h"
 #include "model/pipeline.h"
+#include "ops/types/repack.h"
 
 static void test_split(void)
 {
@@ -171,6 +172,39 @@ out:
     llm_context_free(drawing);
 }
 
+/* A stage's model loaded without the repack (as a rank of an MPI job loads it): the stage repacks
+ * its own layers' matrices when it opens, not the others', and its logits stay those of the whole
+ * model (llama-k256 Q4_K_M: its K-quant matrices are repacked on every AVX2 cpu). */
+static void stage_repack(void)
+{
+    struct llm_model *m = NULL;
+    struct llm_error err;
+    const char *path = test_path("models/llama-k256-q4_k_m.gguf");
+    CHECK(llm_model_load_mode(path, GGUF_LOAD_MMAP, LLM_LOAD_NO_REPACK, &m, &err) == 0, "%s: %s", path, err.msg);
+    if (!m)
+        return;
+    const struct llm_tensor *mine = m->layers[1].ffn_down, *other = m->layers[0].ffn_down;
+    const bool repacks = llm_repack_kernel(mine->type) != NULL;
+    CHECK(!(mine->flags & LLM_TENSOR_REPACKED), "repacked at load");
+    struct llm_context_params p = llm_context_default_params();
+    p.n_ctx = 64;
+    p.layer_first = 1, p.layer_end = 2;
+    struct ends ends = { 0 };
+    struct fifo q = { 0 };
+    ends.out = &q;
+    struct llm_stage_io io = { .recv = fifo_recv, .send = fifo_send, .user = &ends };
+    p.io = &io;
+    struct llm_context *st = NULL;
+    CHECK(llm_context_new(m, &p, &st, &err) == 0, "stage: %s", err.msg);
+    CHECK(((mine->flags & LLM_TENSOR_REPACKED) != 0) == repacks && !(other->flags & LLM_TENSOR_REPACKED),
+          "stage [1, 2): layer 1 repacked %d (kernel %d), layer 0 %d", (mine->flags & LLM_TENSOR_REPACKED) != 0,
+          repacks, (other->flags & LLM_TENSOR_REPACKED) != 0);
+    llm_context_free(st);
+    free(q.buf);
+    chain(m, LLM_DEVICE_CPU, (const int32_t[]){ 0, 1, (int32_t)m->hp.n_layer }, 2, 16);
+    llm_model_free(m);
+}
+
 int main(void)
 {
     test_split();
@@ -185,6 +219,7 @@ int main(void)
         chain(m, LLM_DEVICE_NPU, (const int32_t[]){ 0, 2, 3, 5 }, 3, 16);
         draws(m);
     }
+    stage_repack();
     llm_model_free(m);
     return test_done("test_pipeline");
 }

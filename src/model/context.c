@@ -449,7 +449,8 @@ static int stage_init(struct llm_context *c, struct llm_error *err)
             return rc;
         c->io = llm_pipe_io(c->pipe);
     }
-    return LLM_OK;
+    /* a stage's model was loaded without the repack (LLM_LOAD_NO_REPACK): its own layers get it */
+    return c->io ? llm_model_repack_layers(c->model, c->first, c->end, err) : LLM_OK;
 }
 
 /* A context with parameters p in *out, also when making it failed (NULL only without memory). */

@@ -89,6 +89,13 @@ struct llm_model {
  * be created leaves its share to the caller's). The bytes do not depend on n_threads. Non-zero (an
  * llm_error code) when the memory cannot be mapped. */
 int llm_model_repack(struct llm_model *m, int n_threads, struct llm_error *err);
+/* Repack the matrices of layers [first, end) that llm_model_repack would repack and that are not
+ * repacked yet, at the places it would give them (only their pages take memory), dropping the file's
+ * pages of each: a pipeline stage over MPI, whose model was loaded with LLM_LOAD_NO_REPACK, decodes
+ * its own layers repacked without copying the others'. The other tensors stay where they are. Single
+ * threaded; callers must not run a graph of m meanwhile. Non-zero (an llm_error code) when the
+ * memory cannot be mapped. */
+int llm_model_repack_layers(struct llm_model *m, int32_t first, int32_t end, struct llm_error *err);
 void llm_model_repack_free(struct llm_model *m);
 
 /* Open path, read hyper-parameters, bind every weight by name with shape and type checks, load the
@@ -103,7 +110,8 @@ int llm_model_load(const char *path, struct llm_model **out, struct llm_error *e
  * point into the file's mapping or into the anonymous memory it was read into, or into the repacked
  * copy (llm_model_repack, on n_threads threads; llm_model_load takes one). n_threads
  * LLM_LOAD_NO_REPACK repacks nothing: a pipeline stage over MPI touches only its own layers'
- * tensors, where a repack would copy every one (src/mpi/README.md). */
+ * tensors, where a repack would copy every one (src/mpi/README.md); its context repacks those
+ * (llm_model_repack_layers). */
 #define LLM_LOAD_NO_REPACK 0
 int llm_model_load_mode(const char *path, enum gguf_load_mode mode, int n_threads, struct llm_model **out,
                         struct llm_error *err);

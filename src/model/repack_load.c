@@ -183,7 +183,11 @@ static void run_parts(const struct move_job *j)
     }
 }
 
-int llm_model_repack(struct llm_model *m, int n_threads, struct llm_error *err)
+/* m->repacked: the model's own memory for every tensor at its moved size (flags: mmap's, beyond
+ * the anonymous private mapping), or left NULL when no matrix is repacked here. No MADV_HUGEPAGE:
+ * finding huge pages cost more system time than the copy itself, and a varying amount
+ * (bench/results/repack.md). */
+static int map_model_memory(struct llm_model *m, int flags, struct llm_error *err)
 {
     size_t total = 0;
     bool any = false;
@@ -193,16 +197,26 @@ int llm_model_repack(struct llm_model *m, int n_threads, struct llm_error *err)
     }
     if (!any)
         return 0;
-    size_t *offs = malloc((size_t)m->n_tensors * sizeof *offs);
-    void *mem = offs ? mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : MAP_FAILED;
-    if (mem == MAP_FAILED) {
-        free(offs);
+    void *mem = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0);
+    if (mem == MAP_FAILED)
         return llm_fail(err, LLM_ERR_NOMEM, "cannot map %zu bytes for the repacked weights", total);
-    }
-    /* no MADV_HUGEPAGE: finding huge pages cost more system time than the copy itself, and a varying
-     * amount (bench/results/repack.md) */
     m->repacked = mem;
     m->repacked_bytes = total;
+    return 0;
+}
+
+int llm_model_repack(struct llm_model *m, int n_threads, struct llm_error *err)
+{
+    int rc = map_model_memory(m, 0, err);
+    if (rc || !m->repacked)
+        return rc;
+    void *mem = m->repacked;
+    const size_t total = m->repacked_bytes;
+    size_t *offs = malloc((size_t)m->n_tensors * sizeof *offs);
+    if (!offs) {
+        llm_model_repack_free(m);
+        return llm_fail(err, LLM_ERR_NOMEM, "out of memory");
+    }
     const char *data = (const char *)m->file->base + m->file->data_offset, *end = (const char *)m->file->base + m->file->size;
     /* a file locked in RAM (--mlock) hands its lock to the copy, since locked pages cannot be dropped;
      * the system calls themselves, as gguf_load.c locks (AddressSanitizer's are no-ops) */
@@ -232,6 +246,42 @@ int llm_model_repack(struct llm_model *m, int n_threads, struct llm_error *err)
     if (m->file->locked && syscall(SYS_mlock, mem, total) != 0)
         llm_log(LLM_LOG_WARN, "%s: cannot lock the %.1f MiB of repacked weights in RAM: they stay unlocked",
                 m->file->path, (double)total / (1024.0 * 1024.0));
+    return 0;
+}
+
+/* t's place in the model's mapping: the tensors before it, each at its moved size. */
+static size_t place_of(const struct llm_model *m, const struct llm_tensor *t)
+{
+    size_t off = 0;
+    for (const struct llm_tensor *u = m->tensors; u < t; u++)
+        off += moved_size(u);
+    return off;
+}
+
+int llm_model_repack_layers(struct llm_model *m, int32_t first, int32_t end, struct llm_error *err)
+{
+    /* the places llm_model_repack would give, reserved: only the pages written take memory */
+    int rc = m->repacked ? 0 : map_model_memory(m, MAP_NORESERVE, err);
+    if (rc || !m->repacked)
+        return rc;
+    for (int32_t il = first; il < end; il++) {
+        struct llm_tensor *own[] = {
+#define LLM_LAYER_FIELD(field, name, ne0, ne1, role, presence) m->layers[il].field,
+            LLM_LAYER_TENSORS(LLM_LAYER_FIELD)
+#undef LLM_LAYER_FIELD
+        };
+        for (size_t k = 0; k < sizeof own / sizeof own[0]; k++) {
+            struct llm_tensor *t = own[k];
+            if (!t || !repackable(t) || (t->flags & LLM_TENSOR_REPACKED))
+                continue;
+            char *dst = (char *)m->repacked + place_of(m, t);
+            llm_repack_groups(t->type, t->ne[0], t->ne[1], t->data, t->nb[1], 0,
+                              (t->ne[1] + LLM_REPACK_ROWS - 1) / LLM_REPACK_ROWS, dst);
+            drop_pages(t->data, (const char *)t->data + llm_nbytes(t));
+            t->data = dst;
+            t->flags |= LLM_TENSOR_REPACKED;
+        }
+    }
     return 0;
 }
 
