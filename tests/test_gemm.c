@@ -4,14 +4,17 @@
  * any tile, M past one block of rows, K of 1-152 blocks) with padded weight, activation and output
  * rows, and extreme quants (-128 weights). Tolerance: 2e-6 of Σ|w·x| per product (the integer block
  * sums are exact; only the float scaling and summation order differ). Wherever the CPU has AVX-VNNI
- * (natively too), its Q8_0 kernel must give the AVX2 kernel's bits on the same cases (the AVX2 Q4_0
- * kernel sums each row in one lane, not eight: gemm_q4_0_avx2.c). The AVX2 Q4_0 and Q5_0 kernels
- * (on every AVX2 CPU, whatever the dispatch chose) against vec_dot_ref likewise, at every N from 1
- * to 70 (the tile edges of 3 activation rows), and their twins reading the matrix repacked at load
- * (repack.h), from its first group and from a later one, must give the file rows' bits. Then
- * MUL_MAT nodes on the GEMM path must give the same floats on 1, 2 and 3 threads. */
+ * (natively too), its Q8_0 kernel must give the old AVX2 tiles' bits on the same cases (the AVX2
+ * kernels of 8 rows a register sum each row in one lane, not eight: gemm_q4_0_avx2.c,
+ * gemm_q8_0_avx2.c). Then MUL_MAT nodes on the GEMM path must give the same floats on 1, 2 and 3
+ * threads. On any AVX2 CPU, the AVX2 Q8_0 kernel on every N 1-70 and odd M (not multiples of 4, 8
+ * or 16, past a block of rows), on the file's rows and on repacked groups from several group
+ * boundaries (the bits of the file's rows); the AVX2 Q4_0 and Q5_0 kernels likewise against
+ * vec_dot_ref at every N from 1 to 70, their twins reading the matrix repacked at load from its first
+ * group and from a later one giving the file rows' bits. */
 #include <math.h>
 #include <stdint.h>
+#include <sys/mman.h>
 
 #include "cpu_features.h"
 #include "harness.h"
@@ -61,8 +64,8 @@ static double product_error(const struct gemm_case *c, int64_t m, int64_t n)
     return fabs((double)c->dst[n * c->ldd + m] - want) / (abs_dot(c->t, c->k, w, x) + 1e-30);
 }
 
-/* The AVX-VNNI Q8_0 kernel against the AVX2 one on case c: the number of output floats (padding
- * included) whose bits differ. */
+/* The AVX-VNNI Q8_0 kernel against the old AVX2 tiles (gemm_avx2.c), whose bits it keeps, on case c:
+ * the number of output floats (padding included) whose bits differ. */
 static int64_t avxvnni_differs(const struct gemm_case *c)
 {
     size_t n = (size_t)c->N * c->ldd;
@@ -70,7 +73,7 @@ static int64_t avxvnni_differs(const struct gemm_case *c)
     void *scratch = malloc(llm_gemm_scratch_size(c->k, c->N));
     for (size_t i = 0; i < n; i++)
         a[i] = b[i] = GEMM_PAD;
-    llm_gemm_q8_0_avx2(c->k, c->M, c->N, c->w, c->wstride, c->x, c->xstride, a, c->ldd, scratch);
+    llm_gemm_q8_0_tiles_avx2(c->k, c->M, c->N, c->w, c->wstride, c->x, c->xstride, a, c->ldd, scratch);
     llm_gemm_q8_0_avxvnni(c->k, c->M, c->N, c->w, c->wstride, c->x, c->xstride, b, c->ldd, scratch);
     int64_t differ = 0;
     for (size_t i = 0; i < n; i++)
@@ -86,13 +89,13 @@ static const struct {
     enum llm_type t;
     llm_gemm_fn rows, groups;
 } avx2_twins[] = {
-    { LLM_TYPE_Q4_0, llm_gemm_q4_0_avx2, llm_gemm_packed_q4_0_avx2 },
-    { LLM_TYPE_Q5_0, llm_gemm_q5_0_avx2, llm_gemm_packed_q5_0_avx2 },
+    { LLM_TYPE_Q4_0, llm_gemm_q4_0_avx2, llm_gemm_q4_0_packed_avx2 },
+    { LLM_TYPE_Q5_0, llm_gemm_q5_0_avx2, llm_gemm_q5_0_packed_avx2 },
 };
 
 /* gemm's output on w (rows or groups wstride bytes apart), N rows ldd floats apart, the padding set
  * to GEMM_PAD first (the caller frees it). */
-static float *gemm_out(llm_gemm_fn gemm, const struct gemm_case *c, const char *w, size_t wstride)
+static float *twin_out(llm_gemm_fn gemm, const struct gemm_case *c, const char *w, size_t wstride)
 {
     float *dst = malloc((size_t)c->N * c->ldd * sizeof(float));
     void *scratch = malloc(llm_gemm_scratch_size(c->k, c->N));
@@ -127,7 +130,8 @@ static void twin_case(size_t i, int64_t k, int64_t M, int64_t N, int64_t g0)
     CHECK(bad == 0, "AVX2 gemm %s K%lld M%lld N%lld: %lld products wrong (worst relative error %.3g)",
           llm_type_name(t), (long long)k, (long long)M, (long long)N, (long long)bad, worst);
     const size_t gs = llm_repack_group_size(t, k);
-    float *a = gemm_out(avx2_twins[i].rows, &c, c.w, row), *b = gemm_out(avx2_twins[i].groups, &c, p + (size_t)g0 * gs, gs);
+    float *a = twin_out(avx2_twins[i].rows, &c, c.w, row);
+    float *b = twin_out(avx2_twins[i].groups, &c, p + (size_t)g0 * gs, gs);
     CHECK(memcmp(a, b, (size_t)N * ldd * sizeof(float)) == 0,
           "AVX2 gemm %s K%lld M%lld N%lld from group %lld: the repacked twin gives other bits", llm_type_name(t),
           (long long)k, (long long)M, (long long)N, (long long)g0);
@@ -154,6 +158,62 @@ static void kernel_case(enum llm_type t, int64_t k, int64_t M, int64_t N)
     }
     free(w);
     free(x);
+}
+
+/* gemm on rows w (wstride bytes apart) into N rows of ldd floats set to GEMM_PAD first. */
+static float *gemm_out(llm_gemm_fn gemm, int64_t k, int64_t M, int64_t N, const void *w, size_t wstride,
+                       const void *x, size_t xstride, size_t ldd)
+{
+    float *dst = malloc((size_t)N * ldd * sizeof(float));
+    void *scratch = malloc(llm_gemm_scratch_size(k, N));
+    for (size_t i = 0; i < (size_t)N * ldd; i++)
+        dst[i] = GEMM_PAD;
+    gemm(k, M, N, w, wstride, x, xstride, dst, ldd, scratch);
+    free(scratch);
+    return dst;
+}
+
+/* The AVX2 Q8_0 kernel with 8 rows a register (gemm_q8_0_avx2.c), whatever kernel the dispatch
+ * chose: on the file's rows against vec_dot_ref (the tolerance above), then its twin on the matrix
+ * repacked at load (repack.h), started at several group boundaries as a thread's share is, must give
+ * the file layout's bits for those rows and leave every other float alone. */
+static void q8_0_avx2_case(int64_t k, int64_t M, int64_t N)
+{
+    const enum llm_type t = LLM_TYPE_Q8_0;
+    const size_t wstride = llm_row_size(t, k), xstride = llm_row_size(t, k) + 10, ldd = (size_t)M + 3;
+    char *w = quant_rows(t, k, M, wstride), *x = quant_rows(t, k, N, xstride);
+    memset(((struct block_q8_0 *)w)->qs, 0x80, QK); /* a row of -128s: |w| = 128 in maddubs */
+    struct gemm_case c = { t, k, M, N, w, x, wstride, xstride, ldd, NULL };
+    double worst;
+    int64_t bad = gemm_wrong(llm_gemm_q8_0_avx2, &c, llm_gemm_scratch_size(k, N), product_error, 2e-6, &worst);
+    CHECK(bad == 0, "AVX2 Q8_0 K%lld M%lld N%lld: %lld products wrong (worst relative error %.3g)", (long long)k,
+          (long long)M, (long long)N, (long long)bad, worst);
+    const int64_t groups = (M + LLM_REPACK_ROWS - 1) / LLM_REPACK_ROWS;
+    const size_t gs = llm_repack_group_size(t, k);
+    const size_t page = 4096, bytes = llm_repack_size(t, k, M), span = (bytes + page - 1) / page * page;
+    /* the repacked matrix ends where an inaccessible page starts: a kernel reading past it faults */
+    char *map = mmap(NULL, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(map != MAP_FAILED && mprotect(map + span, page, PROT_NONE) == 0, "mmap of a guarded copy");
+    char *p = map + span - bytes;
+    llm_repack_groups(t, k, M, w, wstride, 0, groups, p);
+    float *want = gemm_out(llm_gemm_q8_0_avx2, k, M, N, w, wstride, x, xstride, ldd);
+    const int64_t starts[] = { 0, 1, groups / 2, groups - 1 };
+    for (size_t i = 0; i < sizeof starts / sizeof starts[0]; i++) {
+        const int64_t g0 = starts[i] < groups ? starts[i] : 0, m0 = g0 * LLM_REPACK_ROWS;
+        float *got = gemm_out(llm_gemm_q8_0_packed_avx2, k, M - m0, N, p + (size_t)g0 * gs, gs, x, xstride,
+                              ldd - (size_t)m0);
+        int64_t differ = 0;
+        for (int64_t n = 0; n < N; n++) /* got's rows are ldd - m0 floats long: compare as dst columns m0.. */
+            for (size_t m = (size_t)m0; m < ldd; m++) {
+                const float a = want[(size_t)n * ldd + m], b = got[(size_t)n * (ldd - (size_t)m0) + m - (size_t)m0];
+                differ += memcmp(&a, &b, sizeof a) != 0;
+            }
+        CHECK(differ == 0, "AVX2 Q8_0 K%lld M%lld N%lld, repacked from group %lld: %lld floats differ", (long long)k,
+              (long long)M, (long long)N, (long long)g0, (long long)differ);
+        free(got);
+    }
+    munmap(map, span + page);
+    free(want), free(w), free(x);
 }
 
 /* The same node on 1, 2 and 3 threads: the same bits. */
@@ -191,7 +251,7 @@ static void q5_0_path_case(int64_t N)
     for (int64_t n = 0; n < N; n++)
         llm_type_traits(LLM_TYPE_Q8_0)->from_float_fast((const float *)x.data + n * k, xq + (size_t)n * xs, k);
     struct gemm_case c = { LLM_TYPE_Q5_0, k, M, N, w.data, xq, w.nb[1], xs, (size_t)M, NULL };
-    float *want = gemm_out(llm_gemm_q5_0_avx2, &c, w.data, w.nb[1]);
+    float *want = twin_out(llm_gemm_q5_0_avx2, &c, w.data, w.nb[1]);
     const bool same = memcmp(want, d.data, d.nb[2]) == 0;
     CHECK(same == (N >= 8), "Q5_0 K%lld M%lld N%lld: %s the AVX2 integer GEMM's bits", (long long)k, (long long)M,
           (long long)N, same ? "gives" : "does not give");
@@ -239,8 +299,9 @@ int main(void)
                                                    : (q8 ? llm_gemm_q8_0_avx2 : llm_gemm_q4_0_avx2);
         CHECK(tt->gemm == want, "%s: not the GEMM kernel of the best ISA allowed", llm_type_name(t));
         /* the repacked twin only beside the AVX2 kernel it keeps the bits of */
-        llm_gemm_fn twin = want == llm_gemm_q4_0_avx2 ? llm_gemm_packed_q4_0_avx2
-                           : want == llm_gemm_q5_0_avx2 ? llm_gemm_packed_q5_0_avx2
+        llm_gemm_fn twin = want == llm_gemm_q4_0_avx2   ? llm_gemm_q4_0_packed_avx2
+                           : want == llm_gemm_q5_0_avx2 ? llm_gemm_q5_0_packed_avx2
+                           : want == llm_gemm_q8_0_avx2 ? llm_gemm_q8_0_packed_avx2
                                                         : NULL;
         CHECK(tt->gemm_packed == twin, "%s: gemm_packed is not the twin of gemm", llm_type_name(t));
         printf("%s: %s GEMM\n", llm_type_name(t),
@@ -255,10 +316,17 @@ int main(void)
         kernel_case(t, 2048, 300, 3); /* past one block of rows (gemm_block_rows) */
         kernel_case(t, 64, 16, 8); /* whole tiles only */
         threads_case(t, 256, 67, 45); /* a batch on the GEMM path of both ISAs */
-        if (t == LLM_TYPE_Q4_0)
-            threads_case(t, 128, 29, 100); /* Q4_0 keeps the GEMM past N = 64 on AVX2 too */
+        threads_case(t, 128, 29, 100); /* the GEMM past N = 64 on AVX2 too */
         if (t == LLM_TYPE_Q5_0)
             threads_case(t, 896, 61, 16); /* qwen2-0.5B's rows, a chat-sized batch */
+    }
+    if (llm_cpu_has_avx2()) {
+        for (int64_t N = 1; N <= 70; N++) /* every count of activation tiles and tail */
+            q8_0_avx2_case(320, 37, N); /* 4 lane groups and a tail of 5 rows; a chunk of 8 blocks and one of 2 */
+        static const int64_t shapes[][2] = { { 32, 1 }, { 32, 4 }, { 96, 8 }, { 64, 13 }, { 288, 16 },
+                                             { 256, 23 }, { 4864, 45 }, { 2048, 300 } }; /* K, M */
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+            q8_0_avx2_case(shapes[i][0], shapes[i][1], 6);
     }
     return test_done("test_gemm");
 }

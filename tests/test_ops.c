@@ -830,8 +830,8 @@ static void test_mul_mat(void)
 }
 
 /* The scratch a backend reserves for a batch of N rows (llm_cpu_work_size_bound) covers every
- * smaller batch, whichever path each takes: the paths change with N (AVX2's integer GEMM at 16-63
- * rows needs more than dequantize + sgemm at 64: issue 24). Every weight type, K and M of the 0.5B
+ * smaller batch, whichever path each takes: the paths change with N (AVX2's Q8_0 integer GEMM at
+ * 16-63 rows needed more than dequantize + sgemm at 64: issue 24). Every weight type, K and M of the 0.5B
  * shape's matrices, N up to 512, 1-3 threads. */
 static void dense_2d(struct llm_tensor *t, enum llm_type type, int64_t ne0, int64_t ne1)
 {

@@ -122,7 +122,7 @@ static void test_layout(enum llm_type t, int64_t K, int64_t M)
     free(want), free(got), free(back), free(zero), free(p), free(q), free(rows);
 }
 
-/* llm_repack_d_offset / llm_repack_quants_offset against the file's blocks, every row and block
+/* llm_repack_scale_offset / llm_repack_quants_offset against the file's blocks, every row and block
  * (the padding rows of the last group: zero bytes). */
 static void test_offsets(enum llm_type t, int64_t K, int64_t M)
 {
@@ -136,8 +136,9 @@ static void test_offsets(enum llm_type t, int64_t K, int64_t M)
             const char *blk = m < M ? rows + (size_t)m * row + (size_t)b * bs : zero;
             const char *g = p + (size_t)(m / LLM_REPACK_ROWS) * gs;
             const int r = (int)(m % LLM_REPACK_ROWS);
-            bad += memcmp(g + llm_repack_d_offset(bs, nb, r, b), blk, sizeof(uint16_t)) != 0 ||
-                   memcmp(g + llm_repack_quants_offset(bs, nb, r, b), blk + sizeof(uint16_t), bs - sizeof(uint16_t)) != 0;
+            const char *q = g + llm_repack_quants_offset(bs, nb, r, b);
+            bad += memcmp(g + llm_repack_scale_offset(bs, nb, r, b), blk, sizeof(uint16_t)) != 0 ||
+                   memcmp(q, blk + sizeof(uint16_t), bs - sizeof(uint16_t)) != 0;
         }
     CHECK(bad == 0, "%s K%lld M%lld: %lld blocks not where the accessors say", llm_type_name(t), (long long)K,
           (long long)M, (long long)bad);

@@ -1,7 +1,9 @@
-/* AVX2 integer GEMM tiles (gemm.h) of Q8_0 weights against Q8_0 activations (Q4_0's is
- * gemm_q4_0_avx2.c): per block of 32, the weights as signed bytes w, Σ w·x in 8 int32 lanes by
- * maddubs(|w|, sign(x, w)) and madd, then one float FMA by d_w·d_x per pair. Each loaded weight block serves RN activation rows and
- * each activation block RM weight rows; 16 vector registers hold RM·RN = 8 accumulators. */
+/* The old AVX2 integer GEMM tiles (gemm.h) of Q8_0 weights against Q8_0 activations, no longer
+ * dispatched (gemm_q8_0_avx2.c, 8 rows a register, is 1.4-2x faster from N = 32): kept as the bit
+ * twin of the AVX-VNNI Q8_0 kernel (test_gemm) and the baseline of llm-gemm-ab. Per block of 32,
+ * the weights as signed bytes w, Σ w·x in 8 int32 lanes by maddubs(|w|, sign(x, w)) and madd, then
+ * one float FMA by d_w·d_x per pair. Each loaded weight block serves RN activation rows and each
+ * activation block RM weight rows; 16 vector registers hold RM·RN = 8 accumulators. */
 #include <string.h>
 
 #include "gemm.h"
@@ -57,8 +59,8 @@ static AVX2 void tile_q8_0(int64_t nb, const void *const *w, const void *const *
             out[i * RN + j] = hsum_ps(acc[i][j]);
 }
 
-void llm_gemm_q8_0_avx2(int64_t k, int64_t M, int64_t N, const void *w, size_t wstride, const void *x,
-                        size_t xstride, float *dst, size_t ldd, void *scratch)
+void llm_gemm_q8_0_tiles_avx2(int64_t k, int64_t M, int64_t N, const void *w, size_t wstride, const void *x,
+                              size_t xstride, float *dst, size_t ldd, void *scratch)
 {
     (void)scratch; /* the tiles read the rows in place */
     llm_gemm_tiles(tile_q8_0, RM, RN, k, M, N, w, wstride, x, xstride, dst, ldd);

@@ -3,9 +3,9 @@
  * place of sign, maddubs and madd (avxvnni.h: unsigned weights, each lane started from the
  * offset's share, computed once per activation block for the RM weight rows), and the pairs'
  * scales d_w·d_x 8 blocks at a time (faster than per block: bench/results/kernel_choices.md). The
- * int32 lanes and the float operations are the AVX2 Q8_0 kernel's, so its Q8_0 products are that
- * kernel's bits (the AVX2 Q4_0 kernel, gemm_q4_0_avx2.c, sums each row in one lane: its last bits
- * differ). */
+ * int32 lanes and the float operations are the old AVX2 Q8_0 tiles', so its Q8_0 products are those
+ * tiles' bits (the AVX2 kernels of 8 rows a register, gemm_q4_0_avx2.c and gemm_q8_0_avx2.c, sum
+ * each row in one lane: their last bits differ). */
 #include <string.h>
 
 #include "avxvnni.h"

@@ -79,10 +79,11 @@ static inline __attribute__((always_inline)) AVX2 __m256i block_values(bool q5, 
     return nibbles32_u((const uint8_t *)quants);
 }
 
-/* rows [0, rows) of w into groups of 8: per block, a transpose of 8 rows x 8 dwords. Row r of a
- * block b is at base[r] + its offset + (r % 4) steps: file rows from their own start (the last
- * group repeats the last row), repacked ones from their group of 4 (a group past the rows repeats
- * the one before; its zero padding rows are stored). Lanes past the rows are never stored. */
+/* rows [0, rows) of w into groups of 8: per block, a transpose of 8 rows x 8 dwords (simd.h).
+ * Row r of a block b is at base[r] + its offset + (r % 4) steps: file rows from their own start
+ * (the last group repeats the last row), repacked ones from their group of 4 (a group past the
+ * rows repeats the one before; its zero padding rows are stored). Lanes past the rows are never
+ * stored. */
 static inline __attribute__((always_inline)) AVX2 void pack(struct kind kd, int64_t nb, int64_t rows, const char *w,
                                                            size_t wstride, struct pack *out)
 {
@@ -95,29 +96,19 @@ static inline __attribute__((always_inline)) AVX2 void pack(struct kind kd, int6
         }
         for (int64_t b = 0; b < nb; b++) {
             struct pack *p = out + g * nb + b;
-            __m256i v[ROWS], t[ROWS], u[ROWS];
+            __m256i v[ROWS];
             size_t d_off = (size_t)b * kd.bytes, q_off = d_off + sizeof(uint16_t), d_step = 0, q_step = 0;
             if (kd.repacked) {
-                d_off = llm_repack_d_offset(kd.bytes, nb, 0, b), q_off = llm_repack_quants_offset(kd.bytes, nb, 0, b);
-                d_step = (size_t)llm_repack_chunk_blocks(nb, b) * sizeof(uint16_t), q_step = qbytes;
+                const int64_t chunk = b / LLM_REPACK_CHUNK * LLM_REPACK_CHUNK;
+                d_off = llm_repack_scale_offset(kd.bytes, nb, 0, b);
+                q_off = llm_repack_quants_offset(kd.bytes, nb, 0, b);
+                d_step = (size_t)llm_repack_chunk_blocks(nb, chunk) * sizeof(uint16_t), q_step = qbytes;
             }
             for (int r = 0; r < ROWS; r++) {
                 const size_t i = (size_t)(r % LLM_REPACK_ROWS);
                 v[r] = block_values(kd.q5, base[r] + d_off + i * d_step, base[r] + q_off + i * q_step, &p->d[r]);
             }
-            for (int r = 0; r < ROWS; r += 2) {
-                t[r] = _mm256_unpacklo_epi32(v[r], v[r + 1]);
-                t[r + 1] = _mm256_unpackhi_epi32(v[r], v[r + 1]);
-            }
-            for (int h = 0; h < ROWS; h += 4) /* u[h + i] holds dwords i and i + 4 of rows h..h+3 */
-                for (int i = 0; i < 2; i++) {
-                    u[h + 2 * i] = _mm256_unpacklo_epi64(t[h + i], t[h + i + 2]);
-                    u[h + 2 * i + 1] = _mm256_unpackhi_epi64(t[h + i], t[h + i + 2]);
-                }
-            for (int i = 0; i < 4; i++) {
-                _mm256_storeu_si256((__m256i *)p->q[i], _mm256_permute2x128_si256(u[i], u[i + 4], 0x20));
-                _mm256_storeu_si256((__m256i *)p->q[i + 4], _mm256_permute2x128_si256(u[i], u[i + 4], 0x31));
-            }
+            transpose8x8_epi32(v, p->q);
         }
     }
 }
@@ -259,7 +250,7 @@ void AVX2 llm_gemm_q5_0_avx2(int64_t k, int64_t M, int64_t N, const void *w, siz
     gemm(q5_0, tiles_q5_0, k, M, N, w, wstride, x, xstride, dst, ldd, scratch);
 }
 
-void AVX2 llm_gemm_packed_q4_0_avx2(int64_t k, int64_t M, int64_t N, const void *w, size_t wstride, const void *x,
+void AVX2 llm_gemm_q4_0_packed_avx2(int64_t k, int64_t M, int64_t N, const void *w, size_t wstride, const void *x,
                                     size_t xstride, float *dst, size_t ldd, void *scratch)
 {
     struct kind kd = q4_0;
@@ -267,7 +258,7 @@ void AVX2 llm_gemm_packed_q4_0_avx2(int64_t k, int64_t M, int64_t N, const void 
     gemm(kd, tiles_q4_0, k, M, N, w, wstride, x, xstride, dst, ldd, scratch);
 }
 
-void AVX2 llm_gemm_packed_q5_0_avx2(int64_t k, int64_t M, int64_t N, const void *w, size_t wstride, const void *x,
+void AVX2 llm_gemm_q5_0_packed_avx2(int64_t k, int64_t M, int64_t N, const void *w, size_t wstride, const void *x,
                                     size_t xstride, float *dst, size_t ldd, void *scratch)
 {
     struct kind kd = q5_0;

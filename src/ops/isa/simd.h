@@ -140,6 +140,28 @@ static inline AVX2 __m256i nibbles32_u(const uint8_t *qs)
     return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
 }
 
+/* Rows v[0..7] of 8 dwords transposed into out (8 x 32 bytes): out row i holds dword i of v[0], ...,
+ * v[7], so one 256-bit load gets the same 4 bytes of 8 rows (the integer GEMMs' packing of 8 weight
+ * rows a register). */
+static inline AVX2 void transpose8x8_epi32(const __m256i v[8], void *out)
+{
+    __m256i t[8], u[8];
+    for (int r = 0; r < 8; r += 2) {
+        t[r] = _mm256_unpacklo_epi32(v[r], v[r + 1]);
+        t[r + 1] = _mm256_unpackhi_epi32(v[r], v[r + 1]);
+    }
+    for (int h = 0; h < 8; h += 4) /* u[h + i] holds dwords i and i + 4 of rows h..h+3 */
+        for (int i = 0; i < 2; i++) {
+            u[h + 2 * i] = _mm256_unpacklo_epi64(t[h + i], t[h + i + 2]);
+            u[h + 2 * i + 1] = _mm256_unpackhi_epi64(t[h + i], t[h + i + 2]);
+        }
+    __m256i *o = out;
+    for (int i = 0; i < 4; i++) {
+        _mm256_storeu_si256(o + i, _mm256_permute2x128_si256(u[i], u[i + 4], 0x20));
+        _mm256_storeu_si256(o + i + 4, _mm256_permute2x128_si256(u[i], u[i + 4], 0x31));
+    }
+}
+
 /* The fp16 scales d of 8 consecutive blocks (`stride` bytes apart, d first) as floats: packed
  * four to a 64-bit word with scalar loads and shifts, so the vector unit sees two moves and one
  * conversion instead of eight. */

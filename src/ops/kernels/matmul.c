@@ -9,9 +9,9 @@
  *    cblas_sgemm of the slice against all of src1 (OpenBLAS without threads of its own, blas.h):
  *    every thread works, where thread 0 calling a threaded sgemm left the pool waiting
  *    (bench/results/kernel_choices.md).
- *  - GEMM path (batches of Q8_0 / Q4_0 / Q5_0 weights, gemm_batch()): src1 converted as for the dot path,
- *    then each thread runs the type's integer GEMM kernel (types.h) over its share of the weight
- *    rows against every src1 row; the results do not depend on the number of threads.
+ *  - GEMM path (batches of Q8_0 / Q4_0 / Q5_0 weights, gemm_batch()): src1 converted as for the
+ *    dot path, then each thread runs the type's integer GEMM kernel (types.h) over its share of the
+ *    weight rows against every src1 row; the results do not depend on the number of threads.
  *  - float GEMM path (batches of F16 / BF16 weights, fgemm_min_batch()): the same split, the
  *    type's gemm_f32 kernel reading the F32 src1 rows in place. */
 #include <stdint.h>
@@ -95,14 +95,13 @@ static bool use_blas(const struct mm_geom *g, const struct llm_tensor *dst)
     return blas_path_ok(g, dst);
 }
 
-/* When the integer GEMM (Q8_0 / Q4_0 weights, gemm_avx512.c / gemm_avxvnni.c / gemm_avx2.c /
+/* When the integer GEMM (Q8_0 / Q4_0 / Q5_0 weights, gemm_avx512.c / gemm_avxvnni.c / gemm_q8_0_avx2.c /
  * gemm_q4_0_avx2.c) beats the dot and BLAS paths (bench/results/gemm_int8.md, kernel_choices.md):
  * the VNNI kernels from N = 8 on, since a CPU with AVX-VNNI but no AVX-512 has a slower sgemm; the
- * AVX2 Q4_0 kernel (8 rows a register) from N = 16 on, measured faster than dequantize + an AVX2
- * sgemm at every batch (1.4-2x at N = 512); the AVX2 Q8_0 kernel only in the range where it was
- * measured to win against an AVX-512 OpenBLAS. Q5_0 has only the AVX2 kernel (gemm_q4_0_avx2.c),
- * measured faster than the dot path (2.2-3.3x at N = 8), the float GEMM (2.0-3.4x) and dequantize +
- * sgemm at every batch from 8 to 512 where AVX2 is the widest ISA (bench/results/gemm_int8.md); on
+ * AVX2 kernels (8 rows a register) from N = 16 on, measured faster than dequantize + an AVX2 sgemm
+ * at every batch (Q4_0 1.4-2x at N = 512, Q8_0 1.3-1.5x). Q5_0 has only the AVX2 kernel
+ * (gemm_q4_0_avx2.c), measured faster than the dot path (2.2-3.3x at N = 8), the float GEMM
+ * (2.0-3.4x) and dequantize + sgemm at every batch from 8 to 512 where AVX2 is the widest ISA; on
  * AVX-512 and AVX-VNNI CPUs it keeps their wider dot and float GEMM kernels (not measured against
  * them). */
 static bool gemm_batch(enum llm_type t, int64_t N)
@@ -111,7 +110,7 @@ static bool gemm_batch(enum llm_type t, int64_t N)
         return N >= 8 && !llm_cpu_has_avx512() && !llm_cpu_has_avxvnni();
     if (llm_cpu_has_avx512() || llm_cpu_has_avxvnni())
         return N >= 8;
-    return N >= 16 && (t == LLM_TYPE_Q4_0 || N < 64);
+    return N >= 16;
 }
 
 static bool use_int_gemm(const struct mm_geom *g, const struct llm_tensor *dst)
@@ -202,18 +201,19 @@ static bool repacked(const struct mm_geom *g)
     return (g->w->flags & LLM_TENSOR_REPACKED) != 0;
 }
 
-/* Does the path's kernel read the repacked matrix in place (the integer GEMM's gemm_packed twin)? */
-static bool reads_groups(const struct mm_geom *g, enum mm_path path)
+/* The kernel of a GEMM path that reads a repacked matrix's groups in place (the integer GEMM's
+ * gemm_packed twin), or NULL: then the matrix is unpacked for the kernel. */
+static llm_gemm_fn packed_kernel(const struct mm_geom *g, enum mm_path path)
 {
-    return repacked(g) && path == PATH_GEMM && g->s.wt->gemm_packed;
+    return repacked(g) && path == PATH_GEMM ? g->s.wt->gemm_packed : NULL;
 }
 
-/* The other GEMMs read the file's rows: a repacked matrix is unpacked for them one block of
- * gemm_block_rows rows at a time (the blocks they walk anyway) into each thread's scratch. */
+/* The GEMMs without a packed twin read the file's rows: a repacked matrix is unpacked for them one
+ * block of gemm_block_rows rows at a time (the blocks they walk anyway) into each thread's scratch. */
 static size_t unpack_bytes(const struct mm_geom *g, enum mm_path path)
 {
-    return repacked(g) && !reads_groups(g, path) ? (size_t)gemm_block_rows(g->s.K) * llm_row_size(g->w->type, g->s.K)
-                                                 : 0;
+    return repacked(g) && !packed_kernel(g, path) ? (size_t)gemm_block_rows(g->s.K) * llm_row_size(g->w->type, g->s.K)
+                                                  : 0;
 }
 
 /* Scratch of a GEMM thread: the kernel's own, then its unpacked rows. */
@@ -250,8 +250,8 @@ size_t cpu_mul_mat_work_size(const struct llm_tensor *dst, int nth)
 }
 
 /* Which path runs depends on N (and the CPU), and a path taken only at small N may need more than
- * the one at this N (AVX2's Q8_0 integer GEMM at N 16-63 against dequantize + sgemm above): the
- * largest scratch of every path this node could take. Each path's own size grows with N. */
+ * the one at this N (the rules of gemm_batch, fgemm_min_batch and blas_min_batch change per CPU and
+ * type): the largest scratch of every path this node could take. Each path's own size grows with N. */
 size_t cpu_mul_mat_work_size_bound(const struct llm_tensor *dst, int nth)
 {
     struct mm_geom g = geom(dst);
@@ -463,22 +463,25 @@ static void mul_mat_dot(const struct llm_cpu_params *p, struct llm_tensor *dst, 
 /* Each thread takes its share of the weight rows of every matrix (the same share whatever the
  * batch) and walks it in blocks that stay in L2 while all src1 rows of the batch pass by: the src1
  * rows of matrix (i2, i3) start at xs + i2 * x2 + i3 * x3, xrow bytes apart. scratch is the
- * thread's gemm_thread_size bytes; a repacked matrix (2-D) is read in place by the integer GEMM's
- * gemm_packed twin, each share whole groups, else unpacked into its end block by block. */
+ * thread's gemm_thread_size bytes. A repacked matrix (2-D) goes to the path's packed kernel in
+ * whole groups (packed, NULL without one), else is unpacked into scratch's end block by block. */
 static void gemm_share(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct mm_geom *g,
-                       llm_gemm_fn gemm, const char *xs, size_t xrow, size_t x2, size_t x3, void *scratch,
-                       size_t kernel_scratch)
+                       llm_gemm_fn gemm, llm_gemm_fn packed, const char *xs, size_t xrow, size_t x2, size_t x3,
+                       void *scratch, size_t kernel_scratch)
 {
     int64_t r0, r1;
-    if (repacked(g) && gemm == g->s.wt->gemm && g->s.wt->gemm_packed) {
+    if (packed) {
+        const int64_t groups = (g->s.M + LLM_REPACK_ROWS - 1) / LLM_REPACK_ROWS;
         const size_t gs = llm_repack_group_size(g->w->type, g->s.K);
-        thread_rows((g->s.M + LLM_REPACK_ROWS - 1) / LLM_REPACK_ROWS, p->ith, p->nth, &r0, &r1);
+        thread_rows(groups, p->ith, p->nth, &r0, &r1);
+        if (r1 <= r0)
+            return;
         const int64_t m0 = r0 * LLM_REPACK_ROWS, m1 = r1 * LLM_REPACK_ROWS < g->s.M ? r1 * LLM_REPACK_ROWS : g->s.M;
-        for (int64_t i3 = 0; m0 < m1 && i3 < dst->ne[3]; i3++)
+        for (int64_t i3 = 0; i3 < dst->ne[3]; i3++)
             for (int64_t i2 = 0; i2 < dst->ne[2]; i2++)
-                g->s.wt->gemm_packed(g->s.K, m1 - m0, g->s.N, (const char *)g->w->data + (size_t)r0 * gs, gs,
-                                     xs + (size_t)i2 * x2 + (size_t)i3 * x3, xrow, tensor_at(dst, m0, 0, i2, i3),
-                                     dst->nb[1] / sizeof(float), scratch);
+                packed(g->s.K, m1 - m0, g->s.N, (const char *)g->w->data + (size_t)r0 * gs, gs,
+                       xs + (size_t)i2 * x2 + (size_t)i3 * x3, xrow, tensor_at(dst, m0, 0, i2, i3),
+                       dst->nb[1] / sizeof(float), scratch);
         return;
     }
     thread_rows(g->s.M, p->ith, p->nth, &r0, &r1);
@@ -512,15 +515,15 @@ static void mul_mat_gemm(const struct llm_cpu_params *p, struct llm_tensor *dst,
     const char *xs = convert_src1(p, g, work);
     char *scratch = work + (size_t)llm_nrows(g->x) * xrow + (size_t)p->ith * gemm_thread_size(g, PATH_GEMM);
     pool_barrier(p);
-    gemm_share(p, dst, g, g->s.wt->gemm, xs, xrow, (size_t)g->s.N * xrow, (size_t)(dst->ne[2] * g->s.N) * xrow,
-               scratch, llm_gemm_scratch_size(g->s.K, g->s.N));
+    gemm_share(p, dst, g, g->s.wt->gemm, packed_kernel(g, PATH_GEMM), xs, xrow, (size_t)g->s.N * xrow,
+               (size_t)(dst->ne[2] * g->s.N) * xrow, scratch, llm_gemm_scratch_size(g->s.K, g->s.N));
 }
 
 /* The float GEMM reads the F32 src1 rows in place. */
 static void mul_mat_float_gemm(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct mm_geom *g,
                                char *work)
 {
-    gemm_share(p, dst, g, g->s.wt->gemm_f32, g->x->data, g->x->nb[1], g->x->nb[2], g->x->nb[3],
+    gemm_share(p, dst, g, g->s.wt->gemm_f32, NULL, g->x->data, g->x->nb[1], g->x->nb[2], g->x->nb[3],
                work + (size_t)p->ith * gemm_thread_size(g, PATH_FLOAT_GEMM), llm_gemm_f32_scratch_size(g->s.K));
 }
 

@@ -26,7 +26,7 @@ static const struct layout layouts[] = {
     { LLM_TYPE_Q6_K, offsetof(struct block_q6_K, scales), sizeof(struct block_q6_K) - offsetof(struct block_q6_K, scales), 1 },
 };
 
-#define MAX_CHUNK_BYTES (LLM_REPACK_CHUNK * sizeof(struct block_q8_0)) /* the largest chunk of any layout above */
+#define MAX_CHUNK_BYTES (8 * sizeof(struct block_q8_0)) /* the largest chunk of any layout above */
 _Static_assert(sizeof(struct block_q6_K) <= MAX_CHUNK_BYTES, "a Q6_K chunk fits the buffer");
 
 static const struct layout *layout_of(enum llm_type t)

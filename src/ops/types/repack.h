@@ -24,6 +24,32 @@
 
 #include "types.h"
 
+/* Blocks per chunk of the 32-element types (Q4_0, Q5_0, Q8_0): one load converts a row's 8 scales. */
+#define LLM_REPACK_CHUNK 8
+
+/* Where block b (of nb a row) of row r < LLM_REPACK_ROWS sits in a group of a 32-element type whose
+ * blocks of bs bytes start with their fp16 scale (Q4_0, Q5_0, Q8_0): the byte offsets of that scale
+ * and of the block's other bytes (its quants) from the group's start, the chunk starting at block c
+ * holding llm_repack_chunk_blocks(nb, c) blocks. For kernels that read the groups in place, such as
+ * the integer GEMMs' packing, so a repacked matrix is never unpacked. */
+static inline int64_t llm_repack_chunk_blocks(int64_t nb, int64_t c)
+{
+    return nb - c < LLM_REPACK_CHUNK ? nb - c : LLM_REPACK_CHUNK;
+}
+
+static inline size_t llm_repack_scale_offset(size_t bs, int64_t nb, int r, int64_t b)
+{
+    const int64_t c = b / LLM_REPACK_CHUNK * LLM_REPACK_CHUNK, nbc = llm_repack_chunk_blocks(nb, c);
+    return (size_t)c * LLM_REPACK_ROWS * bs + (size_t)(r * nbc + b - c) * sizeof(uint16_t);
+}
+
+static inline size_t llm_repack_quants_offset(size_t bs, int64_t nb, int r, int64_t b)
+{
+    const int64_t c = b / LLM_REPACK_CHUNK * LLM_REPACK_CHUNK, nbc = llm_repack_chunk_blocks(nb, c);
+    return (size_t)c * LLM_REPACK_ROWS * bs + (size_t)(LLM_REPACK_ROWS * nbc) * sizeof(uint16_t) +
+           (size_t)((b - c) * LLM_REPACK_ROWS + r) * (bs - sizeof(uint16_t));
+}
+
 /* The fast kernel of repacked rows of type t on this CPU (its traits' vec_dot_packed), or NULL:
  * then t is not repacked here. */
 llm_vec_dot_packed_fn llm_repack_kernel(enum llm_type t);
@@ -45,32 +71,6 @@ void llm_repack_groups(enum llm_type t, int64_t K, int64_t M, const void *src, s
 
 /* Rows [m0, m1) of the repacked matrix w, as the file stores them, into dst (rows stride bytes apart). */
 void llm_repack_unpack(enum llm_type t, int64_t K, const void *w, int64_t m0, int64_t m1, void *dst, size_t stride);
-
-/* Blocks a chunk of Q4_0 / Q5_0 / Q8_0 holds (the last chunk of a row holds what remains). */
-#define LLM_REPACK_CHUNK 8
-
-/* Where block b of row r (< LLM_REPACK_ROWS) of a group sits in a repacked Q4_0 / Q5_0 / Q8_0
- * matrix (blocks of bs bytes in the file, d first; nb blocks a row): the byte offsets from the
- * group's start of its fp16 d and of its quants (the file block's bytes after d). For the kernels
- * that read the groups in place (the prefill GEMMs), so they never unpack a matrix. */
-static inline int64_t llm_repack_chunk_blocks(int64_t nb, int64_t b) /* blocks of b's chunk */
-{
-    const int64_t c = b - b % LLM_REPACK_CHUNK;
-    return nb - c < LLM_REPACK_CHUNK ? nb - c : LLM_REPACK_CHUNK;
-}
-
-static inline size_t llm_repack_d_offset(size_t bs, int64_t nb, int r, int64_t b)
-{
-    const int64_t c = b - b % LLM_REPACK_CHUNK, nbc = llm_repack_chunk_blocks(nb, b);
-    return (size_t)c * LLM_REPACK_ROWS * bs + (size_t)(r * nbc + b % LLM_REPACK_CHUNK) * sizeof(uint16_t);
-}
-
-static inline size_t llm_repack_quants_offset(size_t bs, int64_t nb, int r, int64_t b)
-{
-    const int64_t c = b - b % LLM_REPACK_CHUNK, nbc = llm_repack_chunk_blocks(nb, b);
-    return (size_t)c * LLM_REPACK_ROWS * bs + (size_t)(LLM_REPACK_ROWS * nbc) * sizeof(uint16_t) +
-           (size_t)(b % LLM_REPACK_CHUNK * LLM_REPACK_ROWS + r) * (bs - sizeof(uint16_t));
-}
 
 /* Row m of the repacked matrix w dequantized (the floats to_float_fast gives the file's row). */
 void llm_repack_row_to_float(enum llm_type t, int64_t K, const void *w, int64_t m, float *dst);

@@ -24,7 +24,7 @@ struct row {
     llm_vec_dot_fn vec_dot1_avx512;                             /* likewise */
     llm_vec_dot_packed_fn vec_dot_packed_avx2;                  /* likewise, repack.h */
     llm_gemm_fn gemm_avx2, gemm_avxvnni, gemm_avx512;
-    llm_gemm_fn gemm_packed_avx2; /* gemm_avx2 reading repacked groups */
+    llm_gemm_fn gemm_packed_avx2; /* gemm_avx2's twin on repacked groups */
 };
 
 static struct row rows[LLM_TYPE_COUNT] = {
@@ -56,7 +56,7 @@ static struct row rows[LLM_TYPE_COUNT] = {
         .vec_dot1_avx512 = llm_vec_dot1_q4_0_avx512,
         .vec_dot_packed_avx2 = llm_vec_dot_packed_q4_0_avx2,
         .gemm_avx2 = llm_gemm_q4_0_avx2,
-        .gemm_packed_avx2 = llm_gemm_packed_q4_0_avx2,
+        .gemm_packed_avx2 = llm_gemm_q4_0_packed_avx2,
         .gemm_avxvnni = llm_gemm_q4_0_avxvnni,
         .gemm_avx512 = llm_gemm_q4_0_avx512 },
     [LLM_TYPE_Q4_1] = {
@@ -74,7 +74,7 @@ static struct row rows[LLM_TYPE_COUNT] = {
         .vec_dot1_avx512 = llm_vec_dot1_q5_0_avx512,
         .vec_dot_packed_avx2 = llm_vec_dot_packed_q5_0_avx2,
         .gemm_avx2 = llm_gemm_q5_0_avx2,
-        .gemm_packed_avx2 = llm_gemm_packed_q5_0_avx2 },
+        .gemm_packed_avx2 = llm_gemm_q5_0_packed_avx2 },
     [LLM_TYPE_Q5_1] = {
         .t = { .to_float = llm_to_float_q5_1, .from_float = llm_from_float_q5_1,
                .vec_dot_ref = llm_vec_dot_q5_1_ref, .vec_dot_type = LLM_TYPE_Q8_1 },
@@ -92,6 +92,7 @@ static struct row rows[LLM_TYPE_COUNT] = {
         .vec_dot1_avx512 = llm_vec_dot1_q8_0_avx512,
         .vec_dot_packed_avx2 = llm_vec_dot_packed_q8_0_avx2,
         .gemm_avx2 = llm_gemm_q8_0_avx2,
+        .gemm_packed_avx2 = llm_gemm_q8_0_packed_avx2,
         .gemm_avxvnni = llm_gemm_q8_0_avxvnni,
         .gemm_avx512 = llm_gemm_q8_0_avx512 },
     [LLM_TYPE_IQ4_NL] = {
@@ -174,7 +175,7 @@ static void init_traits(void)
                     : vnni && r->gemm_avxvnni ? r->gemm_avxvnni
                     : avx2                    ? r->gemm_avx2
                                               : NULL;
-        r->t.gemm_packed = r->t.gemm && r->t.gemm == r->gemm_avx2 ? r->gemm_packed_avx2 : NULL;
+        r->t.gemm_packed = r->t.gemm == r->gemm_avx2 ? r->gemm_packed_avx2 : NULL;
         r->t.gemm_f32 = avx512 ? llm_gemm_f32_avx512(t) : avx2 ? llm_gemm_f32_avx2(t) : NULL;
     }
 }

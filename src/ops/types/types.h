@@ -58,11 +58,10 @@ struct llm_type_traits {
     /* integer GEMM of many rows at once (prefill), AVX2 or AVX-512 VNNI, or NULL. Its oracle is
      * vec_dot_ref per pair of rows. */
     llm_gemm_fn gemm;
-    /* the integer GEMM reading a matrix repacked at load (repack.h) in place, or NULL: the twin of
-     * gemm (the same floats), installed only beside it. The llm_gemm_fn contract with w the start
-     * of the group holding the call's row 0 (a call starts at a group boundary) and wstride =
-     * llm_repack_group_size(type, k); M rows from there (the last group may hold zero padding
-     * rows past M, never stored). Its oracle is vec_dot_ref per pair of rows. */
+    /* gemm reading a matrix repacked at load (repack.h) in place, or NULL (then the caller unpacks
+     * the rows for gemm). w is the start of the group holding row 0 (a call starts at a group
+     * boundary), wstride = llm_repack_group_size(type, k), M rows from there: the last group may
+     * hold zero padding rows past M, which are never stored. Each row gets gemm's floats. */
     llm_gemm_fn gemm_packed;
     /* float GEMM (prefill of F16 / BF16 weights and of the quantized ones without an integer GEMM):
      * llm_gemm_fn with F32 activation rows, AVX2 or AVX-512, or NULL. Its oracle is the F32 dot
