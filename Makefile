@@ -81,7 +81,8 @@ $(BIN)/llm-attn-ab: bench/attn_tile_ab.c $(LIB)
 	@mkdir -p $(BIN)
 	$(CC) $(ALL_CFLAGS) $^ $(LDLIBS) -o $@
 
-# bench/gemm_ab.c: prefill's integer GEMM against dequantize + sgemm, alternated in one process.
+# bench/gemm_ab.c: prefill's integer GEMM (Q4_0 / Q5_0 / Q8_0) against its repacked twin, the float GEMM,
+# the dot path and dequantize + sgemm, alternated in one process.
 $(BIN)/llm-gemm-ab: bench/gemm_ab.c $(LIB)
 	@mkdir -p $(BIN)
 	$(CC) $(ALL_CFLAGS) $^ $(LDLIBS) -o $@

@@ -1,13 +1,14 @@
-/* llm-gemm-ab: prefill's MUL_MAT of Q4_0 or Q8_0 weights on each way the cpu backend could run it,
+/* llm-gemm-ab: prefill's MUL_MAT of Q4_0, Q5_0 or Q8_0 weights on each way the cpu backend could run it,
  * at qwen2-0.5B's shapes and batches of 8 to 512 rows: the integer GEMM kernel that the CPU's
  * dispatch chose (types.h gemm), its twin reading the matrix repacked at load (gemm_packed, where
  * the type has one), the dot path on the repacked rows (vec_dot_packed, where the CPU repacks the
- * type), the old AVX2 Q8_0 tiles (gemm_avx2.c), and dequantize + OpenBLAS sgemm (the BLAS path of
+ * type), the float GEMM (gemm_f32, where the type has one), the old AVX2 Q8_0 tiles (gemm_avx2.c),
+ * and dequantize + OpenBLAS sgemm (the BLAS path of
  * matmul.c). Each thread takes its share of the weight rows as matmul.c does; the
  * variants are alternated call by call in one process (the order turning each round), so a shared
  * machine's slow seconds hit all alike. Prints the medians and, per variant, the median ratio of
  * its time to the first's per round (above 1: slower than the dispatched GEMM).
- *   usage: llm-gemm-ab [TYPE (q4_0|q8_0, default q4_0)] [THREADS (2)] [ROUNDS (15)] */
+ *   usage: llm-gemm-ab [TYPE (q4_0|q5_0|q8_0, default q4_0)] [THREADS (2)] [ROUNDS (15)] */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -27,12 +28,12 @@
 static const int64_t shapes[][2] = { { 896, 896 }, { 896, 128 }, { 896, 4864 }, { 4864, 896 } }; /* K, M */
 static const int64_t batches[] = { 8, 16, 32, 64, 128, 512 };
 
-enum how { GEMM, GEMM_PACKED, DOT_PACKED, SGEMM };
+enum how { GEMM, GEMM_PACKED, DOT_PACKED, FLOAT_GEMM, SGEMM };
 
 struct variant {
     const char *name;
     enum how how;
-    llm_gemm_fn gemm; /* GEMM, GEMM_PACKED */
+    llm_gemm_fn gemm; /* GEMM, GEMM_PACKED, FLOAT_GEMM */
 };
 
 struct job {
@@ -40,7 +41,7 @@ struct job {
     const struct variant *v;
     int64_t K, M, N;
     const char *w, *wp, *x; /* weights, their repacked copy, the activations as Q8_0 rows */
-    const float *xf;        /* the activations as floats, for sgemm */
+    const float *xf;        /* the activations as floats, for the float GEMM and sgemm */
     float *dst;
     void *scratch[MAX_THREADS];
 };
@@ -76,6 +77,11 @@ static void run(int ith, int nth, void *arg)
     if (j->v->how == GEMM) {
         j->v->gemm(j->K, r1 - r0, j->N, j->w + (size_t)r0 * ws, ws, j->x, xs, j->dst + r0, (size_t)j->M,
                    j->scratch[ith]);
+        return;
+    }
+    if (j->v->how == FLOAT_GEMM) {
+        j->v->gemm(j->K, r1 - r0, j->N, j->w + (size_t)r0 * ws, ws, j->xf, (size_t)j->K * sizeof(float), j->dst + r0,
+                   (size_t)j->M, j->scratch[ith]);
         return;
     }
     float *rows = j->scratch[ith];
@@ -124,9 +130,11 @@ static void shape(struct llm_threadpool *pool, enum llm_type t, const struct var
     for (int64_t n = 0; n < N; n++)
         llm_type_traits(LLM_TYPE_Q8_0)->from_float(xf + n * K, x + (size_t)n * xs, K);
     /* each thread's scratch serves any: a kernel's own, or its share of dequantized rows */
-    size_t rows_bytes = (size_t)((M + nth - 1) / nth * K) * sizeof(float), kern = llm_gemm_scratch_size(K, N);
+    size_t most = (size_t)((M + nth - 1) / nth * K) * sizeof(float);
+    most = llm_gemm_scratch_size(K, N) > most ? llm_gemm_scratch_size(K, N) : most;
+    most = llm_gemm_f32_scratch_size(K) > most ? llm_gemm_f32_scratch_size(K) : most;
     for (int i = 0; i < nth; i++)
-        j.scratch[i] = malloc(kern > rows_bytes ? kern : rows_bytes);
+        j.scratch[i] = malloc(most);
     double *ms[MAX_VARIANTS], *ratio[MAX_VARIANTS];
     for (int v = 0; v < nv; v++) {
         ms[v] = malloc(sizeof(double) * (size_t)rounds), ratio[v] = malloc(sizeof(double) * (size_t)rounds);
@@ -159,8 +167,10 @@ int main(int argc, char **argv)
     const char *tname = argc > 1 ? argv[1] : "q4_0";
     const int nth = argc > 2 ? atoi(argv[2]) : 2, rounds = argc > 3 ? atoi(argv[3]) : 15;
     const int t = llm_type_from_name(tname);
-    if ((t != LLM_TYPE_Q4_0 && t != LLM_TYPE_Q8_0) || nth < 1 || nth > MAX_THREADS || rounds < 1 || rounds > 1000) {
-        fprintf(stderr, "llm: error: usage: llm-gemm-ab [q4_0|q8_0] [THREADS 1-%d] [ROUNDS 1-1000]\n", MAX_THREADS);
+    if ((t != LLM_TYPE_Q4_0 && t != LLM_TYPE_Q5_0 && t != LLM_TYPE_Q8_0) || nth < 1 || nth > MAX_THREADS ||
+        rounds < 1 || rounds > 1000) {
+        fprintf(stderr, "llm: error: usage: llm-gemm-ab [q4_0|q5_0|q8_0] [THREADS 1-%d] [ROUNDS 1-1000]\n",
+                MAX_THREADS);
         return 1;
     }
     if (!llm_type_traits((enum llm_type)t)->gemm || !llm_blas_available()) {
@@ -174,6 +184,8 @@ int main(int argc, char **argv)
         vs[nv++] = (struct variant){ "GEMM on repacked groups", GEMM_PACKED, tt->gemm_packed };
     if (tt->vec_dot_packed)
         vs[nv++] = (struct variant){ "dot on repacked rows", DOT_PACKED, NULL };
+    if (tt->gemm_f32)
+        vs[nv++] = (struct variant){ "float GEMM", FLOAT_GEMM, tt->gemm_f32 };
     if (t == LLM_TYPE_Q8_0 && llm_cpu_has_avx2())
         vs[nv++] = (struct variant){ "old AVX2 tiles", GEMM, llm_gemm_q8_0_tiles_avx2 };
     vs[nv++] = (struct variant){ "dequantize + sgemm", SGEMM, NULL };

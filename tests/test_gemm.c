@@ -9,7 +9,9 @@
  * gemm_q8_0_avx2.c). Then MUL_MAT nodes on the GEMM path must give the same floats on 1, 2 and 3
  * threads. On any AVX2 CPU, the AVX2 Q8_0 kernel on every N 1-70 and odd M (not multiples of 4, 8
  * or 16, past a block of rows), on the file's rows and on repacked groups from several group
- * boundaries (the bits of the file's rows). */
+ * boundaries (the bits of the file's rows); the AVX2 Q4_0 and Q5_0 kernels likewise against
+ * vec_dot_ref at every N from 1 to 70, their twins reading the matrix repacked at load from its first
+ * group and from a later one giving the file rows' bits. */
 #include <math.h>
 #include <stdint.h>
 #include <sys/mman.h>
@@ -80,6 +82,60 @@ static int64_t avxvnni_differs(const struct gemm_case *c)
     free(b);
     free(scratch);
     return differ;
+}
+
+/* The AVX2 kernels of the file's rows with their twins on repacked groups. */
+static const struct {
+    enum llm_type t;
+    llm_gemm_fn rows, groups;
+} avx2_twins[] = {
+    { LLM_TYPE_Q4_0, llm_gemm_q4_0_avx2, llm_gemm_q4_0_packed_avx2 },
+    { LLM_TYPE_Q5_0, llm_gemm_q5_0_avx2, llm_gemm_q5_0_packed_avx2 },
+};
+
+/* gemm's output on w (rows or groups wstride bytes apart), N rows ldd floats apart, the padding set
+ * to GEMM_PAD first (the caller frees it). */
+static float *twin_out(llm_gemm_fn gemm, const struct gemm_case *c, const char *w, size_t wstride)
+{
+    float *dst = malloc((size_t)c->N * c->ldd * sizeof(float));
+    void *scratch = malloc(llm_gemm_scratch_size(c->k, c->N));
+    for (size_t i = 0; i < (size_t)c->N * c->ldd; i++)
+        dst[i] = GEMM_PAD;
+    gemm(c->k, c->M, c->N, w, wstride, c->x, c->xstride, dst, c->ldd, scratch);
+    free(scratch);
+    return dst;
+}
+
+/* The AVX2 kernel of the file's rows (case c: contiguous rows) on rows [4 * g0, 4 * g0 + M) of a
+ * matrix of 4 * g0 + M rows, against vec_dot_ref; its twin on the repacked matrix from group g0 must
+ * give the same bits, padding included. The first row has every quant at its top (15 or 31) and the
+ * first activation row every quant at 127: the largest int16 sums the kernels hold before a madd. */
+static void twin_case(size_t i, int64_t k, int64_t M, int64_t N, int64_t g0)
+{
+    const enum llm_type t = avx2_twins[i].t;
+    const int64_t all = LLM_REPACK_ROWS * g0 + M;
+    const size_t row = llm_row_size(t, k), xstride = llm_row_size(LLM_TYPE_Q8_0, k) + 10, ldd = (size_t)M + 3;
+    char *w = quant_rows(t, k, all, row), *x = quant_rows(LLM_TYPE_Q8_0, k, N, xstride);
+    const size_t bs = llm_type_info(t)->type_size;
+    for (int64_t b = 0; b < k / QK; b++) {
+        char *top = w + (size_t)(LLM_REPACK_ROWS * g0) * row + (size_t)b * bs;
+        memset(top + sizeof(uint16_t), 0xff, bs - sizeof(uint16_t)); /* qs (and Q5_0's qh) */
+        memset(((struct block_q8_0 *)x)[b].qs, 127, QK);
+    }
+    char *p = malloc(llm_repack_size(t, k, all));
+    llm_repack_groups(t, k, all, w, row, 0, (all + LLM_REPACK_ROWS - 1) / LLM_REPACK_ROWS, p);
+    struct gemm_case c = { t, k, M, N, w + (size_t)(LLM_REPACK_ROWS * g0) * row, x, row, xstride, ldd, NULL };
+    double worst;
+    int64_t bad = gemm_wrong(avx2_twins[i].rows, &c, llm_gemm_scratch_size(k, N), product_error, 2e-6, &worst);
+    CHECK(bad == 0, "AVX2 gemm %s K%lld M%lld N%lld: %lld products wrong (worst relative error %.3g)",
+          llm_type_name(t), (long long)k, (long long)M, (long long)N, (long long)bad, worst);
+    const size_t gs = llm_repack_group_size(t, k);
+    float *a = twin_out(avx2_twins[i].rows, &c, c.w, row);
+    float *b = twin_out(avx2_twins[i].groups, &c, p + (size_t)g0 * gs, gs);
+    CHECK(memcmp(a, b, (size_t)N * ldd * sizeof(float)) == 0,
+          "AVX2 gemm %s K%lld M%lld N%lld from group %lld: the repacked twin gives other bits", llm_type_name(t),
+          (long long)k, (long long)M, (long long)N, (long long)g0);
+    free(a), free(b), free(p), free(w), free(x);
 }
 
 static void kernel_case(enum llm_type t, int64_t k, int64_t M, int64_t N)
@@ -170,9 +226,65 @@ static void threads_case(enum llm_type t, int64_t k, int64_t M, int64_t N)
           (long long)N, differ);
 }
 
+/* Where AVX2 is the widest ISA, a MUL_MAT node of Q5_0 weights (qwen2-0.5B's rows) on 2 threads
+ * takes the integer GEMM from N = 8 at every batch (matmul.c gemm_batch): it gives the AVX2
+ * kernel's bits, where the dot path and the float GEMM round otherwise; at N = 4, the dot path. */
+static void q5_0_path_case(int64_t N)
+{
+    const int64_t k = 896, M = 61;
+    struct llm_tensor w, x, d;
+    init_tensor(&w, LLM_TYPE_Q5_0, k, M);
+    init_tensor(&x, LLM_TYPE_F32, k, N);
+    init_tensor(&d, LLM_TYPE_F32, M, N);
+    free(w.data);
+    w.data = quant_rows(LLM_TYPE_Q5_0, k, M, w.nb[1]);
+    for (int64_t i = 0; i < k * N; i++)
+        ((float *)x.data)[i] = frand();
+    d.op = LLM_OP_MUL_MAT;
+    d.src[0] = &w, d.src[1] = &x;
+    struct llm_threadpool *pool = llm_threadpool_new(2);
+    struct job j = { .node = &d, .wsize = llm_cpu_work_size(&d, 2), .pool = pool };
+    j.wdata = malloc(j.wsize);
+    llm_threadpool_run(pool, run_job, &j);
+    const size_t xs = llm_row_size(LLM_TYPE_Q8_0, k);
+    char *xq = malloc(xs * (size_t)N);
+    for (int64_t n = 0; n < N; n++)
+        llm_type_traits(LLM_TYPE_Q8_0)->from_float_fast((const float *)x.data + n * k, xq + (size_t)n * xs, k);
+    struct gemm_case c = { LLM_TYPE_Q5_0, k, M, N, w.data, xq, w.nb[1], xs, (size_t)M, NULL };
+    float *want = twin_out(llm_gemm_q5_0_avx2, &c, w.data, w.nb[1]);
+    const bool same = memcmp(want, d.data, d.nb[2]) == 0;
+    CHECK(same == (N >= 8), "Q5_0 K%lld M%lld N%lld: %s the AVX2 integer GEMM's bits", (long long)k, (long long)M,
+          (long long)N, same ? "gives" : "does not give");
+    free(want), free(xq), free(j.wdata), free(w.data), free(x.data), free(d.data);
+    llm_threadpool_free(pool);
+}
+
+/* Each AVX2 kernel with a repacked twin: N across the tile edges, K with a tail chunk of 2 blocks
+ * (320) and qwen2-0.5B's 896 (28 blocks: 3 chunks and a tail of 4), M odd, not a multiple of 8,
+ * less than a group, past one block of rows; calls from group 0 and from a later group. */
+static void twin_cases(void)
+{
+    for (size_t i = 0; i < sizeof avx2_twins / sizeof avx2_twins[0]; i++) {
+        for (int64_t N = 1; N <= 70; N++)
+            twin_case(i, 320, 37, N, N % 3);
+        twin_case(i, 896, 13, 16, 1);
+        twin_case(i, 896, 3, 5, 2);
+        twin_case(i, 32, 1, 1, 0);
+        twin_case(i, 2048, 300, 7, 5); /* past one block of rows (gemm_block_rows) */
+        twin_case(i, 4864, 21, 4, 0);
+    }
+}
+
 int main(void)
 {
-    static const enum llm_type types[] = { LLM_TYPE_Q8_0, LLM_TYPE_Q4_0 };
+    if (llm_cpu_has_avx2())
+        twin_cases();
+    if (llm_cpu_has_avx2() && !llm_cpu_has_avx512() && !llm_cpu_has_avxvnni()) {
+        static const int64_t Ns[] = { 4, 8, 16, 64, 512 };
+        for (size_t i = 0; i < sizeof Ns / sizeof Ns[0]; i++)
+            q5_0_path_case(Ns[i]);
+    }
+    static const enum llm_type types[] = { LLM_TYPE_Q8_0, LLM_TYPE_Q4_0, LLM_TYPE_Q5_0 };
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         enum llm_type t = types[i];
         const struct llm_type_traits *tt = llm_type_traits(t);
@@ -181,12 +293,21 @@ int main(void)
             continue;
         }
         bool q8 = t == LLM_TYPE_Q8_0;
-        llm_gemm_fn want = llm_cpu_has_avx512()    ? (q8 ? llm_gemm_q8_0_avx512 : llm_gemm_q4_0_avx512)
+        llm_gemm_fn want = t == LLM_TYPE_Q5_0          ? llm_gemm_q5_0_avx2 /* its only one */
+                           : llm_cpu_has_avx512()    ? (q8 ? llm_gemm_q8_0_avx512 : llm_gemm_q4_0_avx512)
                            : llm_cpu_has_avxvnni() ? (q8 ? llm_gemm_q8_0_avxvnni : llm_gemm_q4_0_avxvnni)
                                                    : (q8 ? llm_gemm_q8_0_avx2 : llm_gemm_q4_0_avx2);
         CHECK(tt->gemm == want, "%s: not the GEMM kernel of the best ISA allowed", llm_type_name(t));
+        /* the repacked twin only beside the AVX2 kernel it keeps the bits of */
+        llm_gemm_fn twin = want == llm_gemm_q4_0_avx2   ? llm_gemm_q4_0_packed_avx2
+                           : want == llm_gemm_q5_0_avx2 ? llm_gemm_q5_0_packed_avx2
+                           : want == llm_gemm_q8_0_avx2 ? llm_gemm_q8_0_packed_avx2
+                                                        : NULL;
+        CHECK(tt->gemm_packed == twin, "%s: gemm_packed is not the twin of gemm", llm_type_name(t));
         printf("%s: %s GEMM\n", llm_type_name(t),
-               llm_cpu_has_avx512() ? "AVX-512 VNNI" : llm_cpu_has_avxvnni() ? "AVX-VNNI" : "AVX2");
+               t != LLM_TYPE_Q5_0 && llm_cpu_has_avx512()    ? "AVX-512 VNNI"
+               : t != LLM_TYPE_Q5_0 && llm_cpu_has_avxvnni() ? "AVX-VNNI"
+                                                             : "AVX2");
         kernel_case(t, 32, 1, 1);
         kernel_case(t, 96, 17, 5);
         kernel_case(t, 224, 50, 13);
@@ -196,6 +317,8 @@ int main(void)
         kernel_case(t, 64, 16, 8); /* whole tiles only */
         threads_case(t, 256, 67, 45); /* a batch on the GEMM path of both ISAs */
         threads_case(t, 128, 29, 100); /* the GEMM past N = 64 on AVX2 too */
+        if (t == LLM_TYPE_Q5_0)
+            threads_case(t, 896, 61, 16); /* qwen2-0.5B's rows, a chat-sized batch */
     }
     if (llm_cpu_has_avx2()) {
         for (int64_t N = 1; N <= 70; N++) /* every count of activation tiles and tail */

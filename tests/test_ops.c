@@ -809,7 +809,7 @@ static void test_mul_mat(void)
              * GEMM round them to vec_dot_type */
             enum llm_type vdt = tt->vec_dot ? tt->vec_dot_type : LLM_TYPE_F32;
             bool blas = llm_cpu_mul_mat_uses_blas(mm), gemm = llm_cpu_mul_mat_uses_gemm(mm);
-            bool f32_acts = blas || (gemm && tt->gemm_f32);
+            bool f32_acts = blas || (gemm && !llm_cpu_mul_mat_uses_int_gemm(mm));
             CHECK(!gemm || ((tt->gemm || tt->gemm_f32) && N > 1), "%s: GEMM path without a GEMM kernel, or for one row",
                   what);
             CHECK(blas == (!gemm && (N >= (t == LLM_TYPE_F32 || t == LLM_TYPE_F16 || t == LLM_TYPE_BF16 ? 8 : 24) || !tt->vec_dot)), "%s: unexpected path (blas %d)", what, blas);

@@ -3,6 +3,7 @@
  * counts with and without a partial chunk of 8 blocks.
  *  - layout: unpacking gives back the file's bytes (0 tolerance), dequantizing a repacked row the
  *    file row's floats, a matrix packed in pieces (as the loader does) the same bytes as in one go;
+ *    the accessors of a block's d and quants (Q4_0 / Q5_0 / Q8_0) find each file block's bytes;
  *  - kernels: the oracle (llm_vec_dot_packed_ref) gives each row vec_dot_ref's float; the fast
  *    kernel gives each row the bits the type's AVX2 kernel on the file's rows gives it (the
  *    four-row vec_dot4 of Q4_0 / Q5_0 / Q8_0, the one-row vec_dot of Q4_K / Q6_K: so greedy text
@@ -119,6 +120,29 @@ static void test_layout(enum llm_type t, int64_t K, int64_t M)
     CHECK(llm_nbytes(&tt) == llm_repack_size(t, K, M), "%s K%lld M%lld: llm_nbytes %zu, repacked %zu", llm_type_name(t),
           (long long)K, (long long)M, llm_nbytes(&tt), llm_repack_size(t, K, M));
     free(want), free(got), free(back), free(zero), free(p), free(q), free(rows);
+}
+
+/* llm_repack_scale_offset / llm_repack_quants_offset against the file's blocks, every row and block
+ * (the padding rows of the last group: zero bytes). */
+static void test_offsets(enum llm_type t, int64_t K, int64_t M)
+{
+    const size_t row = llm_row_size(t, K), bs = llm_type_info(t)->type_size, gs = llm_repack_group_size(t, K);
+    const int64_t nb = K / QK;
+    char *rows = typed_rows(t, K, M, row, value), *p = packed(t, K, M, rows, 0);
+    static const char zero[sizeof(struct block_q8_0)];
+    int64_t bad = 0;
+    for (int64_t m = 0; m < n_groups(M) * LLM_REPACK_ROWS; m++)
+        for (int64_t b = 0; b < nb; b++) {
+            const char *blk = m < M ? rows + (size_t)m * row + (size_t)b * bs : zero;
+            const char *g = p + (size_t)(m / LLM_REPACK_ROWS) * gs;
+            const int r = (int)(m % LLM_REPACK_ROWS);
+            const char *q = g + llm_repack_quants_offset(bs, nb, r, b);
+            bad += memcmp(g + llm_repack_scale_offset(bs, nb, r, b), blk, sizeof(uint16_t)) != 0 ||
+                   memcmp(q, blk + sizeof(uint16_t), bs - sizeof(uint16_t)) != 0;
+        }
+    CHECK(bad == 0, "%s K%lld M%lld: %lld blocks not where the accessors say", llm_type_name(t), (long long)K,
+          (long long)M, (long long)bad);
+    free(p), free(rows);
 }
 
 /* The bits of rows [4g, 4g + 4) of the file's matrix (M rows) under the AVX2 kernel of the file's
@@ -534,6 +558,8 @@ int main(void)
             for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++) {
                 const int64_t K = (k ? blocks_k[ki] : blocks_legacy[ki]) * bk;
                 test_layout(types[ti].type, K, Ms[mi]);
+                if (!k)
+                    test_offsets(types[ti].type, K, Ms[mi]);
                 test_kernels(ti, K, Ms[mi]);
             }
         test_nodes(ti, k ? 5 * bk : 896, 37);

@@ -157,7 +157,8 @@ static const struct fgemm_kernel kernel = { .lanes = FT_LANES, .rv = FT_RV, .nr 
     case LLM_TYPE_##T:                                                                                  \
         return gemm_##T;
 /* F16 and BF16 converted in registers, the others dequantized per row (pack_dequant); not Q8_0
- * or Q4_0, whose integer GEMM is faster. */
+ * or Q4_0, whose integer GEMM is faster (Q5_0 keeps this one where matmul.c's gemm_batch does not
+ * take its AVX2 integer GEMM). */
 #define FT_TYPES(X) X(F16) X(BF16) X(Q4_1) X(Q5_0) X(Q5_1) X(Q2_K) X(Q3_K) X(Q4_K) X(Q5_K) X(Q6_K)
 FT_TYPES(FT_GEMM_OF)
 

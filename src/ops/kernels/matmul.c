@@ -9,9 +9,9 @@
  *    cblas_sgemm of the slice against all of src1 (OpenBLAS without threads of its own, blas.h):
  *    every thread works, where thread 0 calling a threaded sgemm left the pool waiting
  *    (bench/results/kernel_choices.md).
- *  - GEMM path (batches of Q8_0 / Q4_0 weights, gemm_batch()): src1 converted as for the dot path,
- *    then each thread runs the type's integer GEMM kernel (types.h) over its share of the weight
- *    rows against every src1 row; the results do not depend on the number of threads.
+ *  - GEMM path (batches of Q8_0 / Q4_0 / Q5_0 weights, gemm_batch()): src1 converted as for the
+ *    dot path, then each thread runs the type's integer GEMM kernel (types.h) over its share of the
+ *    weight rows against every src1 row; the results do not depend on the number of threads.
  *  - float GEMM path (batches of F16 / BF16 weights, fgemm_min_batch()): the same split, the
  *    type's gemm_f32 kernel reading the F32 src1 rows in place. */
 #include <stdint.h>
@@ -95,13 +95,19 @@ static bool use_blas(const struct mm_geom *g, const struct llm_tensor *dst)
     return blas_path_ok(g, dst);
 }
 
-/* When the integer GEMM (Q8_0 / Q4_0 weights, gemm_avx512.c / gemm_avxvnni.c / gemm_q8_0_avx2.c /
+/* When the integer GEMM (Q8_0 / Q4_0 / Q5_0 weights, gemm_avx512.c / gemm_avxvnni.c / gemm_q8_0_avx2.c /
  * gemm_q4_0_avx2.c) beats the dot and BLAS paths (bench/results/gemm_int8.md, kernel_choices.md):
  * the VNNI kernels from N = 8 on, since a CPU with AVX-VNNI but no AVX-512 has a slower sgemm; the
  * AVX2 kernels (8 rows a register) from N = 16 on, measured faster than dequantize + an AVX2 sgemm
- * at every batch (Q4_0 1.4-2x at N = 512, Q8_0 1.3-1.5x). */
-static bool gemm_batch(int64_t N)
+ * at every batch (Q4_0 1.4-2x at N = 512, Q8_0 1.3-1.5x). Q5_0 has only the AVX2 kernel
+ * (gemm_q4_0_avx2.c), measured faster than the dot path (2.2-3.3x at N = 8), the float GEMM
+ * (2.0-3.4x) and dequantize + sgemm at every batch from 8 to 512 where AVX2 is the widest ISA; on
+ * AVX-512 and AVX-VNNI CPUs it keeps their wider dot and float GEMM kernels (not measured against
+ * them). */
+static bool gemm_batch(enum llm_type t, int64_t N)
 {
+    if (t == LLM_TYPE_Q5_0)
+        return N >= 8 && !llm_cpu_has_avx512() && !llm_cpu_has_avxvnni();
     if (llm_cpu_has_avx512() || llm_cpu_has_avxvnni())
         return N >= 8;
     return N >= 16;
@@ -109,7 +115,7 @@ static bool gemm_batch(int64_t N)
 
 static bool use_int_gemm(const struct mm_geom *g, const struct llm_tensor *dst)
 {
-    return g->s.wt->gemm && dot_path_ok(g) && dst->nb[1] % sizeof(float) == 0 && gemm_batch(g->s.N);
+    return g->s.wt->gemm && dot_path_ok(g) && dst->nb[1] % sizeof(float) == 0 && gemm_batch(g->w->type, g->s.N);
 }
 
 /* The float GEMM (F16 / BF16 weights, and the quantized ones without an integer GEMM dequantized
@@ -135,10 +141,10 @@ enum mm_path { PATH_DOT, PATH_BLAS, PATH_GEMM, PATH_FLOAT_GEMM };
 /* The one place the path is chosen: kernel, scratch size and the tests' questions all ask here. */
 static enum mm_path choose_path(const struct mm_geom *g, const struct llm_tensor *dst)
 {
+    if (use_int_gemm(g, dst)) /* a type with both (Q5_0) takes the integer one where gemm_batch says */
+        return PATH_GEMM;
     if (use_float_gemm(g, dst))
         return PATH_FLOAT_GEMM;
-    if (use_int_gemm(g, dst))
-        return PATH_GEMM;
     return use_blas(g, dst) ? PATH_BLAS : PATH_DOT;
 }
 
@@ -153,6 +159,12 @@ bool llm_cpu_mul_mat_uses_gemm(const struct llm_tensor *node)
     struct mm_geom g = geom(node);
     enum mm_path path = choose_path(&g, node);
     return path == PATH_GEMM || path == PATH_FLOAT_GEMM;
+}
+
+bool llm_cpu_mul_mat_uses_int_gemm(const struct llm_tensor *node)
+{
+    struct mm_geom g = geom(node);
+    return choose_path(&g, node) == PATH_GEMM;
 }
 
 bool cpu_mul_mat_supports(const struct llm_tensor *dst)

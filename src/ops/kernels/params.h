@@ -42,9 +42,13 @@ struct llm_cpu_plan {
  * than as per-row dot products on activations converted to the weights' vec_dot_type. */
 bool llm_cpu_mul_mat_uses_blas(const struct llm_tensor *node);
 
-/* True when a MUL_MAT node runs as an integer GEMM (the weight type's gemm kernel, types.h) on
- * activations converted to the weights' vec_dot_type: Q8_0 / Q4_0 weights, batched. */
+/* True when a MUL_MAT node runs as a GEMM: the integer one (the weight type's gemm kernel, types.h)
+ * on activations converted to the weights' vec_dot_type (Q8_0 / Q4_0 / Q5_0 weights, batched), or
+ * the float one (gemm_f32) on the F32 activations. */
 bool llm_cpu_mul_mat_uses_gemm(const struct llm_tensor *node);
+
+/* True when it runs as the integer GEMM (Q5_0 has both: which one depends on the batch and CPU). */
+bool llm_cpu_mul_mat_uses_int_gemm(const struct llm_tensor *node);
 
 /* Rope cache lifetime: the backend creates one, reserves its tables for the largest ROPE node
  * (false when out of memory), resets it before each graph (positions may have changed), frees it at

@@ -137,7 +137,7 @@ void llm_from_float_q8_K_avx2(const float *src, void *dst, int64_t n);
 
 /* integer GEMM (llm_gemm_fn, types.h) against Q8_0 rows: gemm_q8_0_avx2.c (and its twin reading a
  * repacked matrix's groups, the gemm_packed contract of types.h), gemm_avx2.c (the old Q8_0 tiles),
- * gemm_q4_0_avx2.c, gemm_avxvnni.c (only when llm_cpu_has_avxvnni(); Q8_0 gives the old AVX2
+ * gemm_q4_0_avx2.c (Q4_0 and Q5_0, each with its twin on repacked groups), gemm_avxvnni.c (only when llm_cpu_has_avxvnni(); Q8_0 gives the old AVX2
  * tiles' bits), gemm_avx512.c (AVX-512 F/BW/VL + VNNI, only when llm_cpu_has_avx512()) */
 void llm_gemm_q8_0_avx2(int64_t k, int64_t M, int64_t N, const void *w, size_t wstride, const void *x,
                         size_t xstride, float *dst, size_t ldd, void *scratch);
@@ -147,6 +147,12 @@ void llm_gemm_q8_0_tiles_avx2(int64_t k, int64_t M, int64_t N, const void *w, si
                               size_t xstride, float *dst, size_t ldd, void *scratch);
 void llm_gemm_q4_0_avx2(int64_t k, int64_t M, int64_t N, const void *w, size_t wstride, const void *x,
                         size_t xstride, float *dst, size_t ldd, void *scratch);
+void llm_gemm_q5_0_avx2(int64_t k, int64_t M, int64_t N, const void *w, size_t wstride, const void *x,
+                        size_t xstride, float *dst, size_t ldd, void *scratch);
+void llm_gemm_q4_0_packed_avx2(int64_t k, int64_t M, int64_t N, const void *w, size_t wstride, const void *x,
+                               size_t xstride, float *dst, size_t ldd, void *scratch);
+void llm_gemm_q5_0_packed_avx2(int64_t k, int64_t M, int64_t N, const void *w, size_t wstride, const void *x,
+                               size_t xstride, float *dst, size_t ldd, void *scratch);
 void llm_gemm_q8_0_avxvnni(int64_t k, int64_t M, int64_t N, const void *w, size_t wstride, const void *x,
                            size_t xstride, float *dst, size_t ldd, void *scratch);
 void llm_gemm_q4_0_avxvnni(int64_t k, int64_t M, int64_t N, const void *w, size_t wstride, const void *x,

@@ -56,6 +56,7 @@ static struct row rows[LLM_TYPE_COUNT] = {
         .vec_dot1_avx512 = llm_vec_dot1_q4_0_avx512,
         .vec_dot_packed_avx2 = llm_vec_dot_packed_q4_0_avx2,
         .gemm_avx2 = llm_gemm_q4_0_avx2,
+        .gemm_packed_avx2 = llm_gemm_q4_0_packed_avx2,
         .gemm_avxvnni = llm_gemm_q4_0_avxvnni,
         .gemm_avx512 = llm_gemm_q4_0_avx512 },
     [LLM_TYPE_Q4_1] = {
@@ -71,7 +72,9 @@ static struct row rows[LLM_TYPE_COUNT] = {
         .vec_dot4_avx2 = llm_vec_dot4_q5_0_avx2,
         .vec_dot4_avx512 = llm_vec_dot4_q5_0_avx512,
         .vec_dot1_avx512 = llm_vec_dot1_q5_0_avx512,
-        .vec_dot_packed_avx2 = llm_vec_dot_packed_q5_0_avx2 },
+        .vec_dot_packed_avx2 = llm_vec_dot_packed_q5_0_avx2,
+        .gemm_avx2 = llm_gemm_q5_0_avx2,
+        .gemm_packed_avx2 = llm_gemm_q5_0_packed_avx2 },
     [LLM_TYPE_Q5_1] = {
         .t = { .to_float = llm_to_float_q5_1, .from_float = llm_from_float_q5_1,
                .vec_dot_ref = llm_vec_dot_q5_1_ref, .vec_dot_type = LLM_TYPE_Q8_1 },
