@@ -13,7 +13,8 @@
 #   long context, -d 4096, 2 threads, on BENCH_DEPTH (default: the 0.5B Q8_0);
 #   1 thread on BENCH_1T (default: the 0.5B Q8_0 and Q4_0 mix, stories260K);
 #   chat-sized prompts, -p 16,64 -n 0, 2 threads, on BENCH_CHAT (default: the 0.5B Q8_0 and Q4_K_M);
-#   BENCH_DEPTH, BENCH_1T and BENCH_CHAT models run only when they are in BENCH_MODELS too.
+#   BENCH_DEPTH, BENCH_1T and BENCH_CHAT models run only when they are in BENCH_MODELS too; set
+#   empty (BENCH_DEPTH=), a suite runs on no model.
 # BENCH_LONG=1 adds the larger shapes (Qwen2.5-1.5B and 3B, Llama-2-7B, Q4_0 mix: 0.9-3.6 GiB, past
 # any L3 cache) to the 2-thread suite, for decode's cost per byte against model size (the report's
 # last table); the 7B file alone takes ~4 GiB of models/ and minutes to generate.
@@ -52,14 +53,14 @@ specs=(
 large="qwen2-1.5b-q4_0 qwen2-3b-q4_0 llama2-7b-q4_0"
 
 if [ "${BENCH_QUICK:-0}" = 1 ]; then
-  models=${BENCH_MODELS:-tiny-q4_0 stories260K} depth=${BENCH_DEPTH:-tiny-q4_0} one=${BENCH_1T:-tiny-q4_0}
-  chat=${BENCH_CHAT:-tiny-q4_0} large=tiny-q4_0
+  models=${BENCH_MODELS:-tiny-q4_0 stories260K} depth=${BENCH_DEPTH-tiny-q4_0} one=${BENCH_1T-tiny-q4_0}
+  chat=${BENCH_CHAT-tiny-q4_0} large=tiny-q4_0
   PP=64 TG=16 DEPTH=256 REPS=1 ROUNDS=1 md=$TMP/quick.md quick=1
 else
   all=$(printf '%s\n' "${specs[@]%%|*}" | grep -vx -e tiny-q4_0 -e ${large// / -e } | tr '\n' ' ')
-  models=${BENCH_MODELS:-$all} depth=${BENCH_DEPTH:-qwen2-0.5b-q8_0}
-  one=${BENCH_1T:-qwen2-0.5b-q8_0 qwen2-0.5b-q4_0 stories260K}
-  chat=${BENCH_CHAT:-qwen2-0.5b-q8_0 qwen2-0.5b-q4_k_m}
+  models=${BENCH_MODELS:-$all} depth=${BENCH_DEPTH-qwen2-0.5b-q8_0}
+  one=${BENCH_1T-qwen2-0.5b-q8_0 qwen2-0.5b-q4_0 stories260K}
+  chat=${BENCH_CHAT-qwen2-0.5b-q8_0 qwen2-0.5b-q4_k_m}
   PP=512 TG=128 DEPTH=4096 REPS=3 ROUNDS=${BENCH_ROUNDS:-2} md=$OUT/latest.md quick=
 fi
 
