@@ -168,12 +168,8 @@ static inline __attribute__((always_inline)) AVX2 void tile(int flush, int rn, i
             acc[1][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum1), _mm256_mul_ps(d1, dx), acc[1][j]);
         }
     }
-    for (int j = 0; j < rn; j++) {
-        float out[2 * ROWS];
-        _mm256_storeu_ps(out, acc[0][j]);
-        _mm256_storeu_ps(out + ROWS, acc[1][j]);
-        memcpy(dst + (size_t)j * ldd, out, (size_t)live * sizeof(float));
-    }
+    for (int j = 0; j < rn; j++)
+        store_rows16(dst + (size_t)j * ldd, acc[0][j], acc[1][j], live);
 }
 
 typedef void (*tile_fn)(int64_t nb, const struct pack *g0, const struct pack *g1, const char *const *x,

@@ -146,12 +146,8 @@ static inline __attribute__((always_inline)) AVX2 void tile(int rn, int64_t nb, 
             xb[j]++;
         }
     }
-    for (int j = 0; j < rn; j++) {
-        float out[2 * ROWS];
-        _mm256_storeu_ps(out, acc[0][j]);
-        _mm256_storeu_ps(out + ROWS, acc[1][j]);
-        memcpy(dst + (size_t)j * ldd, out, (size_t)live * sizeof(float));
-    }
+    for (int j = 0; j < rn; j++)
+        store_rows16(dst + (size_t)j * ldd, acc[0][j], acc[1][j], live);
 }
 
 /* The tile for each count of activation rows, so a batch's last rows cost no more than they are. */

@@ -162,6 +162,16 @@ static inline AVX2 void transpose8x8_epi32(const __m256i v[8], void *out)
     }
 }
 
+/* The first `live` (<= 16) of the 16 row sums of two 8-lane accumulators into dst: the integer GEMMs'
+ * tiles of 2 x 8 weight rows, whose last tile of a matrix may hold fewer real rows. */
+static inline AVX2 void store_rows16(float *dst, __m256 lo, __m256 hi, int live)
+{
+    float out[16];
+    _mm256_storeu_ps(out, lo);
+    _mm256_storeu_ps(out + 8, hi);
+    memcpy(dst, out, (size_t)live * sizeof(float));
+}
+
 /* The fp16 scales d of 8 consecutive blocks (`stride` bytes apart, d first) as floats: packed
  * four to a 64-bit word with scalar loads and shifts, so the vector unit sees two moves and one
  * conversion instead of eight. */
