@@ -630,6 +630,26 @@ static void test_set_rows(void)
     }
 }
 
+/* The split rule counts a SET_ROWS by the rows it writes, not by the cache it writes into: a decode
+ * token's one row into a long cache runs on one thread (each split costs the pool two barriers). */
+static void test_set_rows_split(void)
+{
+    const int64_t ne0 = 128, cells = 4096;
+    struct llm_tensor *cache = new_tensor(LLM_TYPE_F16, ne0, cells, 1, 1);
+    for (int64_t n = 1; n <= cells; n *= 4096) {
+        struct llm_tensor *dst = tensor_pool_get();
+        *dst = *cache;
+        dst->view_src = cache;
+        int64_t ne[4] = { ne0, n, 1, 1 };
+        struct llm_tensor *ids = new_tensor(LLM_TYPE_I32, n, 1, 1, 1);
+        for (int64_t i = 0; i < n; i++)
+            ((int32_t *)ids->data)[i] = (int32_t)i;
+        node(LLM_OP_SET_ROWS, dst, cache, make_src(ne, 0), ids, NULL);
+        CHECK(llm_cpu_worth_splitting(dst) == (n > 1), "SET_ROWS of %lld rows into %lld cells: split %d", (long long)n,
+              (long long)cells, (int)llm_cpu_worth_splitting(dst));
+    }
+}
+
 /* SET_ROWS into a quantized (or BF16) KV cache: each new row quantized whole, the same bytes as the
  * reference quantizer with 1, 2 and 3 threads; a source without unit stride is refused. */
 static void test_set_rows_quant(void)
@@ -1295,6 +1315,7 @@ int main(void)
     test_get_rows();
     test_set_rows();
     test_set_rows_quant();
+    test_set_rows_split();
     test_cpy();
     test_mul_mat();
     test_mul_mat_work_bound();

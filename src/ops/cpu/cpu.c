@@ -22,8 +22,8 @@ bool llm_cpu_supports(const struct llm_tensor *n)
 /* Multiply-adds for MUL_MAT and FLASH_ATTN, elements written for the other ops. */
 static int64_t node_work(const struct llm_tensor *node)
 {
-    if (node->op == LLM_OP_SET_ROWS) /* writes src0's rows into a (large) destination */
-        return llm_nelements(node->src[0]);
+    if (node->op == LLM_OP_SET_ROWS) /* src1's rows, written into a (large) cache: src0 and dst */
+        return llm_nelements(node->src[1]);
     int64_t work = llm_nelements(node);
     if (node->op == LLM_OP_MUL_MAT || node->op == LLM_OP_MUL_MAT_ADD)
         work *= node->src[0]->ne[0];
