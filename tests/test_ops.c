@@ -13,6 +13,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "cpu_features.h"
@@ -928,6 +929,66 @@ static void test_mul_mat_streamed(void)
     }
 }
 
+/* Decode's shares with stolen tails: thread 0 stalls after the barrier that publishes the shares,
+ * so the other threads finish theirs and take its chunks from the back; every row is still computed
+ * once, with the bits of the one-thread run (a row's sum does not depend on who computes it). */
+struct stalled {
+    pthread_barrier_t *bar;
+    int ith, waits;
+};
+
+static void stalled_barrier(void *pool)
+{
+    struct stalled *s = pool;
+    pthread_barrier_wait(s->bar);
+    if (s->ith == 0 && s->waits++ == 0)
+        usleep(30000);
+}
+
+static void test_mul_mat_shares(void)
+{
+    const struct {
+        enum llm_type t;
+        int64_t K, M;
+    } cases[] = {
+        { LLM_TYPE_Q8_0, 1024, 1001 }, { LLM_TYPE_Q4_0, 2048, 333 }, { LLM_TYPE_Q4_K, 512, 998 },
+        { LLM_TYPE_F16, 256, 517 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int nth = 2; nth <= 3; nth++) {
+            const enum llm_type t = cases[i].t;
+            const int64_t K = cases[i].K, M = cases[i].M;
+            struct llm_tensor *w = new_tensor(t, K, M, 1, 1), *x = new_tensor(LLM_TYPE_F32, K, 1, 1, 1);
+            fill(w, 1.0f);
+            fill(x, 1.0f);
+            struct llm_tensor *one = node(LLM_OP_MUL_MAT, new_tensor(LLM_TYPE_F32, M, 1, 1, 1), w, x, NULL, NULL);
+            struct llm_tensor *mm = node(LLM_OP_MUL_MAT, new_tensor(LLM_TYPE_F32, M, 1, 1, 1), w, x, NULL, NULL);
+            compute(one, 1, NULL);
+            const size_t wsize = llm_cpu_work_size(mm, nth);
+            void *wdata = malloc(wsize);
+            pthread_barrier_t bar;
+            pthread_barrier_init(&bar, NULL, (unsigned)nth);
+            struct stalled st[3];
+            struct run runs[3];
+            pthread_t th[3];
+            const int64_t stolen = llm_cpu_mul_mat_stolen_rows();
+            for (int k = 0; k < nth; k++) {
+                st[k] = (struct stalled){ .bar = &bar, .ith = k };
+                runs[k] = (struct run){ .node = mm, .p = { .ith = k, .nth = nth, .wdata = wdata, .wsize = wsize,
+                                                           .barrier = stalled_barrier, .pool = &st[k] } };
+                pthread_create(&th[k], NULL, run_thread, &runs[k]);
+            }
+            for (int k = 0; k < nth; k++)
+                pthread_join(th[k], NULL);
+            pthread_barrier_destroy(&bar);
+            free(wdata);
+            CHECK(same_bits(mm, one), "decode shares %s K%lld M%lld, %d threads: differs from one thread",
+                  llm_type_name(t), (long long)K, (long long)M, nth);
+            CHECK(llm_cpu_mul_mat_stolen_rows() > stolen, "decode shares %s M%lld, %d threads: thread 0 stalled, yet "
+                  "no row was taken from its share", llm_type_name(t), (long long)M, nth);
+        }
+}
+
 /* ---- flash attention ------------------------------------------------------------------------ */
 
 /* softmax(scale·k·q + mask)·v composed from the MUL_MAT, SOFT_MAX and CPY reference kernels. */
@@ -1320,6 +1381,7 @@ int main(void)
     test_mul_mat();
     test_mul_mat_work_bound();
     test_mul_mat_streamed();
+    test_mul_mat_shares();
     test_flash_attn();
     test_flash_attn_shapes();
     test_flash_attn_quant();

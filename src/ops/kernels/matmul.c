@@ -31,6 +31,8 @@
  * speed (bench/results/kernel_choices.md). */
 #define BLAS_TILE_FLOATS (1u << 20)
 #define WDATA_HEADER 64         /* task counter, on its own cache line */
+#define STEAL_CHUNK_BYTES (16u << 10) /* decode shares' chunk: mul_mat_dot */
+#define SHARE_STRIDE 8          /* uint64_t per decode share word: one cache line each */
 
 /* A node's weights w and activations x, and what follows from their types and shapes alone (s,
  * which a plan keeps). */
@@ -223,6 +225,18 @@ static size_t gemm_thread_size(const struct mm_geom *g, enum mm_path path)
            unpack_bytes(g, path);
 }
 
+static size_t align64(size_t n)
+{
+    return (n + 63) & ~(size_t)63;
+}
+
+/* Bytes after the converted src1 rows that hold the decode shares' words (mul_mat_dot), one line
+ * each after a line of room to align them. */
+static size_t shares_bytes(int nth)
+{
+    return nth > 1 ? (size_t)(nth + 1) * SHARE_STRIDE * sizeof(uint64_t) : 0;
+}
+
 /* Scratch of one path at this shape (converted src1 rows, per-thread panels or tiles). */
 static size_t path_work_size(const struct mm_geom *g, enum mm_path path, int nth)
 {
@@ -237,10 +251,10 @@ static size_t path_work_size(const struct mm_geom *g, enum mm_path path, int nth
         if (g->w->type != LLM_TYPE_F32)
             size += (size_t)nth * (size_t)blas_thread_rows(g, nth) * (size_t)g->s.K * sizeof(float);
         return size;
-    case PATH_DOT:
+    case PATH_DOT: /* converted src1, then the decode shares' words (mul_mat_dot) */
         break;
     }
-    return size + (g->s.convert ? converted : 0);
+    return size + (g->s.convert ? align64(converted) + shares_bytes(nth) : 0);
 }
 
 size_t cpu_mul_mat_work_size(const struct llm_tensor *dst, int nth)
@@ -409,52 +423,158 @@ static const char *convert_src1(const struct llm_cpu_params *p, const struct mm_
     return work;
 }
 
+/* Weight rows [m0, m1) of matrix (i2, i3) dotted with its N src1 rows at xb, by the fastest kernel
+ * the weights have. */
+static void dot_chunk(const struct mm_geom *g, struct llm_tensor *dst, int64_t m0, int64_t m1, int64_t i2, int64_t i3,
+                      const char *xb, size_t xrow)
+{
+    if (repacked(g)) {
+        dot_packed_rows(g, dst, m0, m1, i2, i3, xb, xrow);
+        return;
+    }
+    if (g->s.wt->vec_dot4) {
+        dot_rows4(g, dst, m0, m1, i2, i3, xb, xrow);
+        return;
+    }
+    const size_t row_bytes = llm_row_size(g->w->type, g->s.K), ahead = prefetch_distance(g->w->type);
+    for (int64_t m = m0; m < m1; m++) {
+        const void *wr = tensor_at(g->w, 0, m, i2 / g->s.r2, i3 / g->s.r3);
+        if (g->s.N <= PREFETCH_MAX_N)
+            prefetch_ahead(wr, row_bytes, ahead);
+        for (int64_t n = 0; n < g->s.N; n++)
+            g->s.wt->vec_dot(g->s.K, tensor_at(dst, m, n, i2, i3), wr, xb + (size_t)n * xrow);
+    }
+}
+
+/* ---- decode shares with stolen tails ------------------------------------------------------- */
+
+/* Decode is bandwidth-bound, and each thread streams one contiguous share of the rows (a counter
+ * dealing interleaved chunks defeats the hardware prefetcher: bench/results/kernel_choices.md). Yet
+ * two cores do not read at the same rate from moment to moment, so with fixed shares the first
+ * thread done waited at the barrier while the other read alone. Each share is walked in chunks
+ * from the front; a thread whose share is done takes chunks from the back of the share with the
+ * most left. A chunk spans a few pages, so the streams stay sequential and the atomic per chunk
+ * costs nothing next to reading it (bench/results/decode.md). */
+
+static int64_t steal_chunk_rows(const struct mm_geom *g)
+{
+    int64_t rows = (int64_t)(STEAL_CHUNK_BYTES / llm_row_size(g->w->type, g->s.K));
+    rows = rows < DOT_CHUNK ? DOT_CHUNK : rows;
+    return (rows + LLM_REPACK_ROWS - 1) / LLM_REPACK_ROWS * LLM_REPACK_ROWS; /* whole groups of four */
+}
+
+static int64_t stolen_rows;
+
+int64_t llm_cpu_mul_mat_stolen_rows(void)
+{
+    return __atomic_load_n(&stolen_rows, __ATOMIC_RELAXED);
+}
+
+/* A share word: chunks [next, end) as the low and high 32 bits. */
+static uint64_t share_word(uint64_t next, uint64_t end)
+{
+    return end << 32 | next;
+}
+
+/* Takes the front chunk of a share (front) or its back chunk (a thief); false when it is empty. */
+static bool take_chunk(uint64_t *share, bool front, int64_t *chunk)
+{
+    uint64_t w = __atomic_load_n(share, __ATOMIC_RELAXED);
+    for (;;) {
+        const uint64_t next = w & 0xffffffffu, end = w >> 32;
+        if (next >= end)
+            return false;
+        const uint64_t nw = front ? share_word(next + 1, end) : share_word(next, end - 1);
+        if (__atomic_compare_exchange_n(share, &w, nw, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+            *chunk = (int64_t)(front ? next : end - 1);
+            return true;
+        }
+    }
+}
+
+/* The share with the most chunks left, or NULL when every share is done. */
+static uint64_t *fullest_share(uint64_t *shares, int nth)
+{
+    uint64_t *best = NULL, most = 0;
+    for (int i = 0; i < nth; i++) {
+        uint64_t *s = shares + (size_t)i * SHARE_STRIDE, w = __atomic_load_n(s, __ATOMIC_RELAXED);
+        const uint64_t left = (w >> 32) > (w & 0xffffffffu) ? (w >> 32) - (w & 0xffffffffu) : 0;
+        if (left > most) {
+            most = left;
+            best = s;
+        }
+    }
+    return best;
+}
+
+/* Publishes the thread's share of a 2-D matrix's chunks; the barrier after converting src1 makes
+ * every share visible before anyone steals. */
+static void post_share(const struct llm_cpu_params *p, const struct mm_geom *g, uint64_t *shares)
+{
+    const int64_t rows = steal_chunk_rows(g), chunks = (g->s.M + rows - 1) / rows;
+    int64_t c0, c1;
+    thread_rows(chunks, p->ith, p->nth, &c0, &c1);
+    __atomic_store_n(shares + (size_t)p->ith * SHARE_STRIDE, share_word((uint64_t)c0, (uint64_t)c1),
+                     __ATOMIC_RELAXED);
+}
+
+static void dot_shares(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct mm_geom *g,
+                       const char *xs, size_t xrow, uint64_t *shares)
+{
+    const int64_t rows = steal_chunk_rows(g);
+    uint64_t *share = shares + (size_t)p->ith * SHARE_STRIDE;
+    bool front = true;
+    for (int64_t c;;) {
+        if (!take_chunk(share, front, &c)) {
+            front = false;
+            if (!(share = fullest_share(shares, p->nth)))
+                return;
+            continue;
+        }
+        const int64_t m0 = c * rows, m1 = m0 + rows < g->s.M ? m0 + rows : g->s.M;
+        if (!front)
+            __atomic_fetch_add(&stolen_rows, m1 - m0, __ATOMIC_RELAXED);
+        dot_chunk(g, dst, m0, m1, 0, 0, xs, xrow);
+    }
+}
+
 static void mul_mat_dot(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct mm_geom *g,
                         char *work, int64_t *counter)
 {
-    size_t xrow = llm_row_size(g->s.wt->vec_dot_type, g->s.K);
-    const char *xs = convert_src1(p, g, work);
-    /* Decode is bandwidth-bound and its threads run at the same pace: one equal share each, one
-     * run per matrix (faster than the counter: bench/results/kernel_choices.md), dealt out without
-     * the counter. Batches: about 8 tasks per thread from the counter, enough to balance, few
-     * enough that each thread streams long runs of consecutive rows (short interleaved runs defeat
-     * the hardware prefetcher). */
+    const size_t xrow = llm_row_size(g->s.wt->vec_dot_type, g->s.K);
     const bool decode = g->s.N <= PREFETCH_MAX_N;
+    const int64_t batches = dst->ne[2] * dst->ne[3];
+    /* shares need the barrier after converting src1 (F32 weights read src1 in place, without one) */
+    uint64_t *shares = decode && batches == 1 && p->nth > 1 && g->s.convert
+                           ? (uint64_t *)(work + align64((size_t)llm_nrows(g->x) * xrow))
+                           : NULL;
+    if (shares)
+        post_share(p, g, shares);
+    const char *xs = convert_src1(p, g, work);
+    /* Batches: about 8 tasks per thread from the counter, enough to balance, few enough that each
+     * thread streams long runs of consecutive rows (short interleaved runs defeat the hardware
+     * prefetcher). Decode of batched matrices: one equal share each. */
     if (!decode && p->ith == 0)
         __atomic_store_n(counter, 0, __ATOMIC_RELAXED);
-    if (!decode || xs != g->x->data) /* the counter, or the converted rows, are shared */
+    if (!decode || xs != g->x->data) /* the counter, the shares or the converted rows are shared */
         pool_barrier(p);
+    if (shares) {
+        dot_shares(p, dst, g, xs, xrow, shares);
+        return;
+    }
     int64_t tasks = (decode ? 1 : 8) * p->nth;
     int64_t chunk = (g->s.M + tasks - 1) / tasks;
     chunk = chunk < DOT_CHUNK ? DOT_CHUNK : chunk;
     if (repacked(g)) /* whole groups per task */
         chunk = (chunk + LLM_REPACK_ROWS - 1) / LLM_REPACK_ROWS * LLM_REPACK_ROWS;
-    int64_t chunks = (g->s.M + chunk - 1) / chunk, batches = dst->ne[2] * dst->ne[3];
-    llm_vec_dot_fn dot = g->s.wt->vec_dot;
-    const size_t row_bytes = llm_row_size(g->w->type, g->s.K), ahead = prefetch_distance(g->w->type);
+    const int64_t chunks = (g->s.M + chunk - 1) / chunk;
     for (int64_t mine = p->ith;; mine += p->nth) {
         int64_t t = decode ? mine : __atomic_fetch_add(counter, 1, __ATOMIC_RELAXED);
         if (t >= chunks * batches)
             break;
         int64_t b = t / chunks, m0 = t % chunks * chunk;
         int64_t m1 = m0 + chunk < g->s.M ? m0 + chunk : g->s.M;
-        int64_t i2 = b % dst->ne[2], i3 = b / dst->ne[2];
-        const char *xb = xs + (size_t)(b * g->s.N) * xrow;
-        if (repacked(g)) {
-            dot_packed_rows(g, dst, m0, m1, i2, i3, xb, xrow);
-            continue;
-        }
-        if (g->s.wt->vec_dot4) {
-            dot_rows4(g, dst, m0, m1, i2, i3, xb, xrow);
-            continue;
-        }
-        for (int64_t m = m0; m < m1; m++) {
-            const void *wr = tensor_at(g->w, 0, m, i2 / g->s.r2, i3 / g->s.r3);
-            if (g->s.N <= PREFETCH_MAX_N)
-                prefetch_ahead(wr, row_bytes, ahead);
-            for (int64_t n = 0; n < g->s.N; n++)
-                dot(g->s.K, tensor_at(dst, m, n, i2, i3), wr, xb + (size_t)n * xrow);
-        }
+        dot_chunk(g, dst, m0, m1, b % dst->ne[2], b / dst->ne[2], xs + (size_t)(b * g->s.N) * xrow, xrow);
     }
 }
 

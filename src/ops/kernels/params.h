@@ -50,6 +50,10 @@ bool llm_cpu_mul_mat_uses_gemm(const struct llm_tensor *node);
 /* True when it runs as the integer GEMM (Q5_0 has both: which one depends on the batch and CPU). */
 bool llm_cpu_mul_mat_uses_int_gemm(const struct llm_tensor *node);
 
+/* Rows of decode's matrix-vector products that a thread took from the back of another thread's
+ * share since the process started (matmul.c's decode shares): how unevenly the threads read. */
+int64_t llm_cpu_mul_mat_stolen_rows(void);
+
 /* Rope cache lifetime: the backend creates one, reserves its tables for the largest ROPE node
  * (false when out of memory), resets it before each graph (positions may have changed), frees it at
  * the end. A node whose table would not fit runs uncached: nothing grows while a graph runs. */
