@@ -77,6 +77,7 @@ static inline __attribute__((always_inline)) AVX2 void dot_packed(enum llm_type 
         for (int64_t c = 0; c < nb; c += 8) {
             const int64_t nbc = nb - c < 8 ? nb - c : 8;
             const char *qs = p + 4 * nbc * 2;
+            prefetch_step(p, (size_t)(4 * nbc) * (2 + qb));
             float d[4][8];
             if (nbc == 8) {
                 __m256 dy = scales8(yb + c, sizeof *yb);

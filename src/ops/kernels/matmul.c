@@ -288,7 +288,7 @@ size_t cpu_mul_mat_work_size_bound(const struct llm_tensor *dst, int nth)
  * gain from asking further ahead; float ones lose (bench/results/kernel_choices.md). Both hold on
  * every CPU the project runs on: farther than the bytes a core reads in one memory latency, yet
  * within half the smallest L1d among them (32 KiB), so a line is still in L1 when the kernel gets
- * there. Matrices repacked at load (repack.h) stream without them. */
+ * there. Matrices repacked at load (repack.h) are prefetched by their kernels (simd.h). */
 #define PREFETCH_AHEAD_FLOAT 4096
 #define PREFETCH_AHEAD_QUANT 16384
 /* Smaller matrices come from cache (a tiny model's weights fit in L2/L3), where the prefetch
