@@ -22,7 +22,8 @@ struct llm_profile_entry {
 };
 
 /* Host work a backend does beside its kernels, under a name of its own (the npu: executor builds,
- * launches, cache matching, replays), per phase. */
+ * launches, cache matching, replays; the cpu: its threads' waits at barriers, summed over threads),
+ * per phase. */
 struct llm_profile_host {
     const char *name; /* static */
     double us[LLM_PHASE_COUNT];

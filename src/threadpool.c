@@ -43,6 +43,8 @@ struct llm_threadpool {
     atomic_int stop;
     atomic_int sleepers;     /* threads asleep on any of the words */
     atomic_int idle_sleepers; /* workers asleep between runs        */
+    atomic_bool count_waits; /* barrier waits are timed into wait_ns */
+    _Atomic uint64_t wait_ns;
 };
 
 struct worker_arg {
@@ -98,7 +100,23 @@ void llm_threadpool_barrier(void *pool)
         bump(p, &p->bar_gen);
         return;
     }
+    if (!atomic_load_explicit(&p->count_waits, memory_order_relaxed)) {
+        wait_change(p, &p->bar_gen, gen, p->sync_spin_ns, NULL);
+        return;
+    }
+    const uint64_t t0 = llm_now_ns();
     wait_change(p, &p->bar_gen, gen, p->sync_spin_ns, NULL);
+    atomic_fetch_add_explicit(&p->wait_ns, llm_now_ns() - t0, memory_order_relaxed);
+}
+
+void llm_threadpool_count_waits(struct llm_threadpool *p, bool on)
+{
+    atomic_store_explicit(&p->count_waits, on, memory_order_relaxed);
+}
+
+uint64_t llm_threadpool_wait_ns(struct llm_threadpool *p)
+{
+    return atomic_load_explicit(&p->wait_ns, memory_order_relaxed);
 }
 
 static void *worker(void *arg)

@@ -12,6 +12,8 @@
 #define LLM_THREADPOOL_H
 
 #include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
 
 struct llm_threadpool;
 
@@ -38,5 +40,11 @@ void llm_threadpool_place_owner(struct llm_threadpool *p, pthread_t thread);
 /* All threads of the current run must call it the same number of times. Takes void * so kernels
  * can receive it as a plain callback. */
 void llm_threadpool_barrier(void *pool);
+
+/* Barrier waits, timed while counting is on (off by default: two clock reads per wait): the
+ * nanoseconds threads have spent waiting for the slowest one, summed over threads, since the pool
+ * was made. Where decode loses time to uneven shares or to nodes that run on one thread. */
+void llm_threadpool_count_waits(struct llm_threadpool *p, bool on);
+uint64_t llm_threadpool_wait_ns(struct llm_threadpool *p);
 
 #endif

@@ -250,6 +250,32 @@ static void test_threadpool(void)
     llm_threadpool_free(j.pool);
 }
 
+/* Barrier waits are timed only while counting is on: thread 0 arrives 20 ms late, so the other two
+ * wait about 40 ms between them. */
+static void late_fn(int ith, int nth, void *arg)
+{
+    (void)nth;
+    if (ith == 0)
+        nanosleep(&(struct timespec){ .tv_nsec = 20000000 }, NULL);
+    llm_threadpool_barrier(arg);
+}
+
+static void test_pool_waits(void)
+{
+    struct llm_threadpool *p = llm_threadpool_new(3);
+    CHECK(p != NULL);
+    if (!p)
+        return;
+    llm_threadpool_run(p, late_fn, p);
+    CHECK(llm_threadpool_wait_ns(p) == 0, "waits timed while counting is off: %llu ns",
+          (unsigned long long)llm_threadpool_wait_ns(p));
+    llm_threadpool_count_waits(p, true);
+    llm_threadpool_run(p, late_fn, p);
+    const uint64_t ns = llm_threadpool_wait_ns(p);
+    CHECK(ns >= 30000000, "two threads waited for a 20 ms late one: %llu ns", (unsigned long long)ns);
+    llm_threadpool_free(p);
+}
+
 static void test_sampler(void)
 {
     float logits[100];
@@ -465,6 +491,7 @@ int main(void)
     test_constructor_shape_checks();
     test_graph_and_alloc();
     test_threadpool();
+    test_pool_waits();
     test_sampler();
     test_sampler_chain();
     return test_done("test_core");

@@ -32,6 +32,15 @@ assert any(e['ph'] == 'M' and e['args']['name'] == 'npu worker 0' for e in ev)
 PY
 cmp -s <("$LLM" run -m "$M" -p "Once upon a time" -n 16 --temp 0 2>/dev/null) "$tmp/out" && ok || fail "profiling changed the text"
 
+# The cpu's pool: with 2 threads the profile reports the threads' time at barriers (qwen2-tiny's decode
+# splits its matmuls); with 1 thread there is no barrier and no such line.
+Q=$SHARED/models/qwen2-tiny-q8_0.gguf
+"$LLM" run -m "$Q" -p hi -n 4 --temp 0 -t 2 --profile >/dev/null 2>"$tmp/err" && ok || fail "llm-run -t 2 --profile"
+grep -A99 'profile: cpu, decode' "$tmp/err" | sed -n 's/^llm-run: host per token: barrier_wait \([0-9.]*\) us$/\1/p' \
+  | awk '{ exit !($1 > 0) }' && ok || fail "cpu barrier_wait line: $(grep -A20 'profile: cpu' "$tmp/err")"
+"$LLM" run -m "$Q" -p hi -n 4 --temp 0 -t 1 --profile >/dev/null 2>"$tmp/err" && ok || fail "llm-run -t 1 --profile"
+! grep -q 'barrier_wait' "$tmp/err" && ok || fail "one thread reports barrier waits"
+
 # A trace that cannot be written: one error line, nothing run.
 "$LLM" run -m "$M" -p hi --trace "$tmp" >"$tmp/out" 2>"$tmp/err"
 [ $? -eq 1 ] && [ "$(wc -l <"$tmp/err")" = 1 ] && grep -q '^llm: error: cannot write the trace' "$tmp/err" && [ ! -s "$tmp/out" ] \

@@ -135,9 +135,13 @@ static int cpu_graph_compute(struct llm_backend *b, struct llm_graph *g, struct 
         any_split |= cb->split[i] = nth > 1 && llm_cpu_worth_splitting(g->nodes[i]);
     llm_rope_cache_reset(cb->rope);
     struct run r = { cb, g };
-    if (any_split)
+    if (any_split) {
+        const uint64_t waited = llm_threadpool_wait_ns(cb->pool);
         llm_threadpool_run(cb->pool, compute_nodes, &r);
-    else /* every node runs alone: the sleeping workers need not wake (a small split's case) */
+        /* the threads' time at barriers, summed over them: uneven shares, nodes run alone */
+        if (cb->prof)
+            llm_profile_host(cb->prof, "barrier_wait", (double)(llm_threadpool_wait_ns(cb->pool) - waited) / 1e3);
+    } else /* every node runs alone: the sleeping workers need not wake (a small split's case) */
         compute_nodes(0, 1, &r);
     return LLM_OK;
 }
@@ -221,6 +225,7 @@ static void cpu_observe(struct llm_backend *b, struct llm_profile *prof, struct 
     struct cpu_backend *cb = b->ctx;
     cb->prof = prof;
     cb->trace = trace;
+    llm_threadpool_count_waits(cb->pool, prof != NULL);
     for (int i = 0; i < llm_threadpool_n_threads(cb->pool); i++) {
         char name[32];
         snprintf(name, sizeof name, "cpu thread %d", i);
