@@ -100,13 +100,11 @@ void llm_threadpool_barrier(void *pool)
         bump(p, &p->bar_gen);
         return;
     }
-    if (!atomic_load_explicit(&p->count_waits, memory_order_relaxed)) {
-        wait_change(p, &p->bar_gen, gen, p->sync_spin_ns, NULL);
-        return;
-    }
-    const uint64_t t0 = llm_now_ns();
+    const bool timed = atomic_load_explicit(&p->count_waits, memory_order_relaxed);
+    const uint64_t t0 = timed ? llm_now_ns() : 0;
     wait_change(p, &p->bar_gen, gen, p->sync_spin_ns, NULL);
-    atomic_fetch_add_explicit(&p->wait_ns, llm_now_ns() - t0, memory_order_relaxed);
+    if (timed)
+        atomic_fetch_add_explicit(&p->wait_ns, llm_now_ns() - t0, memory_order_relaxed);
 }
 
 void llm_threadpool_count_waits(struct llm_threadpool *p, bool on)

@@ -209,23 +209,30 @@ static void *run_thread(void *arg)
     return NULL;
 }
 
+#define MAX_TEST_THREADS 3
+
+/* Runs runs[0..nth) at once, runs[0] on the calling thread. */
+static void run_all(struct run *runs, int nth)
+{
+    pthread_t th[MAX_TEST_THREADS];
+    for (int i = 1; i < nth; i++)
+        pthread_create(&th[i], NULL, run_thread, &runs[i]);
+    run_thread(&runs[0]);
+    for (int i = 1; i < nth; i++)
+        pthread_join(th[i], NULL);
+}
+
 static void compute(struct llm_tensor *n, int nth, struct llm_rope_cache *rope)
 {
     size_t wsize = llm_cpu_work_size(n, nth);
     void *wdata = malloc(wsize ? wsize : 1);
     pthread_barrier_t bar;
     pthread_barrier_init(&bar, NULL, (unsigned)nth);
-    struct run runs[3];
-    pthread_t th[3];
-    for (int i = 0; i < nth; i++) {
+    struct run runs[MAX_TEST_THREADS];
+    for (int i = 0; i < nth; i++)
         runs[i] = (struct run){ .node = n, .p = { .ith = i, .nth = nth, .wdata = wdata, .wsize = wsize,
                                                    .barrier = barrier_wait, .pool = &bar, .rope = rope } };
-        if (i > 0)
-            pthread_create(&th[i], NULL, run_thread, &runs[i]);
-    }
-    run_thread(&runs[0]);
-    for (int i = 1; i < nth; i++)
-        pthread_join(th[i], NULL);
+    run_all(runs, nth);
     pthread_barrier_destroy(&bar);
     free(wdata);
 }
@@ -637,7 +644,9 @@ static void test_set_rows_split(void)
 {
     const int64_t ne0 = 128, cells = 4096;
     struct llm_tensor *cache = new_tensor(LLM_TYPE_F16, ne0, cells, 1, 1);
-    for (int64_t n = 1; n <= cells; n *= 4096) {
+    const int64_t rows[] = { 1, cells }; /* a decode token's row; a prompt that fills the cache */
+    for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
+        const int64_t n = rows[k];
         struct llm_tensor *dst = tensor_pool_get();
         *dst = *cache;
         dst->view_src = cache;
@@ -968,18 +977,15 @@ static void test_mul_mat_shares(void)
             void *wdata = malloc(wsize);
             pthread_barrier_t bar;
             pthread_barrier_init(&bar, NULL, (unsigned)nth);
-            struct stalled st[3];
-            struct run runs[3];
-            pthread_t th[3];
+            struct stalled st[MAX_TEST_THREADS];
+            struct run runs[MAX_TEST_THREADS];
             const int64_t stolen = llm_cpu_mul_mat_stolen_rows();
             for (int k = 0; k < nth; k++) {
                 st[k] = (struct stalled){ .bar = &bar, .ith = k };
                 runs[k] = (struct run){ .node = mm, .p = { .ith = k, .nth = nth, .wdata = wdata, .wsize = wsize,
                                                            .barrier = stalled_barrier, .pool = &st[k] } };
-                pthread_create(&th[k], NULL, run_thread, &runs[k]);
             }
-            for (int k = 0; k < nth; k++)
-                pthread_join(th[k], NULL);
+            run_all(runs, nth);
             pthread_barrier_destroy(&bar);
             free(wdata);
             CHECK(same_bits(mm, one), "decode shares %s K%lld M%lld, %d threads: differs from one thread",

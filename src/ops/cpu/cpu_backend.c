@@ -136,7 +136,7 @@ static int cpu_graph_compute(struct llm_backend *b, struct llm_graph *g, struct 
     llm_rope_cache_reset(cb->rope);
     struct run r = { cb, g };
     if (any_split) {
-        const uint64_t waited = llm_threadpool_wait_ns(cb->pool);
+        const uint64_t waited = cb->prof ? llm_threadpool_wait_ns(cb->pool) : 0;
         llm_threadpool_run(cb->pool, compute_nodes, &r);
         /* the threads' time at barriers, summed over them: uneven shares, nodes run alone */
         if (cb->prof)

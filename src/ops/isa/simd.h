@@ -112,21 +112,6 @@ static inline AVX512 __m512 exp16(__m512 x)
     return _mm512_mask_mov_ps(y, over, _mm512_set1_ps(INFINITY));
 }
 
-/* The repacked decode kernels ask for the bytes of each step (a chunk of four rows) this far ahead,
- * non-temporal: decode reads each weight once. The rule of matmul.c's prefetch of the file's
- * layout: farther than one core reads in a memory latency (<= 3 KiB), within half the smallest L1d
- * among the CPUs the project runs on (16 KiB of 32). A single ascending stream per thread was left
- * to the hardware prefetcher until decode shares made both cores stream at once; then asking ahead
- * paid (bench/results/decode.md). */
-#define PACKED_PREFETCH_AHEAD 8192
-
-static inline void prefetch_step(const void *step, size_t bytes)
-{
-    const char *p = (const char *)step + PACKED_PREFETCH_AHEAD;
-    for (size_t o = 0; o < bytes; o += 64)
-        __builtin_prefetch(p + o, 0, 0); /* non-temporal */
-}
-
 static inline AVX2 __m256i loadu256(const void *p)
 {
     return _mm256_loadu_si256((const __m256i *)p);

@@ -5,6 +5,7 @@
 #include "dot4_q8_0.h"
 #include "ops/types/blocks.h"
 #include "ops/types/quants.h"
+#include "prefetch.h"
 #include "simd.h"
 
 /* int32 lane sums of one block's bytes after its fp16 d (Q4_0 / Q8_0 quants, Q5_0's qh then quants,
@@ -77,7 +78,7 @@ static inline __attribute__((always_inline)) AVX2 void dot_packed(enum llm_type 
         for (int64_t c = 0; c < nb; c += 8) {
             const int64_t nbc = nb - c < 8 ? nb - c : 8;
             const char *qs = p + 4 * nbc * 2;
-            prefetch_step(p, (size_t)(4 * nbc) * (2 + qb));
+            prefetch_ahead(p, (size_t)(4 * nbc) * (2 + qb), PREFETCH_AHEAD_QUANT);
             float d[4][8];
             if (nbc == 8) {
                 __m256 dy = scales8(yb + c, sizeof *yb);

@@ -6,6 +6,7 @@
 
 #include "ops/types/blocks.h"
 #include "ops/types/quants.h"
+#include "prefetch.h"
 #include "simd.h"
 
 /* ---- plain types ---------------------------------------------------------------------------- */
@@ -532,7 +533,7 @@ void AVX2 llm_vec_dot_packed_q4_K_avx2(int64_t n, int64_t groups, float *s, cons
         for (int r = 0; r < 4; r++)
             acc[r] = accm[r] = _mm256_setzero_ps();
         for (int64_t i = 0; i < n / QK_K; i++, p += 4 * sizeof(struct block_q4_K)) {
-            prefetch_step(p, 4 * sizeof(struct block_q4_K));
+            prefetch_ahead(p, 4 * sizeof(struct block_q4_K), PREFETCH_AHEAD_QUANT);
 #pragma GCC unroll 4
             for (int r = 0; r < 4; r++) {
                 const uint8_t *head = p + r * HEAD;
@@ -560,7 +561,7 @@ void AVX2 llm_vec_dot_packed_q6_K_avx2(int64_t n, int64_t groups, float *s, cons
         for (int r = 0; r < 4; r++)
             acc[r] = _mm256_setzero_ps();
         for (int64_t i = 0; i < n / QK_K; i++, p += 4 * sizeof(struct block_q6_K)) {
-            prefetch_step(p, 4 * sizeof(struct block_q6_K));
+            prefetch_ahead(p, 4 * sizeof(struct block_q6_K), PREFETCH_AHEAD_QUANT);
 #pragma GCC unroll 4
             for (int r = 0; r < 4; r++) {
                 const uint8_t *head = p + r * HEAD, *qs = p + 4 * HEAD + r * QS;

@@ -21,6 +21,7 @@
 #include "cpu_features.h"
 #include "kernels.h"
 #include "ops/isa/gemm.h"
+#include "ops/isa/prefetch.h"
 #include "ops/types/repack.h"
 #include "ops/types/types.h"
 
@@ -230,11 +231,11 @@ static size_t align64(size_t n)
     return (n + 63) & ~(size_t)63;
 }
 
-/* Bytes after the converted src1 rows that hold the decode shares' words (mul_mat_dot), one line
- * each after a line of room to align them. */
+/* Bytes after the converted src1 rows (rounded up to a line) that hold the decode shares' words
+ * (mul_mat_dot), a line each. */
 static size_t shares_bytes(int nth)
 {
-    return nth > 1 ? (size_t)(nth + 1) * SHARE_STRIDE * sizeof(uint64_t) : 0;
+    return nth > 1 ? (size_t)nth * SHARE_STRIDE * sizeof(uint64_t) : 0;
 }
 
 /* Scratch of one path at this shape (converted src1 rows, per-thread panels or tiles). */
@@ -282,16 +283,8 @@ size_t cpu_mul_mat_work_size_bound(const struct llm_tensor *dst, int nth)
 
 /* ---- dot path ----------------------------------------------------------------------------- */
 
-/* Decode reads every weight once and is limited by how many cache misses one core keeps in flight,
- * so asking for the bytes a few rows ahead (they follow in memory) raises its read rate. Pointless
- * once a row is reused by many src1 rows. Quantized rows take several instructions per byte and
- * gain from asking further ahead; float ones lose (bench/results/kernel_choices.md). Both hold on
- * every CPU the project runs on: farther than the bytes a core reads in one memory latency, yet
- * within half the smallest L1d among them (32 KiB), so a line is still in L1 when the kernel gets
- * there. Matrices repacked at load (repack.h) are prefetched by their kernels (simd.h). */
-#define PREFETCH_AHEAD_FLOAT 4096
-#define PREFETCH_AHEAD_QUANT 16384
-/* Smaller matrices come from cache (a tiny model's weights fit in L2/L3), where the prefetch
+/* Decode asks for the rows ahead (ops/isa/prefetch.h); pointless once a row is reused by many
+ * src1 rows. Matrices repacked at load (repack.h) are prefetched by their kernels. Smaller matrices come from cache (a tiny model's weights fit in L2/L3), where the prefetch
  * instructions only take issue slots (bench/results/kernel_choices.md). */
 #define PREFETCH_MIN_BYTES (256u << 10)
 /* Streamed rows at least this long are read one at a time (dot_rows4). */
@@ -300,13 +293,6 @@ size_t cpu_mul_mat_work_size_bound(const struct llm_tensor *dst, int nth)
 static size_t prefetch_distance(enum llm_type t)
 {
     return llm_type_info(t)->is_quantized ? PREFETCH_AHEAD_QUANT : PREFETCH_AHEAD_FLOAT;
-}
-
-static void prefetch_ahead(const void *row, size_t bytes, size_t ahead)
-{
-    const char *p = (const char *)row + ahead;
-    for (size_t o = 0; o < bytes; o += 64)
-        __builtin_prefetch(p + o);
 }
 
 /* Weight rows [m0, m1) of matrix (i2, i3) dotted with its N src1 rows at xb, four rows per call
