@@ -122,11 +122,12 @@ static void test_layout(enum llm_type t, int64_t K, int64_t M)
     free(want), free(got), free(back), free(zero), free(p), free(q), free(rows);
 }
 
-/* llm_repack_scale_offset / llm_repack_quants_offset against the file's blocks, every row and block
- * (the padding rows of the last group: zero bytes). */
+/* llm_repack_scale_offset / llm_repack_quants_offset / llm_repack_piece against the file's blocks,
+ * every row, block and piece (the padding rows of the last group: zero bytes). */
 static void test_offsets(enum llm_type t, int64_t K, int64_t M)
 {
     const size_t row = llm_row_size(t, K), bs = llm_type_info(t)->type_size, gs = llm_repack_group_size(t, K);
+    const size_t q = bs - sizeof(uint16_t), piece = llm_repack_piece(t, q);
     const int64_t nb = K / QK;
     char *rows = typed_rows(t, K, M, row, value), *p = packed(t, K, M, rows, 0);
     static const char zero[sizeof(struct block_q8_0)];
@@ -136,9 +137,10 @@ static void test_offsets(enum llm_type t, int64_t K, int64_t M)
             const char *blk = m < M ? rows + (size_t)m * row + (size_t)b * bs : zero;
             const char *g = p + (size_t)(m / LLM_REPACK_ROWS) * gs;
             const int r = (int)(m % LLM_REPACK_ROWS);
-            const char *q = g + llm_repack_quants_offset(bs, nb, r, b);
-            bad += memcmp(g + llm_repack_scale_offset(bs, nb, r, b), blk, sizeof(uint16_t)) != 0 ||
-                   memcmp(q, blk + sizeof(uint16_t), bs - sizeof(uint16_t)) != 0;
+            bad += memcmp(g + llm_repack_scale_offset(t, nb, r, b), blk, sizeof(uint16_t)) != 0;
+            for (size_t i = 0; i < q / piece; i++)
+                bad += memcmp(g + llm_repack_quants_offset(t, nb, r, b) + i * LLM_REPACK_ROWS * piece,
+                              blk + sizeof(uint16_t) + i * piece, piece) != 0;
         }
     CHECK(bad == 0, "%s K%lld M%lld: %lld blocks not where the accessors say", llm_type_name(t), (long long)K,
           (long long)M, (long long)bad);
@@ -547,9 +549,10 @@ static void test_load_threads(void)
 int main(void)
 {
     /* K in blocks: legacy types one partial chunk (2 blocks), whole chunks (8, 16 blocks), whole
-     * chunks and a partial one (9, 28 blocks: qwen2-0.5B's 896); K-quants 1, 2 and 5 super-blocks.
-     * M: fewer than a group, odd counts, whole groups */
-    static const int64_t blocks_legacy[] = { 2, 8, 9, 16, 28 }, blocks_k[] = { 1, 2, 5 }, Ms[] = { 1, 3, 4, 5, 7, 13, 64 };
+     * chunks and a partial one (9, 28 blocks: qwen2-0.5B's 896; 600: more than the Q4_0 kernel's
+     * window of activation offsets); K-quants 1, 2 and 5 super-blocks. M: fewer than a group, odd
+     * counts, whole groups */
+    static const int64_t blocks_legacy[] = { 2, 8, 9, 16, 28, 600 }, blocks_k[] = { 1, 2, 5 }, Ms[] = { 1, 3, 4, 5, 7, 13, 64 };
     for (size_t ti = 0; ti < N_TYPES; ti++) {
         const int64_t bk = llm_type_info(types[ti].type)->blck_size;
         const bool k = bk == QK_K;

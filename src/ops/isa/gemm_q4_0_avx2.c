@@ -45,14 +45,14 @@ struct xblock {
 /* What the types and the two sources differ in when packing; constants of each entry point's code
  * (the tiles differ in their flush interval alone: TILES below). */
 struct kind {
-    bool q5;       /* Q5_0: the fifth bits (the quants' first 4 bytes, qh) over the nibbles */
+    enum llm_type type; /* Q4_0, or Q5_0: the fifth bits (the quants' first 4 bytes, qh) over the nibbles */
     size_t bytes;  /* a block's bytes in the file */
     int offset;    /* the unsigned values' zero */
     bool repacked; /* weights in the repacked groups of repack.h (wstride: a group's bytes) */
 };
 
-static const struct kind q4_0 = { false, sizeof(struct block_q4_0), 8, false };
-static const struct kind q5_0 = { true, sizeof(struct block_q5_0), 16, false };
+static const struct kind q4_0 = { LLM_TYPE_Q4_0, sizeof(struct block_q4_0), 8, false };
+static const struct kind q5_0 = { LLM_TYPE_Q5_0, sizeof(struct block_q5_0), 16, false };
 
 static AVX2 void activations(int offset, int64_t nb, int64_t N, const char *x, size_t xstride, struct xblock *xs)
 {
@@ -67,27 +67,31 @@ static AVX2 void activations(int offset, int64_t nb, int64_t N, const char *x, s
 }
 
 /* A block's fp16 scale at `scale` as a float into *d, and its 32 values from its quants (the file
- * block's bytes after d) unsigned, element j in byte j. */
+ * block's bytes after d; Q4_0's second 8 bytes `second` bytes after its first: 8 in the file, a
+ * piece further in repacked groups) unsigned, element j in byte j. */
 static inline __attribute__((always_inline)) AVX2 __m256i block_values(bool q5, const char *scale, const char *quants,
-                                                                      float *d)
+                                                                      size_t second, float *d)
 {
     uint16_t h;
     memcpy(&h, scale, sizeof h);
     *d = fp16_avx2(h);
     if (q5) /* qh, then qs */
         return _mm256_or_si256(nibbles32_u((const uint8_t *)quants + 4), fifth_bits((const uint8_t *)quants));
-    return nibbles32_u((const uint8_t *)quants);
+    return nibbles32_x(_mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)quants),
+                                          _mm_loadl_epi64((const __m128i *)(quants + second))));
 }
 
 /* rows [0, rows) of w into groups of 8: per block, a transpose of 8 rows x 8 dwords (simd.h).
- * Row r of a block b is at base[r] + its offset + (r % 4) steps: file rows from their own start
- * (the last group repeats the last row), repacked ones from their group of 4 (a group past the
- * rows repeats the one before; its zero padding rows are stored). Lanes past the rows are never
- * stored. */
+ * Row r's block b is at base[r]: file rows from their own start (the last group repeats the last
+ * row), repacked ones from their group of 4, where the accessors of repack.h find it (a group past
+ * the rows repeats the one before; its zero padding rows are stored). Lanes past the rows are
+ * never stored. */
 static inline __attribute__((always_inline)) AVX2 void pack(struct kind kd, int64_t nb, int64_t rows, const char *w,
                                                            size_t wstride, struct pack *out)
 {
     const size_t qbytes = kd.bytes - sizeof(uint16_t);
+    /* Q4_0's quants in two halves of 8 bytes (a file block's, or a repacked group's two pieces) */
+    const size_t second = kd.repacked ? LLM_REPACK_ROWS * llm_repack_piece(kd.type, qbytes) : 8;
     for (int64_t g = 0; g < (rows + ROWS - 1) / ROWS; g++) {
         const char *base[ROWS];
         for (int r = 0; r < ROWS; r++) {
@@ -97,16 +101,18 @@ static inline __attribute__((always_inline)) AVX2 void pack(struct kind kd, int6
         for (int64_t b = 0; b < nb; b++) {
             struct pack *p = out + g * nb + b;
             __m256i v[ROWS];
+            /* row i of a repacked group: the accessors are linear in the row */
             size_t d_off = (size_t)b * kd.bytes, q_off = d_off + sizeof(uint16_t), d_step = 0, q_step = 0;
             if (kd.repacked) {
-                const int64_t chunk = b / LLM_REPACK_CHUNK * LLM_REPACK_CHUNK;
-                d_off = llm_repack_scale_offset(kd.bytes, nb, 0, b);
-                q_off = llm_repack_quants_offset(kd.bytes, nb, 0, b);
-                d_step = (size_t)llm_repack_chunk_blocks(nb, chunk) * sizeof(uint16_t), q_step = qbytes;
+                d_off = llm_repack_scale_offset(kd.type, nb, 0, b);
+                q_off = llm_repack_quants_offset(kd.type, nb, 0, b);
+                d_step = llm_repack_scale_offset(kd.type, nb, 1, b) - d_off;
+                q_step = llm_repack_quants_offset(kd.type, nb, 1, b) - q_off;
             }
             for (int r = 0; r < ROWS; r++) {
                 const size_t i = (size_t)(r % LLM_REPACK_ROWS);
-                v[r] = block_values(kd.q5, base[r] + d_off + i * d_step, base[r] + q_off + i * q_step, &p->d[r]);
+                v[r] = block_values(kd.type == LLM_TYPE_Q5_0, base[r] + d_off + i * d_step, base[r] + q_off + i * q_step,
+                                    second, &p->d[r]);
             }
             transpose8x8_epi32(v, p->q);
         }

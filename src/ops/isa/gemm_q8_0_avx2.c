@@ -71,7 +71,6 @@ static AVX2 void pack_groups(int64_t nb, int64_t row0, int64_t rows, const char 
                              struct pack *out)
 {
     _Static_assert(ROWS == 2 * LLM_REPACK_ROWS, "two repacked groups fill the lanes");
-    const size_t bs = sizeof(struct block_q8_0);
     const int64_t groups = (rows + LLM_REPACK_ROWS - 1) / LLM_REPACK_ROWS;
     w += (size_t)(row0 / LLM_REPACK_ROWS) * wstride;
     for (int64_t g = 0; g < groups; g += 2) {
@@ -79,7 +78,8 @@ static AVX2 void pack_groups(int64_t nb, int64_t row0, int64_t rows, const char 
         for (int64_t b = 0; b < nb; b++) {
             const char *scale[ROWS], *quants[ROWS];
             for (int r = 0; r < LLM_REPACK_ROWS; r++) {
-                const size_t so = llm_repack_scale_offset(bs, nb, r, b), qo = llm_repack_quants_offset(bs, nb, r, b);
+                const size_t so = llm_repack_scale_offset(LLM_TYPE_Q8_0, nb, r, b),
+                             qo = llm_repack_quants_offset(LLM_TYPE_Q8_0, nb, r, b);
                 scale[r] = lo + so, scale[r + LLM_REPACK_ROWS] = hi + so;
                 quants[r] = lo + qo, quants[r + LLM_REPACK_ROWS] = hi + qo;
             }

@@ -131,13 +131,18 @@ static inline AVX2 __m256i fifth_bits(const uint8_t *qh)
     return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
 }
 
-/* Q4_0 block quants 0..15 (not yet offset by -8), low nibbles first: the 16 bytes go to both
- * halves by a broadcast load and the upper half is shifted, avoiding a cross-lane insert. */
+/* Q4_0 block quants 0..15 (not yet offset by -8), low nibbles first, from the 16 bytes q: they go
+ * to both halves and the upper half is shifted. */
+static inline AVX2 __m256i nibbles32_x(__m128i q)
+{
+    __m256i both = _mm256_srlv_epi32(_mm256_broadcastsi128_si256(q), _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4));
+    return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
+}
+
+/* The same from memory: a broadcast load, avoiding a cross-lane insert. */
 static inline AVX2 __m256i nibbles32_u(const uint8_t *qs)
 {
-    __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
-    both = _mm256_srlv_epi32(both, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4));
-    return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
+    return nibbles32_x(_mm_loadu_si128((const __m128i *)qs));
 }
 
 /* Rows v[0..7] of 8 dwords transposed into out (8 x 32 bytes): out row i holds dword i of v[0], ...,

@@ -10,8 +10,9 @@
 #include "types.h"
 
 /* Where a block's scales sit in the file's block (its other bytes, before and after them, are its
- * quants) and how many blocks a chunk holds: the legacy types' fast kernels convert the fp16 scales
- * of 8 blocks of a row at once; a K-quant block of 256 elements is a chunk of its own. */
+ * quants) and how many blocks a chunk holds (llm_repack_chunk): Q5_0's and Q8_0's fast kernels
+ * convert the fp16 scales of 8 blocks of a row at once, Q4_0's takes a block of its four rows at a
+ * time; a K-quant block of 256 elements is a chunk of its own. */
 struct layout {
     enum llm_type type;
     size_t scale_off, scale_len;
@@ -19,7 +20,7 @@ struct layout {
 };
 
 static const struct layout layouts[] = {
-    { LLM_TYPE_Q4_0, 0, sizeof(uint16_t), LLM_REPACK_CHUNK },
+    { LLM_TYPE_Q4_0, 0, sizeof(uint16_t), 1 },
     { LLM_TYPE_Q5_0, 0, sizeof(uint16_t), LLM_REPACK_CHUNK },
     { LLM_TYPE_Q8_0, 0, sizeof(uint16_t), LLM_REPACK_CHUNK },
     { LLM_TYPE_Q4_K, 0, offsetof(struct block_q4_K, qs), 1 },                                   /* d, dmin, scales */
@@ -64,11 +65,28 @@ static inline void copy_bytes(char *dst, const char *src, size_t n)
 {
     switch (n) {
 #define COPY_CASE(k) case k: memcpy(dst, src, k); break;
-        COPY_CASE(2) COPY_CASE(16) COPY_CASE(18) COPY_CASE(20) COPY_CASE(32) COPY_CASE(128) COPY_CASE(192)
+        COPY_CASE(2) COPY_CASE(8) COPY_CASE(16) COPY_CASE(18) COPY_CASE(20) COPY_CASE(32) COPY_CASE(128) COPY_CASE(192)
 #undef COPY_CASE
     default:
         memcpy(dst, src, n);
     }
+}
+
+/* Block k's q quant bytes at blk of row r into a chunk's quants, piece by piece (repack.h); and back. */
+static inline void put_quants(const struct layout *L, size_t q, char *quants, int64_t k, int r, const char *blk)
+{
+    const size_t piece = llm_repack_piece(L->type, q);
+    for (size_t i = 0; i < q / piece; i++)
+        copy_bytes(quants + (size_t)k * LLM_REPACK_ROWS * q + (i * LLM_REPACK_ROWS + (size_t)r) * piece,
+                   blk + i * piece, piece);
+}
+
+static inline void get_quants(const struct layout *L, size_t q, const char *quants, int64_t k, int r, char *blk)
+{
+    const size_t piece = llm_repack_piece(L->type, q);
+    for (size_t i = 0; i < q / piece; i++)
+        copy_bytes(blk + i * piece, quants + (size_t)k * LLM_REPACK_ROWS * q + (i * LLM_REPACK_ROWS + (size_t)r) * piece,
+                   piece);
 }
 
 void llm_repack_groups(enum llm_type t, int64_t K, int64_t M, const void *src, size_t stride, int64_t g0,
@@ -93,7 +111,7 @@ void llm_repack_groups(enum llm_type t, int64_t K, int64_t M, const void *src, s
                 for (int64_t k = 0; k < nbc; k++) {
                     const char *blk = row ? row + (size_t)k * bs : zero;
                     copy_bytes(out + (size_t)(r * nbc + k) * sl, blk + so, sl);
-                    copy_bytes(quants + (size_t)(k * LLM_REPACK_ROWS + r) * q, blk + qo, q);
+                    put_quants(L, q, quants, k, r, blk + qo);
                 }
             }
             out = quants + (size_t)(LLM_REPACK_ROWS * nbc) * q;
@@ -110,7 +128,7 @@ static void unpack_chunk(const struct layout *L, const char *in, int64_t nbc, in
     const char *quants = in + (size_t)(LLM_REPACK_ROWS * nbc) * sl;
     for (int64_t k = 0; k < nbc; k++) {
         copy_bytes(out + (size_t)k * bs + so, in + (size_t)(r * nbc + k) * sl, sl);
-        copy_bytes(out + (size_t)k * bs + qo, quants + (size_t)(k * LLM_REPACK_ROWS + r) * q, q);
+        get_quants(L, q, quants, k, r, out + (size_t)k * bs + qo);
     }
 }
 

@@ -3,12 +3,15 @@
  * to back.
  *
  * Layout of a group (rows 4g .. 4g+3 of K elements, nb blocks a row), chunk after chunk of blocks
- * (Q4_0 / Q5_0 / Q8_0: up to 8 blocks, the last chunk holds what remains; Q4_K / Q6_K: one block
- * of 256 elements): first the chunk's scales row by row (row r's scale bytes of the chunk's blocks
- * side by side, so one load converts a row's 8 fp16 scales), then its quants block by block, the
- * four rows' quants of a block one after the other. A block's scales are its fp16 d (Q4_0, Q5_0,
- * Q8_0), its d, dmin and 12 scale bytes (Q4_K) or its 16 scales and d (Q6_K); its quants are its
- * other bytes in the order the file stores them (Q5_0: qh then qs; Q6_K: ql then qh).
+ * (Q5_0 / Q8_0: up to 8 blocks, the last chunk holds what remains; Q4_0, Q4_K, Q6_K: one block):
+ * first the chunk's scales row by row (row r's scale bytes of the chunk's blocks side by side, so
+ * one load converts a row's 8 fp16 scales), then its quants block by block, the four rows' quants
+ * of a block one after the other, in pieces: Q4_0 stores a row's 16 quant bytes as two pieces of 8,
+ * the four rows' first pieces, then their second ones (one 256-bit load holds bytes 0..7 of all
+ * four rows, the lanes its kernel sums in); the other types keep a row's quants as one piece. A
+ * block's scales are its fp16 d (Q4_0, Q5_0, Q8_0), its d, dmin and 12 scale bytes (Q4_K) or its
+ * 16 scales and d (Q6_K); its quants are its other bytes in the order the file stores them (Q5_0:
+ * qh then qs; Q6_K: ql then qh).
  * A group takes the bytes of its four rows in the file; the last group of a matrix whose row count
  * is not a multiple of 4 is padded with rows of zeros (scale 0: they add nothing).
  *
@@ -24,30 +27,50 @@
 
 #include "types.h"
 
-/* Blocks per chunk of the 32-element types (Q4_0, Q5_0, Q8_0): one load converts a row's 8 scales. */
+/* Blocks per chunk of Q5_0 / Q8_0: one load converts a row's 8 scales. */
 #define LLM_REPACK_CHUNK 8
+/* Bytes of a Q4_0 row's piece of a block's quants (half of them). */
+#define LLM_REPACK_Q4_0_PIECE 8
 
-/* Where block b (of nb a row) of row r < LLM_REPACK_ROWS sits in a group of a 32-element type whose
- * blocks of bs bytes start with their fp16 scale (Q4_0, Q5_0, Q8_0): the byte offsets of that scale
- * and of the block's other bytes (its quants) from the group's start, the chunk starting at block c
- * holding llm_repack_chunk_blocks(nb, c) blocks. For kernels that read the groups in place, such as
- * the integer GEMMs' packing, so a repacked matrix is never unpacked. */
-static inline int64_t llm_repack_chunk_blocks(int64_t nb, int64_t c)
+/* Blocks per chunk of a 32-element type t (Q4_0, Q5_0, Q8_0), and those of the chunk starting at
+ * block c of nb. */
+static inline int64_t llm_repack_chunk(enum llm_type t)
 {
-    return nb - c < LLM_REPACK_CHUNK ? nb - c : LLM_REPACK_CHUNK;
+    return t == LLM_TYPE_Q4_0 ? 1 : LLM_REPACK_CHUNK;
 }
 
-static inline size_t llm_repack_scale_offset(size_t bs, int64_t nb, int r, int64_t b)
+static inline int64_t llm_repack_chunk_blocks(enum llm_type t, int64_t nb, int64_t c)
 {
-    const int64_t c = b / LLM_REPACK_CHUNK * LLM_REPACK_CHUNK, nbc = llm_repack_chunk_blocks(nb, c);
+    return nb - c < llm_repack_chunk(t) ? nb - c : llm_repack_chunk(t);
+}
+
+/* Bytes of a row's piece of a block's q quant bytes in type t's groups: LLM_REPACK_Q4_0_PIECE, or
+ * q (one piece). */
+static inline size_t llm_repack_piece(enum llm_type t, size_t q)
+{
+    return t == LLM_TYPE_Q4_0 ? LLM_REPACK_Q4_0_PIECE : q;
+}
+
+/* Where block b (of nb a row) of row r < LLM_REPACK_ROWS sits in a group of a 32-element type t
+ * (Q4_0, Q5_0, Q8_0, whose blocks start with their fp16 scale): the byte offsets of that scale and
+ * of the first piece of the block's other bytes (its quants) from the group's start; piece i is
+ * i * LLM_REPACK_ROWS * llm_repack_piece(t, q) bytes after the first (q: the block's quant bytes).
+ * For kernels that read the groups in place, such as the integer GEMMs' packing, so a repacked
+ * matrix is never unpacked. */
+static inline size_t llm_repack_scale_offset(enum llm_type t, int64_t nb, int r, int64_t b)
+{
+    const size_t bs = llm_type_info(t)->type_size;
+    const int64_t c = b / llm_repack_chunk(t) * llm_repack_chunk(t), nbc = llm_repack_chunk_blocks(t, nb, c);
     return (size_t)c * LLM_REPACK_ROWS * bs + (size_t)(r * nbc + b - c) * sizeof(uint16_t);
 }
 
-static inline size_t llm_repack_quants_offset(size_t bs, int64_t nb, int r, int64_t b)
+static inline size_t llm_repack_quants_offset(enum llm_type t, int64_t nb, int r, int64_t b)
 {
-    const int64_t c = b / LLM_REPACK_CHUNK * LLM_REPACK_CHUNK, nbc = llm_repack_chunk_blocks(nb, c);
+    const size_t bs = llm_type_info(t)->type_size;
+    const int64_t c = b / llm_repack_chunk(t) * llm_repack_chunk(t), nbc = llm_repack_chunk_blocks(t, nb, c);
+    const size_t q = bs - sizeof(uint16_t);
     return (size_t)c * LLM_REPACK_ROWS * bs + (size_t)(LLM_REPACK_ROWS * nbc) * sizeof(uint16_t) +
-           (size_t)((b - c) * LLM_REPACK_ROWS + r) * (bs - sizeof(uint16_t));
+           (size_t)((b - c) * LLM_REPACK_ROWS) * q + (size_t)r * llm_repack_piece(t, q);
 }
 
 /* The fast kernel of repacked rows of type t on this CPU (its traits' vec_dot_packed), or NULL:
