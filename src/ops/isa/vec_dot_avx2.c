@@ -121,6 +121,28 @@ void AVX2 llm_vec_dot4_f16_avx2(int64_t n, float *s, const void *const *w, const
     dot4_plain(LLM_TYPE_F16, n, s, w, x);
 }
 
+/* One row with the floats dot4_plain gives it: the same two accumulators fed in the same order,
+ * the same reduction tree and tail. Decode of streamed rows reads them one after the other, one
+ * sequential stream instead of four (matmul.c). */
+void AVX2 llm_vec_dot1_f16_avx2(int64_t n, float *s, const void *w, const void *x)
+{
+    __m256 a = _mm256_setzero_ps(), b = a;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        a = _mm256_fmadd_ps(load8(LLM_TYPE_F16, w, i), load8(LLM_TYPE_F16, x, i), a);
+        b = _mm256_fmadd_ps(load8(LLM_TYPE_F16, w, i + 8), load8(LLM_TYPE_F16, x, i + 8), b);
+    }
+    if (i + 8 <= n) {
+        a = _mm256_fmadd_ps(load8(LLM_TYPE_F16, w, i), load8(LLM_TYPE_F16, x, i), a);
+        i += 8;
+    }
+    const __m256 ab = _mm256_add_ps(a, b);
+    float sum = _mm_cvtss_f32(hsum4_ps(ab, ab, ab, ab));
+    for (; i < n; i++)
+        sum += load1(LLM_TYPE_F16, w, i) * load1(LLM_TYPE_F16, x, i);
+    *s = sum;
+}
+
 void AVX2 llm_vec_dot4_bf16_avx2(int64_t n, float *s, const void *const *w, const void *x)
 {
     dot4_plain(LLM_TYPE_BF16, n, s, w, x);

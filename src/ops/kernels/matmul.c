@@ -287,8 +287,16 @@ size_t cpu_mul_mat_work_size_bound(const struct llm_tensor *dst, int nth)
  * src1 rows. Matrices repacked at load (repack.h) are prefetched by their kernels. Smaller matrices come from cache (a tiny model's weights fit in L2/L3), where the prefetch
  * instructions only take issue slots (bench/results/kernel_choices.md). */
 #define PREFETCH_MIN_BYTES (256u << 10)
-/* Streamed rows at least this long are read one at a time (dot_rows4). */
+/* Streamed quantized rows at least this long are read one at a time (dot_rows4); float rows are,
+ * whatever their length: their four-row kernel shares only a conversion of the activations, which
+ * a one-row kernel repeats at no cost that shows, while four streams side by side read slower
+ * (bench/results/kernel_choices.md). */
 #define STREAM_ROW_MIN_BYTES 2048
+
+static bool streams_one_row(enum llm_type t, size_t row_bytes)
+{
+    return !llm_type_info(t)->is_quantized || row_bytes >= STREAM_ROW_MIN_BYTES;
+}
 
 static size_t prefetch_distance(enum llm_type t)
 {
@@ -323,11 +331,10 @@ static void dot_rows4(const struct mm_geom *g, struct llm_tensor *dst, int64_t m
             }
         }
     }
-    /* decode of long rows streamed from memory: row after row with the one-row kernel, one
-     * sequential stream that the hardware prefetcher follows better than four long rows side by
-     * side with software prefetching; shorter rows gain nothing or lose
-     * (bench/results/kernel_choices.md) */
-    if (prefetch && g->s.N == 1 && g->s.wt->vec_dot1 && row_bytes >= STREAM_ROW_MIN_BYTES) {
+    /* decode of rows streamed from memory: row after row with the one-row kernel, one sequential
+     * stream that the hardware prefetcher follows better than four rows side by side with software
+     * prefetching; short quantized rows gain nothing or lose (streams_one_row) */
+    if (prefetch && g->s.N == 1 && g->s.wt->vec_dot1 && streams_one_row(g->w->type, row_bytes)) {
         for (; m < m1; m++)
             g->s.wt->vec_dot1(g->s.K, tensor_at(dst, m, 0, i2, i3), w + (size_t)m * stride, xb);
         return;

@@ -95,6 +95,7 @@ void llm_vec_dot_bf16_avx2(int64_t n, float *s, const void *x, const void *y);
 void llm_vec_dot4_f32_avx2(int64_t n, float *s, const void *const *w, const void *x);
 void llm_vec_dot_rows_f32_avx2(int64_t n, int64_t rows, float *s, const void *w, size_t stride, const void *x);
 void llm_vec_dot4_f16_avx2(int64_t n, float *s, const void *const *w, const void *x);
+void llm_vec_dot1_f16_avx2(int64_t n, float *s, const void *w, const void *x);
 void llm_vec_dot4_bf16_avx2(int64_t n, float *s, const void *const *w, const void *x);
 void llm_vec_dot4_q4_0_avx2(int64_t n, float *s, const void *const *w, const void *x);
 void llm_vec_dot4_q5_0_avx2(int64_t n, float *s, const void *const *w, const void *x);

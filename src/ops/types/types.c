@@ -21,7 +21,7 @@ struct row {
     llm_vec_dot_fn vec_dot_avx2;
     llm_vec_dot4_fn vec_dot4_avx2, vec_dot4_avxvnni, vec_dot4_avx512;
     llm_vec_dot_rows_fn vec_dot_rows_avx2, vec_dot_rows_avx512; /* twins of the vec_dot4 ones */
-    llm_vec_dot_fn vec_dot1_avx512;                             /* likewise */
+    llm_vec_dot_fn vec_dot1_avx2, vec_dot1_avx512;              /* likewise */
     llm_vec_dot_packed_fn vec_dot_packed_avx2;                  /* likewise, repack.h */
     llm_gemm_fn gemm_avx2, gemm_avxvnni, gemm_avx512;
     llm_gemm_fn gemm_packed_avx2; /* gemm_avx2's twin on repacked groups */
@@ -43,6 +43,7 @@ static struct row rows[LLM_TYPE_COUNT] = {
         .from_float_avx2 = llm_from_float_f16_avx2,
         .vec_dot_avx2 = llm_vec_dot_f16_avx2,
         .vec_dot4_avx2 = llm_vec_dot4_f16_avx2,
+        .vec_dot1_avx2 = llm_vec_dot1_f16_avx2,
         .vec_dot4_avx512 = llm_vec_dot4_f16_avx512,
         .vec_dot1_avx512 = llm_vec_dot1_f16_avx512 },
     [LLM_TYPE_Q4_0] = {
@@ -162,7 +163,9 @@ static void init_traits(void)
         r->t.vec_dot_rows = r->t.vec_dot4 == r->vec_dot4_avx512 ? r->vec_dot_rows_avx512
                             : r->t.vec_dot4 == r->vec_dot4_avx2 ? r->vec_dot_rows_avx2
                                                                  : NULL;
-        r->t.vec_dot1 = r->t.vec_dot4 == r->vec_dot4_avx512 ? r->vec_dot1_avx512 : NULL;
+        r->t.vec_dot1 = r->t.vec_dot4 == r->vec_dot4_avx512 ? r->vec_dot1_avx512
+                        : r->t.vec_dot4 == r->vec_dot4_avx2 ? r->vec_dot1_avx2
+                                                            : NULL;
         /* The AVX2 repacked kernel where decode of the file's layout runs its AVX2 twin, whose bits
          * it keeps (so repacked or not, and on the npu, which reads the file's layout, every row's
          * sum is the same): every AVX2 CPU for Q4_K / Q6_K, whose one decode kernel is the AVX2
