@@ -552,7 +552,8 @@ int main(void)
      * chunks and a partial one (9, 28 blocks: qwen2-0.5B's 896; 600: more than the Q4_0 kernel's
      * window of activation offsets); K-quants 1, 2 and 5 super-blocks. M: fewer than a group, odd
      * counts, whole groups */
-    static const int64_t blocks_legacy[] = { 2, 8, 9, 16, 28, 600 }, blocks_k[] = { 1, 2, 5 }, Ms[] = { 1, 3, 4, 5, 7, 13, 64 };
+    static const int64_t blocks_legacy[] = { 2, 8, 9, 16, 28, 600 }, blocks_k[] = { 1, 2, 5 };
+    static const int64_t Ms[] = { 1, 3, 4, 5, 7, 13, 64 };
     for (size_t ti = 0; ti < N_TYPES; ti++) {
         const int64_t bk = llm_type_info(types[ti].type)->blck_size;
         const bool k = bk == QK_K;

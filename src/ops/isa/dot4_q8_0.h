@@ -1,7 +1,8 @@
 /* Internal to src/ops: the loop of the AVX2 vec_dot4 kernels of Q5_0 / Q8_0 weights and the AVX-VNNI
  * ones of Q4_0 / Q8_0 against Q8_0 activations (the AVX-512 ones take four blocks per zmm instead).
  * Each passes its loader of 8 blocks' fp16 scales and its kernel of one block of the four rows; the
- * loop is always inlined, so both become direct calls that inline too. The fp16 scales of 8 blocks of a row are converted as one vector;
+ * loop is always inlined, so both become direct calls that inline too. The fp16 scales of 8 blocks
+ * of a row are converted as one vector;
  * each row has its own accumulator, fed block by block in order, so a row's sum does not depend
  * on the other three. */
 #ifndef LLM_OPS_DOT4_Q8_0_H

@@ -111,8 +111,8 @@ static inline __attribute__((always_inline)) AVX2 void pack(struct kind kd, int6
             }
             for (int r = 0; r < ROWS; r++) {
                 const size_t i = (size_t)(r % LLM_REPACK_ROWS);
-                v[r] = block_values(kd.type == LLM_TYPE_Q5_0, base[r] + d_off + i * d_step, base[r] + q_off + i * q_step,
-                                    second, &p->d[r]);
+                v[r] = block_values(kd.type == LLM_TYPE_Q5_0, base[r] + d_off + i * d_step,
+                                    base[r] + q_off + i * q_step, second, &p->d[r]);
             }
             transpose8x8_epi32(v, p->q);
         }

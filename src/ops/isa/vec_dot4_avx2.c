@@ -128,8 +128,8 @@ void AVX2 llm_vec_dot4_q8_0_avx2(int64_t n, float *s, const void *const *w, cons
 
 /* ---- repacked rows (repack.h) ------------------------------------------------------------- */
 
-/* Groups of four Q5_0 / Q8_0 rows in the repacked layout, streamed front to back: per chunk of up to 8 blocks,
- * the rows' scales, then each block's four quant runs. Each row's combined scales, accumulator and
+/* Groups of four Q5_0 / Q8_0 rows in the repacked layout, streamed front to back: per chunk of up
+ * to 8 blocks, the rows' scales, then each block's four quant runs. Each row's combined scales, accumulator and
  * order of blocks are those of dot4_q8_0, so every row's sum keeps the bits vec_dot4 gives it. */
 static inline __attribute__((always_inline)) AVX2 void dot_packed(enum llm_type t, int64_t n, int64_t groups,
                                                                  float *s, const void *w, const void *x)

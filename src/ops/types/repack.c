@@ -85,8 +85,8 @@ static inline void get_quants(const struct layout *L, size_t q, const char *quan
 {
     const size_t piece = llm_repack_piece(L->type, q);
     for (size_t i = 0; i < q / piece; i++)
-        copy_bytes(blk + i * piece, quants + (size_t)k * LLM_REPACK_ROWS * q + (i * LLM_REPACK_ROWS + (size_t)r) * piece,
-                   piece);
+        copy_bytes(blk + i * piece,
+                   quants + (size_t)k * LLM_REPACK_ROWS * q + (i * LLM_REPACK_ROWS + (size_t)r) * piece, piece);
 }
 
 void llm_repack_groups(enum llm_type t, int64_t K, int64_t M, const void *src, size_t stride, int64_t g0,
