@@ -1086,8 +1086,8 @@ static void check_poisoned(const char *what, struct llm_tensor *fa, const struct
  * padded KV windows whose masked cells hold NaN (they must be skipped, not multiplied by 0),
  * masked blocks between visible ones, masks that differ per head, no mask, query rows that see
  * nothing, and K/V with non-unit element stride (the scalar path). Head dims of 8 have a path of
- * their own (AVX-512: 16 cells per block, heads of several KV heads batched, a window end that is
- * not a multiple of 16), and so has prefill when hd is a multiple of 16 and hd_v of 64 (AVX-512:
+ * their own (16 cells per block on AVX-512, 8 on AVX2, heads of several KV heads batched, a window
+ * end that is not a multiple of the block), and so has prefill when hd is a multiple of 16 and hd_v of 64 (AVX-512:
  * tiles of query rows sharing each K and V block). Results must not depend on the thread count,
  * bit for bit: the npu compares itself with the cpu. */
 static void test_flash_attn_shapes(void)
@@ -1323,16 +1323,18 @@ static void test_flash_attn_tile_rows(void)
 }
 
 /* Which path each shape takes on this CPU under its LLM_CPU_ISA cap (tests/test_isa_caps.sh runs
- * this under scalar and avx2 too): prefill tiles wherever AVX2 is, on AVX-512 only for hd a
- * multiple of 16 and hd_v of 64, the AVX2 tile otherwise; decode and odd head dims a row at a time. */
+ * this under scalar and avx2 too): head dims of 8 (hd and hd_v) their own path, decode and prefill;
+ * prefill tiles wherever AVX2 is, on AVX-512 only for hd a multiple of 16 and hd_v of 64, the AVX2
+ * tile otherwise; decode and odd head dims a row at a time. */
 static void test_flash_attn_paths(void)
 {
     const bool avx2 = llm_cpu_has_avx2(), avx512 = llm_cpu_has_avx512();
     const char *tiles512 = avx512 ? "avx512 tiles" : avx2 ? "avx2 tiles" : "scalar";
     const char *tiles2 = avx2 ? "avx2 tiles" : "scalar", *rows = avx2 ? "avx2 rows" : "scalar";
+    const char *hd8 = avx512 ? "avx512 hd8" : avx2 ? "avx2 hd8" : "scalar";
     static const struct {
         int hd, hd_v, heads, heads_kv, n_q, strided;
-        int want; /* 0: tiles, AVX-512 when it fits; 1: tiles, AVX2 only; 2: rows; 3: scalar */
+        int want; /* 0: tiles, AVX-512 when it fits; 1: tiles, AVX2 only; 2: rows; 3: scalar; 4: hd8 */
     } cases[] = {
         { 64, 64, 14, 2, 37, 0, 0 },  /* qwen2-0.5B prompt */
         { 32, 32, 8, 4, 40, 0, 1 },   /* llama-k256 prompt: hd_v 32 is no multiple of 64 */
@@ -1342,6 +1344,9 @@ static void test_flash_attn_paths(void)
         { 20, 12, 6, 2, 4, 0, 2 },    /* hd not a multiple of 8 */
         { 64, 64, 40, 1, 2, 0, 2 },   /* a group of 40 heads: too many for a tile */
         { 32, 32, 8, 4, 40, 1, 3 },   /* strided K and V */
+        { 8, 8, 8, 4, 1, 0, 4 },      /* stories260K decode */
+        { 8, 8, 8, 4, 5, 0, 4 },      /* stories260K prompt */
+        { 8, 16, 4, 2, 5, 0, 1 },     /* hd 8, hd_v 16: the AVX2 tile */
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const int hd = cases[c].hd, hd_v = cases[c].hd_v, kv = cases[c].heads_kv, n_q = cases[c].n_q;
@@ -1352,7 +1357,7 @@ static void test_flash_attn_paths(void)
                                                 : new_tensor(LLM_TYPE_F16, hd_v, 64, kv, 1);
         struct llm_tensor *fa =
             node(LLM_OP_FLASH_ATTN, new_tensor(LLM_TYPE_F32, hd_v, cases[c].heads, n_q, 1), q, k, v, NULL);
-        const char *want = (const char *[]){ tiles512, tiles2, rows, "scalar" }[cases[c].want];
+        const char *want = (const char *[]){ tiles512, tiles2, rows, "scalar", hd8 }[cases[c].want];
         const char *got = cpu_flash_attn_path(fa);
         CHECK(!strcmp(got, want), "FLASH_ATTN hd %d/%d heads %d/%d n_q %d%s: path %s, want %s", hd, hd_v,
               cases[c].heads, kv, n_q, cases[c].strided ? " strided" : "", got, want);

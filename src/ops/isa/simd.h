@@ -145,6 +145,31 @@ static inline AVX2 __m256i nibbles32_u(const uint8_t *qs)
     return nibbles32_x(_mm_loadu_si128((const __m128i *)qs));
 }
 
+/* r[0..7] (8 rows of 8 floats) transposed in place: 2x2 then 4x4 within 128-bit lanes, then the
+ * lanes swapped. */
+static inline __attribute__((always_inline)) AVX2 void transpose8x8_ps(__m256 r[8])
+{
+    __m256 t[8], u[8];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+#pragma GCC unroll 2
+    for (int i = 0; i < 2; i++) {
+        u[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+        u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
+        u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
+    }
+    /* u[4i + c]: rows 4i..4i+3, element c in the low lane and 4 + c in the high one */
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        r[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
+        r[4 + c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
+    }
+}
+
 /* Rows v[0..7] of 8 dwords transposed into out (8 x 32 bytes): out row i holds dword i of v[0], ...,
  * v[7], so one 256-bit load gets the same 4 bytes of 8 rows (the integer GEMMs' packing of 8 weight
  * rows a register). */

@@ -5,8 +5,8 @@
  * Σ w·v over the V rows of the cells with a non-zero weight. Only the cells between the first and
  * the last one some mask row of the query row leaves visible are scanned (found once per row), and
  * blocks of 8 cells that every head masks with -inf are skipped: most of a padded KV window.
- * Head dims of 8 (tiny models such as stories260K) have an AVX-512 path of their own,
- * attention_hd8.c, and so has prefill (attention_tile.c on AVX-512, attention_tile_avx2.c on AVX2: a
+ * Head dims of 8 (tiny models such as stories260K) have a path of their own, attention_hd8.c
+ * (AVX-512) and attention_hd8_avx2.c, and so has prefill (attention_tile.c on AVX-512, attention_tile_avx2.c on AVX2: a
  * unit is then a tile of query rows, whose rows share each K and V block). A quantized (or BF16) K or V, a quantized KV cache, is read block
  * by block: each K row is dequantized into the 8-row scratch as its cells are scored, and the V rows
  * of the live cells ATTN_V_CELLS at a time, so no copy of the cache is ever made. */
@@ -493,8 +493,9 @@ static void weights(struct attn_unit *u)
     }
 }
 
-enum attn_path { PATH_SCALAR, PATH_AVX2, PATH_HD8_AVX512, PATH_TILE_AVX512, PATH_TILE_AVX2 };
-static const char *const path_names[] = { "scalar", "avx2 rows", "avx512 hd8", "avx512 tiles", "avx2 tiles" };
+enum attn_path { PATH_SCALAR, PATH_AVX2, PATH_HD8_AVX512, PATH_HD8_AVX2, PATH_TILE_AVX512, PATH_TILE_AVX2 };
+static const char *const path_names[] = { "scalar",       "avx2 rows",    "avx512 hd8",
+                                          "avx2 hd8",     "avx512 tiles", "avx2 tiles" };
 
 static void attend(struct attn_unit *u, enum attn_path path)
 {
@@ -549,8 +550,8 @@ static enum attn_path choose_path(const struct llm_tensor *dst)
     if (!llm_cpu_has_avx2() || !unit_rows(k) || !unit_rows(v))
         return PATH_SCALAR;
     if (q->ne[0] == 8 && v->ne[0] == 8 && (!m || (m->ne[2] == 1 && m->nb[0] == sizeof(float))) &&
-        !attn_kv_converted(k) && !attn_kv_converted(v) && llm_cpu_has_avx512())
-        return PATH_HD8_AVX512;
+        !attn_kv_converted(k) && !attn_kv_converted(v))
+        return llm_cpu_has_avx512() ? PATH_HD8_AVX512 : PATH_HD8_AVX2;
     if (attn_tile_fits(q, k, v, true) && llm_cpu_has_avx512())
         return PATH_TILE_AVX512;
     if (attn_tile_fits(q, k, v, false))
@@ -609,22 +610,25 @@ void cpu_flash_attn(const struct llm_cpu_params *p, struct llm_tensor *dst)
      * unit would show) */
     int64_t part = p->ith, hk = 0, iq = 0;
     struct hd8_head hs[4]; /* the head-dim-8 path's batch: heads of one query row */
+    const struct hd8_kernels *hd8k = path == PATH_HD8_AVX512 ? &attn_hd8_avx512
+                                    : path == PATH_HD8_AVX2 ? &attn_hd8_avx2
+                                                            : NULL;
     int np = 0;
     for (;;) {
         for (; part >= parts; part -= parts)
             if (++hk == heads_kv)
                 hk = 0, iq++;
         if (np > 0 && (iq >= n_tiles || iq != u.iq))
-            attn_hd8_flush(&u, hs, &np);
+            attn_hd8_flush(&u, hd8k, hs, &np);
         if (iq >= n_tiles)
             break;
         u.iq = iq * tq;
         u.hk = hk;
         u.h0 = hk * group + (parts == 1 ? 0 : group * part / parts);
         u.nh = parts == 1 ? group : hk * group + group * (part + 1) / parts - u.h0;
-        if (path == PATH_HD8_AVX512) {
+        if (hd8k) {
             visible_range(&u, true);
-            attn_hd8_add(&u, hs, &np);
+            attn_hd8_add(&u, hd8k, hs, &np);
         } else if (tiled) {
             const int64_t nq = n_q - u.iq < tq ? n_q - u.iq : tq;
             int64_t lo, hi;

@@ -1,7 +1,8 @@
 /* FLASH_ATTN for head dims of 8 on AVX-512 (tiny models such as stories260K, where a decode call
  * is well under a microsecond): 16 cells per block, K transposed so each score is 8 FMAs, and the
- * heads of several KV heads run together so their dependency chains overlap. attention.c deals the
- * units out and keeps the general paths. */
+ * heads of several KV heads run together so their dependency chains overlap; the batching of heads
+ * here serves the AVX2 kernels too (attention_hd8_avx2.c). attention.c deals the units out and
+ * keeps the general paths. */
 #include <math.h>
 #include <string.h>
 
@@ -279,22 +280,24 @@ static AVX512 __attribute__((noinline)) void heads_hd8_1(const struct attn_unit 
     heads_hd8(u, h, 1, 1);
 }
 
-/* Runs the first heads of hs (*np of them, all of one query row): 4 at a time while the next 4 are
- * 4 or 2 + 2 heads of a KV head, else one; when flush, all of them. Returns in *np the count left,
- * moved to the front. */
-static void run_hd8(const struct attn_unit *u, struct hd8_head *hs, int *np, bool flush)
+const struct hd8_kernels attn_hd8_avx512 = { heads_hd8_4x4, heads_hd8_4x2, heads_hd8_1 };
+
+/* Runs the first heads of hs (*np of them, all of one query row) on kernels k: 4 at a time while
+ * the next 4 are 4 or 2 + 2 heads of a KV head, else one; when flush, all of them. Returns in *np
+ * the count left, moved to the front. */
+static void run_hd8(const struct attn_unit *u, const struct hd8_kernels *k, struct hd8_head *hs, int *np, bool flush)
 {
     int n = *np, i = 0;
     while (n - i >= 4 || (flush && i < n)) {
         const struct hd8_head *h = hs + i;
         if (n - i >= 4 && h[1].k == h[0].k && h[3].k == h[2].k) {
             if (h[2].k == h[0].k)
-                heads_hd8_4x4(u, h);
+                k->heads_4x4(u, h);
             else
-                heads_hd8_4x2(u, h);
+                k->heads_4x2(u, h);
             i += 4;
         } else {
-            heads_hd8_1(u, h);
+            k->heads_1(u, h);
             i++;
         }
     }
@@ -302,14 +305,14 @@ static void run_hd8(const struct attn_unit *u, struct hd8_head *hs, int *np, boo
     *np = n - i;
 }
 
-void attn_hd8_flush(const struct attn_unit *u, struct hd8_head *hs, int *np)
+void attn_hd8_flush(const struct attn_unit *u, const struct hd8_kernels *k, struct hd8_head *hs, int *np)
 {
-    run_hd8(u, hs, np, true);
+    run_hd8(u, k, hs, np, true);
 }
 
 /* Adds the unit's heads to the batch hs (room for 4), running it through run_hd8 when full; the
  * heads still pending wait for the next unit of the same query row. */
-void attn_hd8_add(struct attn_unit *u, struct hd8_head *hs, int *np)
+void attn_hd8_add(struct attn_unit *u, const struct hd8_kernels *k, struct hd8_head *hs, int *np)
 {
     for (int64_t g = 0; g < u->nh; g++) {
         int64_t h = u->h0 + g;
@@ -318,6 +321,6 @@ void attn_hd8_add(struct attn_unit *u, struct hd8_head *hs, int *np)
                                      .v = tensor_at(u->v, 0, 0, u->hk, 0),
                                      .out = tensor_at(u->dst, 0, h, u->iq, 0) };
         if (++*np == 4)
-            run_hd8(u, hs, np, false);
+            run_hd8(u, k, hs, np, false);
     }
 }

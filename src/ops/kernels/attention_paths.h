@@ -71,11 +71,20 @@ struct hd8_head {
     char *out;       /* its dst row */
 };
 
-/* The head-dim-8 path (hd 8, hd_v 8, one mask row shared by the heads or none, AVX-512): adds the
- * unit's heads (visible range already set) to the batch hs (room for 4, *np pending), running
- * batches as they fill; heads of one query row only: flush with attn_hd8_flush before the next. */
-void attn_hd8_add(struct attn_unit *u, struct hd8_head *hs, int *np);
-void attn_hd8_flush(const struct attn_unit *u, struct hd8_head *hs, int *np);
+/* The kernels of one instruction set for the head-dim-8 path: a batch of 4 heads of one KV head,
+ * of two, and one head alone (attention_hd8.c: AVX-512, 16 cells per block; attention_hd8_avx2.c:
+ * AVX2, 8). */
+typedef void (*hd8_heads_fn)(const struct attn_unit *u, const struct hd8_head *h);
+struct hd8_kernels {
+    hd8_heads_fn heads_4x4, heads_4x2, heads_1;
+};
+extern const struct hd8_kernels attn_hd8_avx512, attn_hd8_avx2;
+
+/* The head-dim-8 path (hd 8, hd_v 8, one mask row shared by the heads or none): adds the unit's
+ * heads (visible range already set) to the batch hs (room for 4, *np pending), running batches on
+ * kernels k as they fill; heads of one query row only: flush with attn_hd8_flush before the next. */
+void attn_hd8_add(struct attn_unit *u, const struct hd8_kernels *k, struct hd8_head *hs, int *np);
+void attn_hd8_flush(const struct attn_unit *u, const struct hd8_kernels *k, struct hd8_head *hs, int *np);
 
 /* The prefill path (attention_tile.c on AVX-512, attention_tile_avx2.c on AVX2; K and V rows with
  * unit stride): query rows in tiles of attn_tile_queries(group) (fixed for a shape, whatever the

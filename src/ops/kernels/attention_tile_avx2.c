@@ -19,31 +19,6 @@
 
 /* ---- pass 1: scores ---------------------------------------------------------------------- */
 
-/* r[0..7] (8 rows of 8 floats) transposed in place: 2x2 then 4x4 within 128-bit lanes, then the
- * lanes swapped. */
-static inline FORCE_INLINE AVX2 void transpose8(__m256 r[8])
-{
-    __m256 t[8], u[8];
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) {
-        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-#pragma GCC unroll 2
-    for (int i = 0; i < 2; i++) {
-        u[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
-        u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
-        u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-        u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
-    }
-    /* u[4i + c]: rows 4i..4i+3, element c in the low lane and 4 + c in the high one */
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; c++) {
-        r[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
-        r[4 + c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
-    }
-}
-
 /* kt[d·16 + 8·b + c] = element d of the K row of cell j0 + c (zeros past n_kv). */
 static AVX2 void pack_k_block(const struct tile *t, int64_t j0, int b)
 {
@@ -67,7 +42,7 @@ static AVX2 void pack_k_block(const struct tile *t, int64_t j0, int b)
             else
                 r[c] = _mm256_loadu_ps((const float *)row + d0);
         }
-        transpose8(r);
+        transpose8x8_ps(r);
 #pragma GCC unroll 8
         for (int i = 0; i < 8; i++)
             _mm256_storeu_ps(t->kt + (d0 + i) * 16 + 8 * b, r[i]);
