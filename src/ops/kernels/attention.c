@@ -130,21 +130,6 @@ static void visible_range(struct attn_unit *u, bool avx2)
 
 /* ---- AVX2 path: K and V rows with unit stride ------------------------------------------------ */
 
-/* Mask of cells j0..j0+7 (-inf past n_kv). */
-static inline AVX2 __m256 mask8(const struct llm_tensor *m, const char *mr, int64_t j0, int64_t n_kv)
-{
-    if (j0 + 8 <= n_kv) {
-        if (!mr)
-            return _mm256_setzero_ps();
-        if (m->nb[0] == sizeof(float))
-            return _mm256_loadu_ps((const float *)mr + j0);
-    }
-    float t[8];
-    for (int c = 0; c < 8; c++)
-        t[c] = j0 + c >= n_kv ? -INFINITY : mr ? *(const float *)(mr + (j0 + c) * (int64_t)m->nb[0]) : 0.0f;
-    return _mm256_loadu_ps(t);
-}
-
 static inline AVX2 __m256 is_ninf(__m256 x)
 {
     return _mm256_cmp_ps(x, _mm256_set1_ps(-INFINITY), _CMP_EQ_OQ);
@@ -223,10 +208,10 @@ static AVX2 void scores_avx2(struct attn_unit *u)
     int64_t nm = n_masks(u);
     const char *mr0 = mask_row(u, 0);
     for (int64_t j0 = u->r_lo & ~(int64_t)7; j0 < u->r_hi; j0 += 8) {
-        __m256 mv0 = mask8(u->m, mr0, j0, u->n_kv);
+        __m256 mv0 = attn_mask8(u->m, mr0, j0, u->n_kv);
         bool skip = _mm256_movemask_ps(is_ninf(mv0)) == 0xff;
         for (int64_t g = 1; g < nm && skip; g++)
-            skip = _mm256_movemask_ps(is_ninf(mask8(u->m, mask_row(u, g), j0, u->n_kv))) == 0xff;
+            skip = _mm256_movemask_ps(is_ninf(attn_mask8(u->m, mask_row(u, g), j0, u->n_kv))) == 0xff;
         if (skip)
             continue;
         /* masked blocks between live ones get -inf scores (weight 0); the others lie outside
@@ -239,7 +224,7 @@ static AVX2 void scores_avx2(struct attn_unit *u)
         const void *r[8];
         bool f16 = k_block(u, j0, r);
         for (int64_t g = 0; g < u->nh; g++) {
-            __m256 mv = nm == 1 || g == 0 ? mv0 : mask8(u->m, mask_row(u, g), j0, u->n_kv);
+            __m256 mv = nm == 1 || g == 0 ? mv0 : attn_mask8(u->m, mask_row(u, g), j0, u->n_kv);
             /* blend, not add: a masked cell may hold anything, NaN included */
             const float *qs = u->qs + g * u->hd8;
             __m256 d = f16 ? dot8(qs, r, u->hd8, true) : dot8(qs, r, u->hd8, false);

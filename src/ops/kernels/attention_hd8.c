@@ -41,19 +41,17 @@ static inline FORCE_INLINE AVX512 void load_block(const char *r, int64_t st, boo
     p[7] = row_pair(c + st3, d + st3, f16);
 }
 
-/* The rows from r (byte stride st, row bytes each) that precede n_kv, copied into buf followed by
- * zero rows up to 16: the last block of a window that is not a multiple of 16 may not read past
- * the view. Out of line: once per window at most. */
-static __attribute__((noinline)) const char *tail_rows(const char *r, int64_t st, size_t row, int64_t rows, char *buf)
+__attribute__((noinline)) const char *attn_tail_rows(const char *r, int64_t st, size_t row, int64_t rows, int block,
+                                                    char *buf)
 {
-    memset(buf, 0, 16 * row);
+    memset(buf, 0, (size_t)block * row);
     for (int64_t c = 0; c < rows; c++)
         memcpy(buf + c * row, r + c * st, row);
     return buf;
 }
 
 /* The 16 rows of the block at cell j0 of a KV head (row 0 at base, byte stride st) as load_block's
- * pairs, through tail_rows for the last block of the view. */
+ * pairs, through attn_tail_rows for the last block of the view. */
 static inline FORCE_INLINE AVX512 void load_rows(const char *base, int64_t st, bool f16, int64_t j0, int64_t n_kv, char *buf,
                                        __m512 p[8])
 {
@@ -63,7 +61,7 @@ static inline FORCE_INLINE AVX512 void load_rows(const char *base, int64_t st, b
     __asm__("" : "+r"(r));
     if (j0 + 16 > n_kv) {
         size_t row = f16 ? 8 * sizeof(uint16_t) : 8 * sizeof(float);
-        r = tail_rows(r, st, row, n_kv - j0, buf);
+        r = attn_tail_rows(r, st, row, n_kv - j0, 16, buf);
         st = (int64_t)row;
     }
     if (f16)
@@ -251,15 +249,7 @@ static inline FORCE_INLINE AVX512 void heads_hd8(const struct attn_unit *u, cons
         __m256 o = _mm256_mul_ps(_mm256_add_ps(_mm512_castps512_ps256(a),
                                                _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1))),
                                  _mm256_set1_ps(tot > 0.0f ? 1.0f / tot : 0.0f));
-        int64_t ost = (int64_t)u->dst->nb[0];
-        if (ost == sizeof(float)) {
-            _mm256_storeu_ps((float *)hs[g].out, o);
-        } else {
-            float t[8];
-            _mm256_storeu_ps(t, o);
-            for (int i = 0; i < 8; i++)
-                *(float *)(hs[g].out + i * ost) = t[i];
-        }
+        attn_store_hd8(hs[g].out, (int64_t)u->dst->nb[0], o);
     }
 }
 

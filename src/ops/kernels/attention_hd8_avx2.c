@@ -4,7 +4,6 @@
  * multiplied by its cell's weight broadcast, the heads of a batch interleaved so their FMA chains
  * overlap. */
 #include <math.h>
-#include <string.h>
 
 #include "attention_paths.h"
 #include "ops/isa/simd.h"
@@ -29,26 +28,13 @@ static inline FORCE_INLINE AVX2 void block_rows(const char *base, int64_t st, bo
     const char *r = base + j0 * st;
     if (j0 + 8 > n_kv) {
         const size_t row = f16 ? 8 * sizeof(uint16_t) : 8 * sizeof(float);
-        memset(buf, 0, 8 * row);
-        for (int64_t c = 0; c < n_kv - j0; c++)
-            memcpy(buf + c * row, r + c * st, row);
-        r = buf, st = (int64_t)row;
+        r = attn_tail_rows(r, st, row, n_kv - j0, 8, buf);
+        st = (int64_t)row;
     }
     if (f16)
         load_rows8(r, st, true, p);
     else
         load_rows8(r, st, false, p);
-}
-
-/* Mask of cells j0..j0+7 of row mr (F32, unit stride; NULL: no mask), -inf past n_kv. */
-static inline AVX2 __m256 mask8_hd8(const float *mr, int64_t j0, int64_t n_kv)
-{
-    if (j0 + 8 <= n_kv)
-        return mr ? _mm256_loadu_ps(mr + j0) : _mm256_setzero_ps();
-    float t[8];
-    for (int c = 0; c < 8; c++)
-        t[c] = j0 + c >= n_kv ? -INFINITY : mr ? mr[j0 + c] : 0.0f;
-    return _mm256_loadu_ps(t);
 }
 
 /* n heads (1 or 4) of one query row, m at a time sharing a KV head (constants after inlining), with
@@ -64,7 +50,7 @@ static inline FORCE_INLINE AVX2 void heads_hd8_avx2(const struct attn_unit *u, c
     const int64_t n_kv = u->n_kv, j_lo = u->r_lo & ~(int64_t)7, j_hi = u->r_hi, ss = u->n_kv16;
     const int64_t qst = (int64_t)u->q->nb[0], kst = (int64_t)u->k->nb[1], vst = (int64_t)u->v->nb[1];
     const __m256 scale = _mm256_set1_ps(llm_get_op_f32(u->dst, 0));
-    const float *mr = (const float *)mask_row(u, 0);
+    const char *mr = mask_row(u, 0);
     float *s0 = u->s;
     _Alignas(32) char buf[8 * 8 * sizeof(float)];
     __m256 mx[4], sum[4], acc[4][2], q[4][8];
@@ -76,7 +62,7 @@ static inline FORCE_INLINE AVX2 void heads_hd8_avx2(const struct attn_unit *u, c
             q[g][i] = _mm256_set1_ps(*(const float *)(hs[g].q + i * qst));
     }
     for (int64_t j0 = j_lo; j0 < j_hi; j0 += 8) {
-        __m256 mv = mask8_hd8(mr, j0, n_kv), dead = _mm256_cmp_ps(mv, ninf, _CMP_EQ_OQ);
+        __m256 mv = attn_mask8(u->m, mr, j0, n_kv), dead = _mm256_cmp_ps(mv, ninf, _CMP_EQ_OQ);
         if (_mm256_movemask_ps(dead) == 0xff) { /* a hole in the window: -inf scores (weight 0) */
 #pragma GCC unroll 4
             for (int g = 0; g < n; g++)
@@ -120,7 +106,8 @@ static inline FORCE_INLINE AVX2 void heads_hd8_avx2(const struct attn_unit *u, c
         }
 
     for (int64_t j0 = j_lo; j0 < j_hi; j0 += 8) {
-        const unsigned keep = (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(mask8_hd8(mr, j0, n_kv), ninf, _CMP_NEQ_UQ));
+        const __m256 mv = attn_mask8(u->m, mr, j0, n_kv);
+        const unsigned keep = (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(mv, ninf, _CMP_NEQ_UQ));
         if (!keep)
             continue;
 #pragma GCC unroll 4
@@ -143,15 +130,7 @@ static inline FORCE_INLINE AVX2 void heads_hd8_avx2(const struct attn_unit *u, c
     for (int g = 0; g < n; g++) {
         float tot = hsum_ps(sum[g]); /* 0 when the head sees nothing: zeros out */
         __m256 o = _mm256_mul_ps(_mm256_add_ps(acc[g][0], acc[g][1]), _mm256_set1_ps(tot > 0.0f ? 1.0f / tot : 0.0f));
-        const int64_t ost = (int64_t)u->dst->nb[0];
-        if (ost == sizeof(float)) {
-            _mm256_storeu_ps((float *)hs[g].out, o);
-        } else {
-            float r[8];
-            _mm256_storeu_ps(r, o);
-            for (int i = 0; i < 8; i++)
-                *(float *)(hs[g].out + i * ost) = r[i];
-        }
+        attn_store_hd8(hs[g].out, (int64_t)u->dst->nb[0], o);
     }
 }
 

@@ -3,10 +3,13 @@
 #ifndef LLM_OPS_ATTENTION_PATHS_H
 #define LLM_OPS_ATTENTION_PATHS_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "kernels.h"
+#include "ops/isa/simd.h"
 #include "ops/types/types.h"
 
 /* Query row iq, heads [h0, h0 + nh) of KV head hk, with this thread's scratch. */
@@ -63,6 +66,21 @@ static inline const char *mask_row(const struct attn_unit *u, int64_t g)
     return m ? tensor_at(m, 0, u->iq, m->ne[2] == 1 ? 0 : (u->h0 + g) % m->ne[2], 0) : NULL; /* no division */
 }
 
+/* Mask of cells j0..j0+7 of mask row mr of m (NULL: no mask), -inf past n_kv. */
+static inline AVX2 __m256 attn_mask8(const struct llm_tensor *m, const char *mr, int64_t j0, int64_t n_kv)
+{
+    if (j0 + 8 <= n_kv) {
+        if (!mr)
+            return _mm256_setzero_ps();
+        if (m->nb[0] == sizeof(float))
+            return _mm256_loadu_ps((const float *)mr + j0);
+    }
+    float t[8];
+    for (int c = 0; c < 8; c++)
+        t[c] = j0 + c >= n_kv ? -INFINITY : mr ? *(const float *)(mr + (j0 + c) * (int64_t)m->nb[0]) : 0.0f;
+    return _mm256_loadu_ps(t);
+}
+
 /* One head of a batch on the head-dim-8 path. */
 struct hd8_head {
     const char *q;   /* its q row */
@@ -70,6 +88,24 @@ struct hd8_head {
     const char *v;
     char *out;       /* its dst row */
 };
+
+/* The rows of a block of `block` cells at r (byte stride st, row bytes each) of which only the
+ * first `rows` precede the end of the view, copied into buf followed by zero rows: the last block
+ * of a window may not read past the view. Returns buf. Out of line: once per window at most. */
+const char *attn_tail_rows(const char *r, int64_t st, size_t row, int64_t rows, int block, char *buf);
+
+/* A head's 8 results o into its dst row out (element stride ost bytes). */
+static inline AVX2 void attn_store_hd8(char *out, int64_t ost, __m256 o)
+{
+    if (ost == sizeof(float)) {
+        _mm256_storeu_ps((float *)out, o);
+        return;
+    }
+    float r[8];
+    _mm256_storeu_ps(r, o);
+    for (int i = 0; i < 8; i++)
+        *(float *)(out + i * ost) = r[i];
+}
 
 /* The kernels of one instruction set for the head-dim-8 path: a batch of 4 heads of one KV head,
  * of two, and one head alone (attention_hd8.c: AVX-512, 16 cells per block; attention_hd8_avx2.c:

@@ -284,8 +284,9 @@ size_t cpu_mul_mat_work_size_bound(const struct llm_tensor *dst, int nth)
 /* ---- dot path ----------------------------------------------------------------------------- */
 
 /* Decode asks for the rows ahead (ops/isa/prefetch.h); pointless once a row is reused by many
- * src1 rows. Matrices repacked at load (repack.h) are prefetched by their kernels. Smaller matrices come from cache (a tiny model's weights fit in L2/L3), where the prefetch
- * instructions only take issue slots (bench/results/kernel_choices.md). */
+ * src1 rows. Matrices repacked at load (repack.h) are prefetched by their kernels. Smaller matrices
+ * come from cache (a tiny model's weights fit in L2/L3), where the prefetch instructions only take
+ * issue slots (bench/results/kernel_choices.md). */
 #define PREFETCH_MIN_BYTES (256u << 10)
 /* Streamed quantized rows at least this long are read one at a time (dot_rows4); float rows are,
  * whatever their length: their four-row kernel shares only a conversion of the activations, which

@@ -10,21 +10,20 @@
 #include "types.h"
 
 /* Where a block's scales sit in the file's block (its other bytes, before and after them, are its
- * quants) and how many blocks a chunk holds (llm_repack_chunk): Q5_0's and Q8_0's fast kernels
+ * quants). How many blocks a chunk holds is llm_repack_chunk's: Q5_0's and Q8_0's fast kernels
  * convert the fp16 scales of 8 blocks of a row at once, Q4_0's takes a block of its four rows at a
  * time; a K-quant block of 256 elements is a chunk of its own. */
 struct layout {
     enum llm_type type;
     size_t scale_off, scale_len;
-    int64_t chunk;
 };
 
 static const struct layout layouts[] = {
-    { LLM_TYPE_Q4_0, 0, sizeof(uint16_t), 1 },
-    { LLM_TYPE_Q5_0, 0, sizeof(uint16_t), LLM_REPACK_CHUNK },
-    { LLM_TYPE_Q8_0, 0, sizeof(uint16_t), LLM_REPACK_CHUNK },
-    { LLM_TYPE_Q4_K, 0, offsetof(struct block_q4_K, qs), 1 },                                   /* d, dmin, scales */
-    { LLM_TYPE_Q6_K, offsetof(struct block_q6_K, scales), sizeof(struct block_q6_K) - offsetof(struct block_q6_K, scales), 1 },
+    { LLM_TYPE_Q4_0, 0, sizeof(uint16_t) },
+    { LLM_TYPE_Q5_0, 0, sizeof(uint16_t) },
+    { LLM_TYPE_Q8_0, 0, sizeof(uint16_t) },
+    { LLM_TYPE_Q4_K, 0, offsetof(struct block_q4_K, qs) },                                   /* d, dmin, scales */
+    { LLM_TYPE_Q6_K, offsetof(struct block_q6_K, scales), sizeof(struct block_q6_K) - offsetof(struct block_q6_K, scales) },
 };
 
 #define MAX_CHUNK_BYTES (8 * sizeof(struct block_q8_0)) /* the largest chunk of any layout above */
@@ -101,8 +100,8 @@ void llm_repack_groups(enum llm_type t, int64_t K, int64_t M, const void *src, s
     char *out = (char *)dst + (size_t)g0 * llm_repack_group_size(t, K);
     static const char zero[sizeof(struct block_q6_K)];
     for (int64_t g = g0; g < g1; g++)
-        for (int64_t c = 0; c < nb; c += L->chunk) {
-            const int64_t nbc = nb - c < L->chunk ? nb - c : L->chunk;
+        for (int64_t c = 0; c < nb; c += llm_repack_chunk(t)) {
+            const int64_t nbc = llm_repack_chunk_blocks(t, nb, c);
             char *quants = out + (size_t)(LLM_REPACK_ROWS * nbc) * sl;
             for (int r = 0; r < LLM_REPACK_ROWS; r++) {
                 const int64_t m = g * LLM_REPACK_ROWS + r;
@@ -139,8 +138,8 @@ void llm_repack_unpack(enum llm_type t, int64_t K, const void *w, int64_t m0, in
     const int64_t nb = K / llm_type_info(t)->blck_size;
     for (int64_t g = m0 / LLM_REPACK_ROWS; g * LLM_REPACK_ROWS < m1; g++) {
         const char *in = (const char *)w + (size_t)g * llm_repack_group_size(t, K);
-        for (int64_t c = 0; c < nb; c += L->chunk) {
-            const int64_t nbc = nb - c < L->chunk ? nb - c : L->chunk;
+        for (int64_t c = 0; c < nb; c += llm_repack_chunk(t)) {
+            const int64_t nbc = llm_repack_chunk_blocks(t, nb, c);
             for (int r = 0; r < LLM_REPACK_ROWS; r++) {
                 const int64_t m = g * LLM_REPACK_ROWS + r;
                 if (m >= m0 && m < m1)
@@ -159,8 +158,8 @@ void llm_repack_row_to_float(enum llm_type t, int64_t K, const void *w, int64_t 
     const char *in = (const char *)w + (size_t)(m / LLM_REPACK_ROWS) * llm_repack_group_size(t, K);
     char blocks[MAX_CHUNK_BYTES];
     llm_to_float_fn to_float = llm_type_traits(t)->to_float_fast;
-    for (int64_t c = 0; c < nb; c += L->chunk) {
-        const int64_t nbc = nb - c < L->chunk ? nb - c : L->chunk;
+    for (int64_t c = 0; c < nb; c += llm_repack_chunk(t)) {
+        const int64_t nbc = llm_repack_chunk_blocks(t, nb, c);
         unpack_chunk(L, in, nbc, (int)(m % LLM_REPACK_ROWS), blocks);
         to_float(blocks, dst + c * bk, nbc * bk);
         in += (size_t)(LLM_REPACK_ROWS * nbc) * bs;

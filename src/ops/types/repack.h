@@ -32,11 +32,10 @@
 /* Bytes of a Q4_0 row's piece of a block's quants (half of them). */
 #define LLM_REPACK_Q4_0_PIECE 8
 
-/* Blocks per chunk of a 32-element type t (Q4_0, Q5_0, Q8_0), and those of the chunk starting at
- * block c of nb. */
+/* Blocks per chunk of a repacked type t, and those of the chunk starting at block c of nb. */
 static inline int64_t llm_repack_chunk(enum llm_type t)
 {
-    return t == LLM_TYPE_Q4_0 ? 1 : LLM_REPACK_CHUNK;
+    return t == LLM_TYPE_Q5_0 || t == LLM_TYPE_Q8_0 ? LLM_REPACK_CHUNK : 1;
 }
 
 static inline int64_t llm_repack_chunk_blocks(enum llm_type t, int64_t nb, int64_t c)
