@@ -124,8 +124,9 @@ run: deps all
 TEST_TIMEOUT ?= 600
 test-unit: all $(TEST_BIN)
 	@mkdir -p $(BUILD)
+	@rm -rf $(BUILD)/repack-cache
 	@SHARED=$(SHARED) LLM=$(BIN)/llm LLM_HAVE_MPI=$(HAVE_MPI) TEST_BUILD=$(BUILD) SUITE=$(SUITE) RESULTS=$(BUILD)/results.txt TEST_TIMEOUT=$(TEST_TIMEOUT) \
-	  bash tests/run.sh $(TEST_BIN) $(TEST_SCRIPTS)
+	  LLM_REPACK_CACHE=$(abspath $(BUILD))/repack-cache bash tests/run.sh $(TEST_BIN) $(TEST_SCRIPTS)
 
 # The same suite under AddressSanitizer + UndefinedBehaviorSanitizer, in its own build tree.
 SUITE ?= unit
@@ -135,7 +136,7 @@ test-asan:
 
 # libFuzzer on the GGUF parser, vocabulary loading and model loading, FUZZ_TIME seconds in all (30).
 fuzz: all
-	@SHARED=$(SHARED) RESULTS=build/fuzz/results.txt bash tests/fuzz.sh
+	@SHARED=$(SHARED) RESULTS=build/fuzz/results.txt LLM_REPACK_CACHE=off bash tests/fuzz.sh
 
 # Unit + end-to-end tests, the same under ASan+UBSan, the fuzzer; then one closing count line
 # ("N passed, N failed", then ", N skipped" when checks were skipped: a third column of results.txt).

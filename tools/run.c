@@ -822,6 +822,8 @@ static int generate(struct run_opts *o)
     if (o->threads.prio != LLM_PRIO_NORMAL && tool_set_priority(o->threads.prio) != 0)
         return 1;
     tool_numa_note(o->numa, o->verbose, "llm-run");
+    if (o->verbose) /* from the load on: it reports the repack cache */
+        llm_log_set_level(LLM_LOG_INFO);
     double t = (llm_now_us() / 1e3);
     if (llm_model_load_mode(o->model, o->load_mode, tool_job_load_threads(o->n_threads), &model, &err)) {
         tool_error("%s", err.msg);
@@ -875,8 +877,6 @@ static int generate(struct run_opts *o)
     }
     if (!o->seed_given)
         o->sp.seed = (uint32_t)time(NULL) ^ (uint32_t)((llm_now_us() / 1e3) * 1000.0);
-    if (o->verbose)
-        llm_log_set_level(LLM_LOG_INFO);
     if (o->ignore_eos && !(eog = eog_tokens(voc))) {
         tool_error("out of memory");
         goto out;

@@ -63,6 +63,7 @@ struct gguf_file {
     uint64_t data_offset; /* file offset of the data section (== size for vocab-only files) */
     size_t map_len;       /* bytes of the mapping base is in (file or anonymous), 0: caller memory */
     bool locked;          /* the mapping is locked in RAM (mlock)                                 */
+    bool mapped;          /* base maps the file itself (the mmap modes), not a copy read into memory */
 };
 
 /* How gguf_open_mode() brings a file into memory: llama-bench's -lm values (its "auto" is mmap). */

@@ -171,6 +171,7 @@ int gguf_open_mode(const char *path, enum gguf_load_mode mode, struct gguf_file 
     }
     (*out)->map_len = map_len;
     (*out)->locked = locked;
+    (*out)->mapped = mapped;
     return LLM_OK;
 }
 

@@ -79,14 +79,16 @@ struct llm_model {
     uint64_t n_params;             /* Σ tensor elements                         */
     int32_t ftype;                 /* hp.file_type, or guessed from the tensor types when absent */
     bool ftype_guessed;            /* general.file_type was absent              */
-    void *repacked;                /* anonymous mapping of the repacked matrices, or NULL */
+    void *repacked;                /* mapping of the repacked matrices (anonymous, or the repack cache's entry), or NULL */
     size_t repacked_bytes;
 };
 
 /* Repack the matrices the cpu decodes faster in the layout of src/ops/types/repack.h (their data then
  * points into m->repacked and they carry LLM_TENSOR_REPACKED), dropping the file's pages of each;
  * llm_model_load does it, on n_threads threads (1..64; others are clamped, and a thread that cannot
- * be created leaves its share to the caller's). The bytes do not depend on n_threads. Non-zero (an
+ * be created leaves its share to the caller's). The bytes do not depend on n_threads. A file loaded
+ * mapped takes its copy from the repack cache when it is there, and leaves it there when it was not
+ * (src/model/repack_cache.h; m->repacked then maps the cache's entry, read-only). Non-zero (an
  * llm_error code) when the memory cannot be mapped. */
 int llm_model_repack(struct llm_model *m, int n_threads, struct llm_error *err);
 /* Repack the matrices of layers [first, end) that llm_model_repack would repack and that are not

@@ -10,7 +10,10 @@
  *
  * The work is split across the load's threads by the file's bytes: thread i moves the rows whose
  * first byte lies in the i-th of n equal parts of the data section, front to back, so each thread
- * reads one ascending run of the file and drops the pages behind it. */
+ * reads one ascending run of the file and drops the pages behind it.
+ *
+ * A mapped file's copy is first looked for in the repack cache (repack_cache.h): a hit maps it and
+ * touches none of the file's data pages; a miss copies as above, then writes the copy there. */
 #include "model.h"
 
 #include <pthread.h>
@@ -22,8 +25,10 @@
 #include <unistd.h>
 
 #include "graph.h"
+#include "hash.h"
 #include "log.h"
 #include "ops/types/repack.h"
+#include "repack_cache.h"
 
 #define DROP_BYTES (4u << 20)
 #define REPACK_ALIGN 64 /* each matrix starts on a cache line */
@@ -127,8 +132,9 @@ static void move_part(const struct move_job *j, int part)
     const size_t lo = part_start(j, part), hi = part_start(j, part + 1);
     const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     /* from this part's first unit on: the pages before it may hold the previous part's last unit, which
-     * read-into-memory modes (-lm none) would lose, not just read again */
-    const char *dropped = NULL;
+     * read-into-memory modes (-lm none) would lose, not just read again; so the page this part's first
+     * byte is in is never dropped here, nor by the part before (drop_pages drops whole pages) */
+    const char *first = NULL, *dropped = NULL;
     for (int64_t i = 0; i < j->m->n_tensors; i++) {
         const struct llm_tensor *t = &j->m->tensors[i];
         const size_t o = (size_t)((const char *)t->data - j->data);
@@ -139,7 +145,8 @@ static void move_part(const struct move_job *j, int part)
         const int64_t step = j->drop_bytes / u.src_size > 0 ? (int64_t)(j->drop_bytes / u.src_size) : 1;
         for (int64_t u0 = u_lo; u0 < u_hi; u0 += step) {
             const int64_t u1 = u0 + step < u_hi ? u0 + step : u_hi;
-            dropped = dropped ? dropped : (const char *)t->data + (size_t)u0 * u.src_size;
+            first = first ? first : (const char *)t->data + (size_t)u0 * u.src_size;
+            dropped = dropped ? dropped : first;
             char *dst = j->mem + j->offs[i];
             populate(dst + (size_t)u0 * u.dst_size, dst + (size_t)u1 * u.dst_size);
             move_units(t, &u, u0, u1, dst);
@@ -147,6 +154,7 @@ static void move_part(const struct move_job *j, int part)
             const char *done = (const char *)t->data + (size_t)rows * t->nb[1];
             drop_pages(dropped, done);
             dropped = (const char *)((uintptr_t)done & ~(page - 1));
+            dropped = dropped > first ? dropped : first;
         }
     }
 }
@@ -183,20 +191,26 @@ static void run_parts(const struct move_job *j)
     }
 }
 
-/* m->repacked: the model's own memory for every tensor at its moved size (flags: mmap's, beyond
- * the anonymous private mapping), or left NULL when no matrix is repacked here. No MADV_HUGEPAGE:
- * finding huge pages cost more system time than the copy itself, and a varying amount
- * (bench/results/repack.md). */
-static int map_model_memory(struct llm_model *m, int flags, struct llm_error *err)
+/* Each tensor's place in the model's memory (offs may be NULL) and the bytes of it all; *any: is a
+ * matrix repacked here? */
+static size_t places(const struct llm_model *m, size_t *offs, bool *any)
 {
     size_t total = 0;
-    bool any = false;
+    *any = false;
     for (int64_t i = 0; i < m->n_tensors; i++) {
+        if (offs)
+            offs[i] = total;
         total += moved_size(&m->tensors[i]);
-        any |= repackable(&m->tensors[i]);
+        *any |= repackable(&m->tensors[i]);
     }
-    if (!any)
-        return 0;
+    return total;
+}
+
+/* m->repacked: the model's own memory of `total` bytes (flags: mmap's, beyond the anonymous private
+ * mapping). No MADV_HUGEPAGE: finding huge pages cost more system time than the copy itself, and a
+ * varying amount (bench/results/repack.md). */
+static int map_model_memory(struct llm_model *m, size_t total, int flags, struct llm_error *err)
+{
     void *mem = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0);
     if (mem == MAP_FAILED)
         return llm_fail(err, LLM_ERR_NOMEM, "cannot map %zu bytes for the repacked weights", total);
@@ -205,34 +219,55 @@ static int map_model_memory(struct llm_model *m, int flags, struct llm_error *er
     return 0;
 }
 
+/* A hash of where and how each tensor moves, the repack cache's layout (repack_cache.h). */
+static uint64_t layout_hash(const struct llm_model *m, const char *data, const size_t *offs, size_t total)
+{
+    uint64_t h = llm_fnv_feed(LLM_FNV_SEED, &total, sizeof total);
+    for (int64_t i = 0; i < m->n_tensors; i++) {
+        const struct llm_tensor *t = &m->tensors[i];
+        const uint64_t v[] = { (uint64_t)t->type,  (uint64_t)t->ne[0], (uint64_t)t->ne[1], (uint64_t)t->ne[2],
+                               (uint64_t)t->ne[3], (uint64_t)t->nb[1], (uint64_t)((const char *)t->data - data),
+                               (uint64_t)offs[i],  (uint64_t)repackable(t) };
+        h = llm_fnv_feed(h, v, sizeof v);
+    }
+    return h;
+}
+
 int llm_model_repack(struct llm_model *m, int n_threads, struct llm_error *err)
 {
-    int rc = map_model_memory(m, 0, err);
-    if (rc || !m->repacked)
-        return rc;
-    void *mem = m->repacked;
-    const size_t total = m->repacked_bytes;
     size_t *offs = malloc((size_t)m->n_tensors * sizeof *offs);
-    if (!offs) {
-        llm_model_repack_free(m);
+    if (!offs)
         return llm_fail(err, LLM_ERR_NOMEM, "out of memory");
-    }
+    bool any;
+    const size_t total = places(m, offs, &any);
     const char *data = (const char *)m->file->base + m->file->data_offset, *end = (const char *)m->file->base + m->file->size;
+    /* the cache only stands in for a mapped file: the read-into-memory modes ask for the weights in
+     * the process's own memory */
+    const uint64_t layout = any && m->file->mapped ? layout_hash(m, data, offs, total) : 0;
+    void *mem = layout ? repack_cache_map(m->file, layout, total) : NULL;
+    const bool hit = mem != NULL;
+    int rc = any && !hit ? map_model_memory(m, total, 0, err) : 0;
+    if (rc || !any) {
+        free(offs);
+        return rc;
+    }
+    if (hit) {
+        m->repacked = mem;
+        m->repacked_bytes = total;
+    }
+    mem = m->repacked;
     /* a file locked in RAM (--mlock) hands its lock to the copy, since locked pages cannot be dropped;
      * the system calls themselves, as gguf_load.c locks (AddressSanitizer's are no-ops) */
     const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), from = (uintptr_t)data & ~(page - 1);
     if (m->file->locked)
         syscall(SYS_munlock, from, (uintptr_t)end - from);
-    size_t off = 0;
-    for (int64_t i = 0; i < m->n_tensors; i++) {
-        offs[i] = off;
-        off += moved_size(&m->tensors[i]);
+    if (!hit) {
+        const struct llm_tensor *last = &m->tensors[m->n_tensors - 1];
+        const int n = n_threads < 1 ? 1 : n_threads > MAX_THREADS ? MAX_THREADS : n_threads;
+        const struct move_job job = { m, data, (size_t)((const char *)last->data - data) + llm_nbytes(last),
+                                      (char *)mem, offs, n, DROP_BYTES / (size_t)n };
+        run_parts(&job);
     }
-    const struct llm_tensor *last = &m->tensors[m->n_tensors - 1];
-    const int n = n_threads < 1 ? 1 : n_threads > MAX_THREADS ? MAX_THREADS : n_threads;
-    const struct move_job job = { m, data, (size_t)((const char *)last->data - data) + llm_nbytes(last), (char *)mem,
-                                  offs, n, DROP_BYTES / (size_t)n };
-    run_parts(&job);
     for (int64_t i = 0; i < m->n_tensors; i++) {
         struct llm_tensor *t = &m->tensors[i];
         t->flags |= repackable(t) ? LLM_TENSOR_REPACKED : 0u;
@@ -246,6 +281,8 @@ int llm_model_repack(struct llm_model *m, int n_threads, struct llm_error *err)
     if (m->file->locked && syscall(SYS_mlock, mem, total) != 0)
         llm_log(LLM_LOG_WARN, "%s: cannot lock the %.1f MiB of repacked weights in RAM: they stay unlocked",
                 m->file->path, (double)total / (1024.0 * 1024.0));
+    if (layout && !hit)
+        repack_cache_save(m->file, layout, mem, total);
     return 0;
 }
 
@@ -261,7 +298,9 @@ static size_t place_of(const struct llm_model *m, const struct llm_tensor *t)
 int llm_model_repack_layers(struct llm_model *m, int32_t first, int32_t end, struct llm_error *err)
 {
     /* the places llm_model_repack would give, reserved: only the pages written take memory */
-    int rc = m->repacked ? 0 : map_model_memory(m, MAP_NORESERVE, err);
+    bool any;
+    const size_t total = places(m, NULL, &any);
+    int rc = m->repacked || !any ? 0 : map_model_memory(m, total, MAP_NORESERVE, err);
     if (rc || !m->repacked)
         return rc;
     for (int32_t il = first; il < end; il++) {

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hash.h"
 #include "vocab.h"
 
 /* BPE pre-tokenizer (llama.cpp's regex sets, hand-coded in vocab_pretok.c). */
@@ -63,17 +64,9 @@ struct id_vec {
 
 void id_push(struct id_vec *out, int32_t id);
 
-/* Hash of a key given in several pieces: start from v->hash_seed, fnv_feed() each piece, then
- * hash_end(). FNV-1a steps are bijections, so keys of equal length never collide in the 64-bit
- * state; the final mix spreads every state bit into the table index bits, so with the random seed a
- * file cannot pick keys that share one slot (which would make loading quadratic). */
-static inline uint64_t fnv_feed(uint64_t h, const char *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
-    return h;
-}
-
+/* Hash of a key given in several pieces: start from v->hash_seed, llm_fnv_feed() each piece (hash.h),
+ * then hash_end(). The final mix spreads every state bit into the table index bits, so with the
+ * random seed a file cannot pick keys that share one slot (which would make loading quadratic). */
 static inline uint32_t hash_end(uint64_t h)
 {
     h ^= h >> 33;

@@ -134,7 +134,7 @@ static int load_tokens(struct vocab *v, const struct gguf_file *f, struct llm_er
         struct gguf_str s = toks->strs[i];
         memcpy(v->text + off, s.ptr, s.len);
         v->text[off + s.len] = '\0';
-        hash[i] = hash_end(fnv_feed(v->hash_seed, v->text + off, s.len));
+        hash[i] = hash_end(llm_fnv_feed(v->hash_seed, v->text + off, s.len));
         t->off = off;
         t->len = (uint32_t)s.len;
         off += (uint32_t)s.len + 1;
@@ -190,7 +190,7 @@ static int load_merges(struct vocab *v, const struct gguf_file *f, struct llm_er
             e->left_len = (uint32_t)(sp - t);
             e->right_len = (uint32_t)(s.len - e->left_len - 1);
         }
-        hash[i] = hash_end(fnv_feed(v->hash_seed, t, s.len));
+        hash[i] = hash_end(llm_fnv_feed(v->hash_seed, t, s.len));
     }
     /* a repeated pair keeps its first (lowest) rank */
     fill_slots(v, v->merge_slots, v->merge_mask, hash, n, same_merge, false, merge_usable);

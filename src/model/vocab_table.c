@@ -33,7 +33,7 @@ const char *vocab_token_text(const struct vocab *v, int32_t id, size_t *len)
 
 int32_t vocab_find(const struct vocab *v, const char *s, size_t n)
 {
-    uint32_t h = hash_end(fnv_feed(v->hash_seed, s, n)) & v->tok_mask;
+    uint32_t h = hash_end(llm_fnv_feed(v->hash_seed, s, n)) & v->tok_mask;
     for (;; h = (h + 1) & v->tok_mask) {
         int32_t id = v->tok_slots[h];
         if (id < 0)
@@ -47,7 +47,7 @@ int32_t vocab_merge_rank(const struct vocab *v, const char *l, size_t ln, const 
 {
     if (!v->merge_slots)
         return -1;
-    uint32_t h = hash_end(fnv_feed(fnv_feed(fnv_feed(v->hash_seed, l, ln), " ", 1), r, rn)) & v->merge_mask;
+    uint32_t h = hash_end(llm_fnv_feed(llm_fnv_feed(llm_fnv_feed(v->hash_seed, l, ln), " ", 1), r, rn)) & v->merge_mask;
     for (;; h = (h + 1) & v->merge_mask) {
         int32_t k = v->merge_slots[h];
         if (k < 0)
