@@ -13,6 +13,11 @@
 
 #define PREFETCH_AHEAD_FLOAT 4096
 #define PREFETCH_AHEAD_QUANT 16384
+/* A one-row kernel streaming float rows asks for the line this far ahead of each 64 bytes it reads,
+ * interleaved with its loads rather than a row's worth at once: about the bytes a core reads in one
+ * memory latency, which carries the stream across the 4 KiB pages the hardware prefetcher stops at
+ * (the measurement: bench/results/decode.md, kernel_choices.md). */
+#define PREFETCH_IN_STREAM 1536
 
 /* Asks for the `bytes` from `from` + `ahead`, a line at a time. */
 static inline void prefetch_ahead(const void *from, size_t bytes, size_t ahead)

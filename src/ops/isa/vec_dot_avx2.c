@@ -123,11 +123,19 @@ void AVX2 llm_vec_dot4_f16_avx2(int64_t n, float *s, const void *const *w, const
 
 /* One row with the floats dot4_plain gives it: the same two accumulators fed in the same order,
  * the same reduction tree and tail. Decode of streamed rows reads them one after the other, one
- * sequential stream instead of four (matmul.c). */
+ * sequential stream instead of four (matmul.c), asking for the stream's bytes ahead as it goes
+ * (prefetch.h; a prefetch past the matrix's end is harmless: it never faults). */
 void AVX2 llm_vec_dot1_f16_avx2(int64_t n, float *s, const void *w, const void *x)
 {
     __m256 a = _mm256_setzero_ps(), b = a;
     int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __builtin_prefetch((const char *)w + 2 * i + PREFETCH_IN_STREAM);
+        a = _mm256_fmadd_ps(load8(LLM_TYPE_F16, w, i), load8(LLM_TYPE_F16, x, i), a);
+        b = _mm256_fmadd_ps(load8(LLM_TYPE_F16, w, i + 8), load8(LLM_TYPE_F16, x, i + 8), b);
+        a = _mm256_fmadd_ps(load8(LLM_TYPE_F16, w, i + 16), load8(LLM_TYPE_F16, x, i + 16), a);
+        b = _mm256_fmadd_ps(load8(LLM_TYPE_F16, w, i + 24), load8(LLM_TYPE_F16, x, i + 24), b);
+    }
     for (; i + 16 <= n; i += 16) {
         a = _mm256_fmadd_ps(load8(LLM_TYPE_F16, w, i), load8(LLM_TYPE_F16, x, i), a);
         b = _mm256_fmadd_ps(load8(LLM_TYPE_F16, w, i + 8), load8(LLM_TYPE_F16, x, i + 8), b);
