@@ -50,6 +50,11 @@ struct gguf_tensor_info {
     const void *data;         /* into the mapping                                        */
 };
 
+/* A file as fstat(2) saw it when it was opened. */
+struct gguf_file_id {
+    uint64_t dev, ino, size, mtime_s, mtime_ns;
+};
+
 struct gguf_file {
     char *path;
     const uint8_t *base;  /* start of the mapping                        */
@@ -64,6 +69,7 @@ struct gguf_file {
     size_t map_len;       /* bytes of the mapping base is in (file or anonymous), 0: caller memory */
     bool locked;          /* the mapping is locked in RAM (mlock)                                 */
     bool mapped;          /* base maps the file itself (the mmap modes), not a copy read into memory */
+    struct gguf_file_id id; /* all zero for bytes parsed from memory (gguf_parse)                  */
 };
 
 /* How gguf_open_mode() brings a file into memory: llama-bench's -lm values (its "auto" is mmap). */

@@ -115,7 +115,8 @@ static bool lock(const char *path, const void *base, size_t len)
 /* open() path into *fd and check it is a non-empty regular file; then *direct: set O_DIRECT on it (a
  * file system that refuses it is read through the page cache, with a warning, and *direct becomes
  * false). */
-static int open_file(const char *path, bool *direct, int *fd, size_t *size, struct llm_error *err)
+static int open_file(const char *path, bool *direct, int *fd, size_t *size, struct gguf_file_id *id,
+                     struct llm_error *err)
 {
     *fd = open(path, O_RDONLY | O_CLOEXEC);
     if (*fd < 0)
@@ -133,6 +134,8 @@ static int open_file(const char *path, bool *direct, int *fd, size_t *size, stru
         return rc;
     }
     *size = (size_t)st.st_size;
+    *id = (struct gguf_file_id){ (uint64_t)st.st_dev, (uint64_t)st.st_ino, (uint64_t)st.st_size,
+                                 (uint64_t)st.st_mtim.tv_sec, (uint64_t)st.st_mtim.tv_nsec };
     int flags = fcntl(*fd, F_GETFL);
     if (*direct && (flags < 0 || fcntl(*fd, F_SETFL, flags | O_DIRECT) != 0))
         refuse_direct(path, direct);
@@ -148,7 +151,8 @@ int gguf_open_mode(const char *path, enum gguf_load_mode mode, struct gguf_file 
     bool direct = mode == GGUF_LOAD_DIRECT;
     size_t size = 0, map_len = 0;
     int fd;
-    int rc = open_file(path, &direct, &fd, &size, err);
+    struct gguf_file_id id;
+    int rc = open_file(path, &direct, &fd, &size, &id, err);
     if (rc != LLM_OK)
         return rc;
     void *base = NULL;
@@ -172,6 +176,7 @@ int gguf_open_mode(const char *path, enum gguf_load_mode mode, struct gguf_file 
     (*out)->map_len = map_len;
     (*out)->locked = locked;
     (*out)->mapped = mapped;
+    (*out)->id = id;
     return LLM_OK;
 }
 

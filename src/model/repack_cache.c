@@ -27,18 +27,13 @@
 #define WRITE_CHUNK ((size_t)64 << 20)
 #define STALE_TEMP_SECONDS (24 * 3600) /* a temporary file this old was left by a process that died */
 
-/* The GGUF file an entry was made from, as stat(2) sees it. */
-struct identity {
-    uint64_t dev, ino, size, mtime_s, mtime_ns;
-};
-
 struct header {
     char magic[8];
     uint64_t data_offset; /* where the repacked memory starts: a multiple of the page size */
     uint64_t data_bytes;
     uint64_t key;         /* layout, repack code fingerprint and identity, hashed: the entry's name */
     uint64_t layout;
-    struct identity source;
+    struct gguf_file_id source; /* the GGUF file it was made from, as opened */
     char path[3072];      /* the GGUF file's path, NUL-terminated: for removing stale entries */
 };
 
@@ -55,14 +50,22 @@ static bool cache_dir(char *buf, size_t n)
     return home && home[0] && (size_t)snprintf(buf, n, "%s/.cache/llm/repack", home) < n;
 }
 
-static bool identity_of(const char *path, struct identity *id)
+/* The file at path now, for the clean-up of other files' entries. */
+static bool identity_of(const char *path, struct gguf_file_id *id)
 {
     struct stat st;
     if (stat(path, &st) != 0)
         return false;
-    *id = (struct identity){ (uint64_t)st.st_dev, (uint64_t)st.st_ino, (uint64_t)st.st_size,
-                             (uint64_t)st.st_mtim.tv_sec, (uint64_t)st.st_mtim.tv_nsec };
+    *id = (struct gguf_file_id){ (uint64_t)st.st_dev, (uint64_t)st.st_ino, (uint64_t)st.st_size,
+                                 (uint64_t)st.st_mtim.tv_sec, (uint64_t)st.st_mtim.tv_nsec };
     return true;
+}
+
+/* f's identity as it was opened (the bytes the load parsed), or false for bytes from memory. */
+static bool opened_identity(const struct gguf_file *f, struct gguf_file_id *id)
+{
+    *id = f->id;
+    return f->id.dev || f->id.ino;
 }
 
 /* A hash of what llm_repack_groups writes for every repackable type on a fixed input, with a tail
@@ -91,7 +94,7 @@ static uint64_t code_fingerprint(void)
     return h;
 }
 
-static uint64_t key_of(uint64_t layout, const struct identity *id)
+static uint64_t key_of(uint64_t layout, const struct gguf_file_id *id)
 {
     const uint64_t fingerprint = code_fingerprint();
     uint64_t h = llm_fnv_feed(LLM_FNV_SEED, &fingerprint, sizeof fingerprint);
@@ -126,8 +129,8 @@ static bool read_header(int fd, struct header *h)
 void *repack_cache_map(const struct gguf_file *f, uint64_t layout, size_t bytes)
 {
     char dir[PATH_MAX], path[PATH_MAX + 32];
-    struct identity id;
-    if (!cache_dir(dir, sizeof dir) || !identity_of(f->path, &id))
+    struct gguf_file_id id;
+    if (!cache_dir(dir, sizeof dir) || !opened_identity(f, &id))
         return NULL;
     const uint64_t key = key_of(layout, &id);
     if (!entry_path(path, sizeof path, dir, key))
@@ -183,7 +186,7 @@ static bool write_all(int fd, const void *buf, size_t n, uint64_t at)
 /* Is the entry in dir named `name` stale: made from the file `id` names (an earlier version of it,
  * or another layout), or from a file that is gone or has changed since? Temporary files count as
  * stale once a day old. */
-static bool stale(const char *dir, const char *name, const struct identity *id, const char *keep)
+static bool stale(const char *dir, const char *name, const struct gguf_file_id *id, const char *keep)
 {
     char path[PATH_MAX + 256];
     if (strcmp(name, keep) == 0 || (size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path)
@@ -199,7 +202,7 @@ static bool stale(const char *dir, const char *name, const struct identity *id, 
     if (fd < 0)
         return false;
     struct header h;
-    struct identity now;
+    struct gguf_file_id now;
     const bool ok = read_header(fd, &h);
     close(fd);
     if (!ok)
@@ -209,7 +212,7 @@ static bool stale(const char *dir, const char *name, const struct identity *id, 
     return !identity_of(h.path, &now) || memcmp(&now, &h.source, sizeof now) != 0;
 }
 
-static void remove_stale(const char *dir, const struct identity *id, const char *keep)
+static void remove_stale(const char *dir, const struct gguf_file_id *id, const char *keep)
 {
     DIR *d = opendir(dir);
     if (!d)
@@ -225,10 +228,10 @@ static void remove_stale(const char *dir, const struct identity *id, const char 
 void repack_cache_save(const struct gguf_file *f, uint64_t layout, const void *mem, size_t bytes)
 {
     char dir[PATH_MAX], path[PATH_MAX + 32], tmp[PATH_MAX + 64], source[PATH_MAX];
-    struct identity id;
+    struct gguf_file_id id;
     struct header h = { .data_offset = data_offset(), .data_bytes = bytes, .layout = layout };
     /* the absolute path, so that a run from another directory finds the file when it cleans up */
-    if (!cache_dir(dir, sizeof dir) || !identity_of(f->path, &id) || !realpath(f->path, source) ||
+    if (!cache_dir(dir, sizeof dir) || !opened_identity(f, &id) || !realpath(f->path, source) ||
         strlen(source) >= sizeof h.path)
         return;
     const uint64_t key = key_of(layout, &id);
