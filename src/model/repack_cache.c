@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,7 +71,10 @@ static bool opened_identity(const struct gguf_file *f, struct gguf_file_id *id)
 
 /* A hash of what llm_repack_groups writes for every repackable type on a fixed input, with a tail
  * group and a tail of blocks: a change to any layout changes it, so entries of another build's
- * layouts are misses. */
+ * layouts are misses. Computed once per process (fingerprint_once). */
+static uint64_t fingerprint;
+static pthread_once_t fingerprint_once = PTHREAD_ONCE_INIT;
+
 static uint64_t code_fingerprint(void)
 {
     uint64_t h = llm_fnv_feed(LLM_FNV_SEED, MAGIC, 8);
@@ -94,9 +98,14 @@ static uint64_t code_fingerprint(void)
     return h;
 }
 
+static void compute_fingerprint(void)
+{
+    fingerprint = code_fingerprint();
+}
+
 static uint64_t key_of(uint64_t layout, const struct gguf_file_id *id)
 {
-    const uint64_t fingerprint = code_fingerprint();
+    pthread_once(&fingerprint_once, compute_fingerprint);
     uint64_t h = llm_fnv_feed(LLM_FNV_SEED, &fingerprint, sizeof fingerprint);
     h = llm_fnv_feed(h, &layout, sizeof layout);
     return llm_fnv_feed(h, id, sizeof *id);
@@ -176,8 +185,10 @@ static bool write_all(int fd, const void *buf, size_t n, uint64_t at)
         const ssize_t w = pwrite(fd, p, n < WRITE_CHUNK ? n : WRITE_CHUNK, (off_t)at);
         if (w < 0 && errno == EINTR)
             continue;
-        if (w <= 0)
+        if (w <= 0) {
+            errno = w == 0 ? EIO : errno; /* a write of nothing sets no errno of its own */
             return false;
+        }
         p += w, n -= (size_t)w, at += (uint64_t)w;
     }
     return true;
