@@ -85,14 +85,16 @@ model_file() {
 }
 
 # run PREFIX CMD...: stdout to PREFIX.jsonl, stderr to PREFIX.err and the terminal, and the command's
-# peak RSS (KiB) and wall seconds to PREFIX.usage (os.wait4 gives the child's own rusage).
+# peak RSS (KiB) and wall seconds to PREFIX.usage (os.wait4 gives the child's own rusage). The child
+# is spawned without a subprocess.Popen object: one dropped at once reaps a child that has already
+# exited, and wait4 then failed with ECHILD (seen under make test's load).
 run() {
   local prefix=$1; shift
   echo "make bench: $*" | tee -a "$TMP/bench.cmds" >&2
   { python3 -c '
-import os, signal, subprocess, sys, time
+import os, signal, sys, time
 t0 = time.monotonic()
-pid = subprocess.Popen(sys.argv[2:]).pid
+pid = os.posix_spawnp(sys.argv[2], sys.argv[2:], os.environ)
 signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the benchmark, which prints what finished
 _, status, ru = os.wait4(pid, 0)
 with open(sys.argv[1], "w") as f:
