@@ -21,6 +21,7 @@
 #include "ops/kernels/kernels.h"
 #include "ops/ref/cpu_ref.h"
 #include "ops/types/blocks.h"
+#include "ops/types/repack.h"
 #include "ops/types/types.h"
 
 /* ---- random numbers ----------------------------------------------------------------------- */
@@ -954,24 +955,45 @@ static void stalled_barrier(void *pool)
         usleep(30000);
 }
 
+/* Decode (N = 1: the dot path's shares) and batches of 32-40 (the GEMM paths' shares: the float
+ * GEMM for F16 and Q4_K, the integer one for Q8_0 and Q4_0, repacked or not) with thread 0 stalled
+ * after its first barrier: the others must take rows from its share, and every row must come out
+ * as with one thread. */
 static void test_mul_mat_shares(void)
 {
     const struct {
         enum llm_type t;
-        int64_t K, M;
+        int64_t K, M, N;
+        bool repack;
     } cases[] = {
-        { LLM_TYPE_Q8_0, 1024, 1001 }, { LLM_TYPE_Q4_0, 2048, 333 }, { LLM_TYPE_Q4_K, 512, 998 },
-        { LLM_TYPE_F16, 256, 517 },
+        { LLM_TYPE_Q8_0, 1024, 1001, 1, false }, { LLM_TYPE_Q4_0, 2048, 333, 1, false },
+        { LLM_TYPE_Q4_K, 512, 998, 1, false },   { LLM_TYPE_F16, 256, 517, 1, false },
+        { LLM_TYPE_F16, 256, 517, 40, false },   { LLM_TYPE_Q4_K, 512, 998, 40, false },
+        { LLM_TYPE_Q8_0, 256, 1001, 32, false }, { LLM_TYPE_Q4_0, 512, 333, 32, false },
+        { LLM_TYPE_Q4_0, 512, 333, 32, true },   { LLM_TYPE_Q8_0, 256, 1001, 32, true },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (int nth = 2; nth <= 3; nth++) {
             const enum llm_type t = cases[i].t;
-            const int64_t K = cases[i].K, M = cases[i].M;
-            struct llm_tensor *w = new_tensor(t, K, M, 1, 1), *x = new_tensor(LLM_TYPE_F32, K, 1, 1, 1);
+            const int64_t K = cases[i].K, M = cases[i].M, N = cases[i].N;
+            if (cases[i].repack && !llm_repack_type_ok(t))
+                continue;
+            struct llm_tensor *w = new_tensor(t, K, M, 1, 1), *x = new_tensor(LLM_TYPE_F32, K, N, 1, 1);
             fill(w, 1.0f);
             fill(x, 1.0f);
-            struct llm_tensor *one = node(LLM_OP_MUL_MAT, new_tensor(LLM_TYPE_F32, M, 1, 1, 1), w, x, NULL, NULL);
-            struct llm_tensor *mm = node(LLM_OP_MUL_MAT, new_tensor(LLM_TYPE_F32, M, 1, 1, 1), w, x, NULL, NULL);
+            if (cases[i].repack) {
+                void *packed = alloc_buf(llm_repack_size(t, K, M));
+                llm_repack_groups(t, K, M, w->data, w->nb[1], 0, (M + LLM_REPACK_ROWS - 1) / LLM_REPACK_ROWS, packed);
+                w->data = packed;
+                w->flags |= LLM_TENSOR_REPACKED;
+            }
+            struct llm_tensor *one = node(LLM_OP_MUL_MAT, new_tensor(LLM_TYPE_F32, M, N, 1, 1), w, x, NULL, NULL);
+            struct llm_tensor *mm = node(LLM_OP_MUL_MAT, new_tensor(LLM_TYPE_F32, M, N, 1, 1), w, x, NULL, NULL);
+            if (N > 1 && !llm_cpu_mul_mat_uses_gemm(mm)) { /* the scalar ISA has no GEMM: BLAS or dot products */
+                CHECK(!llm_cpu_has_avx2(), "shares %s M%lld N%lld: no GEMM path with AVX2", llm_type_name(t),
+                      (long long)M, (long long)N);
+                continue;
+            }
             compute(one, 1, NULL);
             const size_t wsize = llm_cpu_work_size(mm, nth);
             void *wdata = malloc(wsize);
@@ -988,10 +1010,11 @@ static void test_mul_mat_shares(void)
             run_all(runs, nth);
             pthread_barrier_destroy(&bar);
             free(wdata);
-            CHECK(same_bits(mm, one), "decode shares %s K%lld M%lld, %d threads: differs from one thread",
-                  llm_type_name(t), (long long)K, (long long)M, nth);
-            CHECK(llm_cpu_mul_mat_stolen_rows() > stolen, "decode shares %s M%lld, %d threads: thread 0 stalled, yet "
-                  "no row was taken from its share", llm_type_name(t), (long long)M, nth);
+            CHECK(same_bits(mm, one), "shares %s%s K%lld M%lld N%lld, %d threads: differs from one thread",
+                  llm_type_name(t), cases[i].repack ? " repacked" : "", (long long)K, (long long)M, (long long)N, nth);
+            CHECK(llm_cpu_mul_mat_stolen_rows() > stolen, "shares %s%s M%lld N%lld, %d threads: thread 0 stalled, yet "
+                  "no row was taken from its share", llm_type_name(t), cases[i].repack ? " repacked" : "",
+                  (long long)M, (long long)N, nth);
         }
 }
 

@@ -10,8 +10,9 @@
  *    every thread works, where thread 0 calling a threaded sgemm left the pool waiting
  *    (bench/results/kernel_choices.md).
  *  - GEMM path (batches of Q8_0 / Q4_0 / Q5_0 weights, gemm_batch()): src1 converted as for the
- *    dot path, then each thread runs the type's integer GEMM kernel (types.h) over its share of the
- *    weight rows against every src1 row; the results do not depend on the number of threads.
+ *    dot path, then each thread runs the type's integer GEMM kernel (types.h) over chunks of weight
+ *    rows against every src1 row, its own share's first, then the others' (gemm_share); the
+ *    results do not depend on the number of threads.
  *  - float GEMM path (batches of F16 / BF16 weights, fgemm_min_batch()): the same split, the
  *    type's gemm_f32 kernel reading the F32 src1 rows in place. */
 #include <stdint.h>
@@ -244,10 +245,10 @@ static size_t path_work_size(const struct mm_geom *g, enum mm_path path, int nth
     size_t size = 2 * WDATA_HEADER; /* header + room to align wdata to a cache line */
     const size_t converted = (size_t)llm_nrows(g->x) * (g->s.vt ? llm_row_size(g->s.wt->vec_dot_type, g->s.K) : 0);
     switch (path) {
-    case PATH_FLOAT_GEMM:
-        return size + (size_t)nth * gemm_thread_size(g, path);
-    case PATH_GEMM: /* converted src1, then each thread's scratch (mul_mat_gemm) */
-        return size + converted + (size_t)nth * gemm_thread_size(g, path);
+    case PATH_FLOAT_GEMM: /* the shares' words, then each thread's scratch (mul_mat_float_gemm) */
+        return size + shares_bytes(nth) + (size_t)nth * gemm_thread_size(g, path);
+    case PATH_GEMM: /* converted src1, the shares' words, then each thread's scratch (mul_mat_gemm) */
+        return size + align64(converted) + shares_bytes(nth) + (size_t)nth * gemm_thread_size(g, path);
     case PATH_BLAS:
         if (g->w->type != LLM_TYPE_F32)
             size += (size_t)nth * (size_t)blas_thread_rows(g, nth) * (size_t)g->s.K * sizeof(float);
@@ -501,6 +502,18 @@ static uint64_t *fullest_share(uint64_t *shares, int nth)
     return best;
 }
 
+/* The next chunk of a thread walking *share: its own from the front, then, once that is done, the
+ * back of the fullest share (*front turns false). False when every share is done. */
+static bool next_chunk(uint64_t *shares, int nth, uint64_t **share, bool *front, int64_t *chunk)
+{
+    while (!take_chunk(*share, *front, chunk)) {
+        *front = false;
+        if (!(*share = fullest_share(shares, nth)))
+            return false;
+    }
+    return true;
+}
+
 /* Publishes the thread's share of a 2-D matrix's chunks; the barrier after converting src1 makes
  * every share visible before anyone steals. */
 static void post_share(const struct llm_cpu_params *p, const struct mm_geom *g, uint64_t *shares)
@@ -518,13 +531,7 @@ static void dot_shares(const struct llm_cpu_params *p, struct llm_tensor *dst, c
     const int64_t rows = steal_chunk_rows(g);
     uint64_t *share = shares + (size_t)p->ith * SHARE_STRIDE;
     bool front = true;
-    for (int64_t c;;) {
-        if (!take_chunk(share, front, &c)) {
-            front = false;
-            if (!(share = fullest_share(shares, p->nth)))
-                return;
-            continue;
-        }
+    for (int64_t c; next_chunk(shares, p->nth, &share, &front, &c);) {
         const int64_t m0 = c * rows, m1 = m0 + rows < g->s.M ? m0 + rows : g->s.M;
         if (!front)
             __atomic_fetch_add(&stolen_rows, m1 - m0, __ATOMIC_RELAXED);
@@ -574,71 +581,136 @@ static void mul_mat_dot(const struct llm_cpu_params *p, struct llm_tensor *dst, 
 
 /* ---- GEMM path ---------------------------------------------------------------------------- */
 
-/* Each thread takes its share of the weight rows of every matrix (the same share whatever the
- * batch) and walks it in blocks that stay in L2 while all src1 rows of the batch pass by: the src1
- * rows of matrix (i2, i3) start at xs + i2 * x2 + i3 * x3, xrow bytes apart. scratch is the
- * thread's gemm_thread_size bytes. A repacked matrix (2-D) goes to the path's packed kernel in
- * whole groups (packed, NULL without one), else is unpacked into scratch's end block by block. */
-static void gemm_share(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct mm_geom *g,
-                       llm_gemm_fn gemm, llm_gemm_fn packed, const char *xs, size_t xrow, size_t x2, size_t x3,
-                       void *scratch, size_t kernel_scratch)
+/* Prefill is compute-bound, yet the cores of a VM do not compute at the same rate either: with
+ * fixed halves of the weight rows each matmul waited for the slower thread. So the GEMM paths share
+ * out their rows as decode does (dot_shares): each thread's share is cut into GEMM_SHARE_CHUNKS
+ * chunks walked from the front, and a thread done with its own takes chunks from the back of the
+ * fullest share. A chunk is whole GEMM_CHUNK_ALIGN rows (the register tiles' rows of every kernel:
+ * 24 or 48 float rows, 16 integer ones), so chunks add no edge tiles; each row's sum is computed
+ * alike in any chunk, so results do not depend on who took it (bench/results/kernel_choices.md). */
+#define GEMM_SHARE_CHUNKS 4
+#define GEMM_CHUNK_ALIGN 48
+
+/* Rows of a GEMM chunk, in units of `unit` rows (1, or LLM_REPACK_ROWS for repacked groups). */
+static int64_t gemm_chunk_units(int64_t units, int64_t unit, int nth)
 {
-    int64_t r0, r1;
-    if (packed) {
-        const int64_t groups = (g->s.M + LLM_REPACK_ROWS - 1) / LLM_REPACK_ROWS;
+    const int64_t align = GEMM_CHUNK_ALIGN / unit, per = (int64_t)nth * GEMM_SHARE_CHUNKS;
+    return ((units + per - 1) / per + align - 1) / align * align;
+}
+
+/* Each thread's share of the chunks, published before the barrier that precedes the work. */
+static void post_gemm_share(const struct llm_cpu_params *p, int64_t chunks, uint64_t *shares)
+{
+    int64_t c0, c1;
+    thread_rows(chunks, p->ith, p->nth, &c0, &c1);
+    __atomic_store_n(shares + (size_t)p->ith * SHARE_STRIDE, share_word((uint64_t)c0, (uint64_t)c1),
+                     __ATOMIC_RELAXED);
+}
+
+/* What a GEMM thread runs: the kernels and the src1 rows of matrix (i2, i3) at xs + i2 * x2 + i3 * x3,
+ * xrow bytes apart; scratch is the thread's gemm_thread_size bytes. */
+struct gemm_job {
+    llm_gemm_fn gemm, packed;
+    const char *xs;
+    size_t xrow, x2, x3, kernel_scratch;
+    void *scratch;
+};
+
+/* Weight rows [m0, m1) against every src1 row of the batch, in blocks that stay in L2 while the src1
+ * rows pass by. A repacked matrix (2-D) goes to the path's packed kernel (m0 a whole group), else is
+ * unpacked into scratch's end block by block. */
+static void gemm_rows(const struct gemm_job *j, struct llm_tensor *dst, const struct mm_geom *g, int64_t m0,
+                      int64_t m1)
+{
+    if (j->packed) {
         const size_t gs = llm_repack_group_size(g->w->type, g->s.K);
-        thread_rows(groups, p->ith, p->nth, &r0, &r1);
-        if (r1 <= r0)
-            return;
-        const int64_t m0 = r0 * LLM_REPACK_ROWS, m1 = r1 * LLM_REPACK_ROWS < g->s.M ? r1 * LLM_REPACK_ROWS : g->s.M;
         for (int64_t i3 = 0; i3 < dst->ne[3]; i3++)
             for (int64_t i2 = 0; i2 < dst->ne[2]; i2++)
-                packed(g->s.K, m1 - m0, g->s.N, (const char *)g->w->data + (size_t)r0 * gs, gs,
-                       xs + (size_t)i2 * x2 + (size_t)i3 * x3, xrow, tensor_at(dst, m0, 0, i2, i3),
-                       dst->nb[1] / sizeof(float), scratch);
+                j->packed(g->s.K, m1 - m0, g->s.N, (const char *)g->w->data + (size_t)(m0 / LLM_REPACK_ROWS) * gs, gs,
+                          j->xs + (size_t)i2 * j->x2 + (size_t)i3 * j->x3, j->xrow, tensor_at(dst, m0, 0, i2, i3),
+                          dst->nb[1] / sizeof(float), j->scratch);
         return;
     }
-    thread_rows(g->s.M, p->ith, p->nth, &r0, &r1);
-    if (r1 <= r0)
-        return;
     if (repacked(g)) {
         const size_t row_bytes = llm_row_size(g->w->type, g->s.K);
-        char *rows = (char *)scratch + kernel_scratch;
-        for (int64_t a = r0, block = gemm_block_rows(g->s.K); a < r1; a += block) {
-            const int64_t b = a + block < r1 ? a + block : r1;
+        char *rows = (char *)j->scratch + j->kernel_scratch;
+        for (int64_t a = m0, block = gemm_block_rows(g->s.K); a < m1; a += block) {
+            const int64_t b = a + block < m1 ? a + block : m1;
             llm_repack_unpack(g->w->type, g->s.K, g->w->data, a, b, rows, row_bytes);
             for (int64_t i3 = 0; i3 < dst->ne[3]; i3++)
                 for (int64_t i2 = 0; i2 < dst->ne[2]; i2++)
-                    gemm(g->s.K, b - a, g->s.N, rows, row_bytes, xs + (size_t)i2 * x2 + (size_t)i3 * x3, xrow,
-                         tensor_at(dst, a, 0, i2, i3), dst->nb[1] / sizeof(float), scratch);
+                    j->gemm(g->s.K, b - a, g->s.N, rows, row_bytes, j->xs + (size_t)i2 * j->x2 + (size_t)i3 * j->x3,
+                            j->xrow, tensor_at(dst, a, 0, i2, i3), dst->nb[1] / sizeof(float), j->scratch);
         }
         return;
     }
     for (int64_t i3 = 0; i3 < dst->ne[3]; i3++)
         for (int64_t i2 = 0; i2 < dst->ne[2]; i2++)
-            gemm(g->s.K, r1 - r0, g->s.N, tensor_at(g->w, 0, r0, i2 / g->s.r2, i3 / g->s.r3), g->w->nb[1],
-                 xs + (size_t)i2 * x2 + (size_t)i3 * x3, xrow, tensor_at(dst, r0, 0, i2, i3),
-                 dst->nb[1] / sizeof(float), scratch);
+            j->gemm(g->s.K, m1 - m0, g->s.N, tensor_at(g->w, 0, m0, i2 / g->s.r2, i3 / g->s.r3), g->w->nb[1],
+                    j->xs + (size_t)i2 * j->x2 + (size_t)i3 * j->x3, j->xrow, tensor_at(dst, m0, 0, i2, i3),
+                    dst->nb[1] / sizeof(float), j->scratch);
+}
+
+/* Runs the chunks of the shares (posted by post_gemm_share, after a barrier), or, alone, all rows. */
+static void gemm_share(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct mm_geom *g,
+                       const struct gemm_job *j, uint64_t *shares)
+{
+    const int64_t unit = j->packed ? LLM_REPACK_ROWS : 1, units = (g->s.M + unit - 1) / unit;
+    if (p->nth == 1) {
+        gemm_rows(j, dst, g, 0, g->s.M);
+        return;
+    }
+    const int64_t chunk = gemm_chunk_units(units, unit, p->nth);
+    uint64_t *share = shares + (size_t)p->ith * SHARE_STRIDE;
+    bool front = true;
+    for (int64_t c; next_chunk(shares, p->nth, &share, &front, &c);) {
+        const int64_t m0 = c * chunk * unit, m1 = (c + 1) * chunk * unit < g->s.M ? (c + 1) * chunk * unit : g->s.M;
+        if (!front)
+            __atomic_fetch_add(&stolen_rows, m1 - m0, __ATOMIC_RELAXED);
+        gemm_rows(j, dst, g, m0, m1);
+    }
+}
+
+/* The chunks of a GEMM path's shares (gemm_share). */
+static int64_t gemm_chunks(const struct mm_geom *g, bool packed, int nth)
+{
+    const int64_t unit = packed ? LLM_REPACK_ROWS : 1, units = (g->s.M + unit - 1) / unit;
+    const int64_t chunk = gemm_chunk_units(units, unit, nth);
+    return (units + chunk - 1) / chunk;
 }
 
 /* The integer GEMM, after src1 is converted as for the dot path. */
 static void mul_mat_gemm(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct mm_geom *g,
                          char *work)
 {
-    size_t xrow = llm_row_size(g->s.wt->vec_dot_type, g->s.K);
-    const char *xs = convert_src1(p, g, work);
-    char *scratch = work + (size_t)llm_nrows(g->x) * xrow + (size_t)p->ith * gemm_thread_size(g, PATH_GEMM);
+    const size_t xrow = llm_row_size(g->s.wt->vec_dot_type, g->s.K), per = gemm_thread_size(g, PATH_GEMM);
+    const size_t converted = align64((size_t)llm_nrows(g->x) * xrow);
+    const struct gemm_job j = { .gemm = g->s.wt->gemm, .packed = packed_kernel(g, PATH_GEMM),
+                                .xs = convert_src1(p, g, work), .xrow = xrow, .x2 = (size_t)g->s.N * xrow,
+                                .x3 = (size_t)(dst->ne[2] * g->s.N) * xrow,
+                                .kernel_scratch = llm_gemm_scratch_size(g->s.K, g->s.N),
+                                .scratch = work + converted + shares_bytes(p->nth) + (size_t)p->ith * per };
+    uint64_t *shares = (uint64_t *)(work + converted);
+    if (p->nth > 1)
+        post_gemm_share(p, gemm_chunks(g, j.packed != NULL, p->nth), shares);
     pool_barrier(p);
-    gemm_share(p, dst, g, g->s.wt->gemm, packed_kernel(g, PATH_GEMM), xs, xrow, (size_t)g->s.N * xrow,
-               (size_t)(dst->ne[2] * g->s.N) * xrow, scratch, llm_gemm_scratch_size(g->s.K, g->s.N));
+    gemm_share(p, dst, g, &j, shares);
 }
 
 /* The float GEMM reads the F32 src1 rows in place. */
 static void mul_mat_float_gemm(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct mm_geom *g,
                                char *work)
 {
-    gemm_share(p, dst, g, g->s.wt->gemm_f32, NULL, g->x->data, g->x->nb[1], g->x->nb[2], g->x->nb[3],
-               work + (size_t)p->ith * gemm_thread_size(g, PATH_FLOAT_GEMM), llm_gemm_f32_scratch_size(g->s.K));
+    const struct gemm_job j = { .gemm = g->s.wt->gemm_f32, .xs = g->x->data, .xrow = g->x->nb[1], .x2 = g->x->nb[2],
+                                .x3 = g->x->nb[3], .kernel_scratch = llm_gemm_f32_scratch_size(g->s.K),
+                                .scratch = work + shares_bytes(p->nth) +
+                                           (size_t)p->ith * gemm_thread_size(g, PATH_FLOAT_GEMM) };
+    uint64_t *shares = (uint64_t *)work;
+    if (p->nth > 1) {
+        post_gemm_share(p, gemm_chunks(g, false, p->nth), shares);
+        pool_barrier(p);
+    }
+    gemm_share(p, dst, g, &j, shares);
 }
 
 /* ---- BLAS path ---------------------------------------------------------------------------- */
