@@ -55,6 +55,10 @@ struct gguf_file_id {
     uint64_t dev, ino, size, mtime_s, mtime_ns;
 };
 
+struct stat;
+/* The identity a stat(2) result gives a file. */
+struct gguf_file_id gguf_file_id_of(const struct stat *st);
+
 struct gguf_file {
     char *path;
     const uint8_t *base;  /* start of the mapping                        */

@@ -112,6 +112,12 @@ static bool lock(const char *path, const void *base, size_t len)
     return false;
 }
 
+struct gguf_file_id gguf_file_id_of(const struct stat *st)
+{
+    return (struct gguf_file_id){ (uint64_t)st->st_dev, (uint64_t)st->st_ino, (uint64_t)st->st_size,
+                                  (uint64_t)st->st_mtim.tv_sec, (uint64_t)st->st_mtim.tv_nsec };
+}
+
 /* open() path into *fd and check it is a non-empty regular file; then *direct: set O_DIRECT on it (a
  * file system that refuses it is read through the page cache, with a warning, and *direct becomes
  * false). */
@@ -134,8 +140,7 @@ static int open_file(const char *path, bool *direct, int *fd, size_t *size, stru
         return rc;
     }
     *size = (size_t)st.st_size;
-    *id = (struct gguf_file_id){ (uint64_t)st.st_dev, (uint64_t)st.st_ino, (uint64_t)st.st_size,
-                                 (uint64_t)st.st_mtim.tv_sec, (uint64_t)st.st_mtim.tv_nsec };
+    *id = gguf_file_id_of(&st);
     int flags = fcntl(*fd, F_GETFL);
     if (*direct && (flags < 0 || fcntl(*fd, F_SETFL, flags | O_DIRECT) != 0))
         refuse_direct(path, direct);

@@ -57,15 +57,13 @@ static bool identity_of(const char *path, struct gguf_file_id *id)
     struct stat st;
     if (stat(path, &st) != 0)
         return false;
-    *id = (struct gguf_file_id){ (uint64_t)st.st_dev, (uint64_t)st.st_ino, (uint64_t)st.st_size,
-                                 (uint64_t)st.st_mtim.tv_sec, (uint64_t)st.st_mtim.tv_nsec };
+    *id = gguf_file_id_of(&st);
     return true;
 }
 
-/* f's identity as it was opened (the bytes the load parsed), or false for bytes from memory. */
-static bool opened_identity(const struct gguf_file *f, struct gguf_file_id *id)
+/* Was f opened from a file (its id, as opened, is what the load parsed), not parsed from memory? */
+static bool opened(const struct gguf_file *f)
 {
-    *id = f->id;
     return f->id.dev || f->id.ino;
 }
 
@@ -138,10 +136,9 @@ static bool read_header(int fd, struct header *h)
 void *repack_cache_map(const struct gguf_file *f, uint64_t layout, size_t bytes)
 {
     char dir[PATH_MAX], path[PATH_MAX + 32];
-    struct gguf_file_id id;
-    if (!cache_dir(dir, sizeof dir) || !opened_identity(f, &id))
+    if (!cache_dir(dir, sizeof dir) || !opened(f))
         return NULL;
-    const uint64_t key = key_of(layout, &id);
+    const uint64_t key = key_of(layout, &f->id);
     if (!entry_path(path, sizeof path, dir, key))
         return NULL;
     const int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -150,7 +147,7 @@ void *repack_cache_map(const struct gguf_file *f, uint64_t layout, size_t bytes)
     struct header h;
     void *mem = MAP_FAILED;
     if (read_header(fd, &h) && h.key == key && h.layout == layout && h.data_bytes == bytes &&
-        memcmp(&h.source, &id, sizeof id) == 0)
+        memcmp(&h.source, &f->id, sizeof f->id) == 0)
         mem = mmap(NULL, bytes, PROT_READ, MAP_SHARED, fd, (off_t)h.data_offset);
     close(fd);
     if (mem == MAP_FAILED) {
@@ -239,20 +236,19 @@ static void remove_stale(const char *dir, const struct gguf_file_id *id, const c
 void repack_cache_save(const struct gguf_file *f, uint64_t layout, const void *mem, size_t bytes)
 {
     char dir[PATH_MAX], path[PATH_MAX + 32], tmp[PATH_MAX + 64], source[PATH_MAX];
-    struct gguf_file_id id;
     struct header h = { .data_offset = data_offset(), .data_bytes = bytes, .layout = layout };
     /* the absolute path, so that a run from another directory finds the file when it cleans up */
-    if (!cache_dir(dir, sizeof dir) || !opened_identity(f, &id) || !realpath(f->path, source) ||
+    if (!cache_dir(dir, sizeof dir) || !opened(f) || !realpath(f->path, source) ||
         strlen(source) >= sizeof h.path)
         return;
-    const uint64_t key = key_of(layout, &id);
+    const uint64_t key = key_of(layout, &f->id);
     if (!entry_path(path, sizeof path, dir, key) ||
         (size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp)
         return;
     const double t0 = llm_now_us();
     memcpy(h.magic, MAGIC, 8);
     h.key = key;
-    h.source = id;
+    h.source = f->id;
     memcpy(h.path, source, strlen(source) + 1);
     const int fd = make_dirs(dir) ? open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600) : -1;
     /* the header last and the data synced before the rename: a crash leaves no entry, not a bad one */
@@ -267,7 +263,7 @@ void repack_cache_save(const struct gguf_file *f, uint64_t layout, const void *m
         llm_log(LLM_LOG_INFO, "repack cache: cannot write %s: %s", fd >= 0 ? tmp : dir, strerror(e));
         return;
     }
-    remove_stale(dir, &id, strrchr(path, '/') + 1);
+    remove_stale(dir, &f->id, strrchr(path, '/') + 1);
     llm_log(LLM_LOG_INFO, "repack cache: %s written (%.1f MiB, %.0f ms)", path, (double)bytes / (1024.0 * 1024.0),
             (llm_now_us() - t0) / 1e3);
 }

@@ -502,25 +502,31 @@ static uint64_t *fullest_share(uint64_t *shares, int nth)
     return best;
 }
 
-/* The next chunk of a thread walking *share: its own from the front, then, once that is done, the
- * back of the fullest share (*front turns false). False when every share is done. */
-static bool next_chunk(uint64_t *shares, int nth, uint64_t **share, bool *front, int64_t *chunk)
+/* The rows [*m0, *m1) of the next chunk (`rows` rows each, of M) for a thread walking *share: its
+ * own from the front, then, once that is done, the back of the fullest share (*front turns false;
+ * those rows count as stolen). False when every share is done. */
+static bool next_rows(uint64_t *shares, int nth, int64_t rows, int64_t M, uint64_t **share, bool *front,
+                      int64_t *m0, int64_t *m1)
 {
-    while (!take_chunk(*share, *front, chunk)) {
+    int64_t c;
+    while (!take_chunk(*share, *front, &c)) {
         *front = false;
         if (!(*share = fullest_share(shares, nth)))
             return false;
     }
+    *m0 = c * rows;
+    *m1 = *m0 + rows < M ? *m0 + rows : M;
+    if (!*front)
+        __atomic_fetch_add(&stolen_rows, *m1 - *m0, __ATOMIC_RELAXED);
     return true;
 }
 
-/* Publishes the thread's share of a 2-D matrix's chunks; the barrier after converting src1 makes
- * every share visible before anyone steals. */
-static void post_share(const struct llm_cpu_params *p, const struct mm_geom *g, uint64_t *shares)
+/* Publishes the thread's share of the chunks of `rows` rows of a matrix of M; a barrier after it
+ * makes every share visible before anyone steals. */
+static void post_share(const struct llm_cpu_params *p, int64_t rows, int64_t M, uint64_t *shares)
 {
-    const int64_t rows = steal_chunk_rows(g), chunks = (g->s.M + rows - 1) / rows;
     int64_t c0, c1;
-    thread_rows(chunks, p->ith, p->nth, &c0, &c1);
+    thread_rows((M + rows - 1) / rows, p->ith, p->nth, &c0, &c1);
     __atomic_store_n(shares + (size_t)p->ith * SHARE_STRIDE, share_word((uint64_t)c0, (uint64_t)c1),
                      __ATOMIC_RELAXED);
 }
@@ -531,12 +537,8 @@ static void dot_shares(const struct llm_cpu_params *p, struct llm_tensor *dst, c
     const int64_t rows = steal_chunk_rows(g);
     uint64_t *share = shares + (size_t)p->ith * SHARE_STRIDE;
     bool front = true;
-    for (int64_t c; next_chunk(shares, p->nth, &share, &front, &c);) {
-        const int64_t m0 = c * rows, m1 = m0 + rows < g->s.M ? m0 + rows : g->s.M;
-        if (!front)
-            __atomic_fetch_add(&stolen_rows, m1 - m0, __ATOMIC_RELAXED);
+    for (int64_t m0, m1; next_rows(shares, p->nth, rows, g->s.M, &share, &front, &m0, &m1);)
         dot_chunk(g, dst, m0, m1, 0, 0, xs, xrow);
-    }
 }
 
 static void mul_mat_dot(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct mm_geom *g,
@@ -550,7 +552,7 @@ static void mul_mat_dot(const struct llm_cpu_params *p, struct llm_tensor *dst, 
                            ? (uint64_t *)(work + align64((size_t)llm_nrows(g->x) * xrow))
                            : NULL;
     if (shares)
-        post_share(p, g, shares);
+        post_share(p, steal_chunk_rows(g), g->s.M, shares);
     const char *xs = convert_src1(p, g, work);
     /* Batches: about 8 tasks per thread from the counter, enough to balance, few enough that each
      * thread streams long runs of consecutive rows (short interleaved runs defeat the hardware
@@ -591,21 +593,15 @@ static void mul_mat_dot(const struct llm_cpu_params *p, struct llm_tensor *dst, 
 #define GEMM_SHARE_CHUNKS 4
 #define GEMM_CHUNK_ALIGN 48
 
-/* Rows of a GEMM chunk, in units of `unit` rows (1, or LLM_REPACK_ROWS for repacked groups). */
-static int64_t gemm_chunk_units(int64_t units, int64_t unit, int nth)
+/* Rows of a GEMM chunk: a thread's share of M in GEMM_SHARE_CHUNKS, rounded up to whole
+ * GEMM_CHUNK_ALIGN rows (a multiple of LLM_REPACK_ROWS: repacked chunks are whole groups). */
+static int64_t gemm_chunk_rows(int64_t M, int nth)
 {
-    const int64_t align = GEMM_CHUNK_ALIGN / unit, per = (int64_t)nth * GEMM_SHARE_CHUNKS;
-    return ((units + per - 1) / per + align - 1) / align * align;
+    const int64_t per = (int64_t)nth * GEMM_SHARE_CHUNKS;
+    return ((M + per - 1) / per + GEMM_CHUNK_ALIGN - 1) / GEMM_CHUNK_ALIGN * GEMM_CHUNK_ALIGN;
 }
 
-/* Each thread's share of the chunks, published before the barrier that precedes the work. */
-static void post_gemm_share(const struct llm_cpu_params *p, int64_t chunks, uint64_t *shares)
-{
-    int64_t c0, c1;
-    thread_rows(chunks, p->ith, p->nth, &c0, &c1);
-    __atomic_store_n(shares + (size_t)p->ith * SHARE_STRIDE, share_word((uint64_t)c0, (uint64_t)c1),
-                     __ATOMIC_RELAXED);
-}
+_Static_assert(GEMM_CHUNK_ALIGN % LLM_REPACK_ROWS == 0, "GEMM chunks of whole repacked groups");
 
 /* What a GEMM thread runs: the kernels and the src1 rows of matrix (i2, i3) at xs + i2 * x2 + i3 * x3,
  * xrow bytes apart; scratch is the thread's gemm_thread_size bytes. */
@@ -651,32 +647,19 @@ static void gemm_rows(const struct gemm_job *j, struct llm_tensor *dst, const st
                     dst->nb[1] / sizeof(float), j->scratch);
 }
 
-/* Runs the chunks of the shares (posted by post_gemm_share, after a barrier), or, alone, all rows. */
+/* Runs the chunks of the shares (posted by post_share, after a barrier), or, alone, all rows. */
 static void gemm_share(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct mm_geom *g,
                        const struct gemm_job *j, uint64_t *shares)
 {
-    const int64_t unit = j->packed ? LLM_REPACK_ROWS : 1, units = (g->s.M + unit - 1) / unit;
     if (p->nth == 1) {
         gemm_rows(j, dst, g, 0, g->s.M);
         return;
     }
-    const int64_t chunk = gemm_chunk_units(units, unit, p->nth);
+    const int64_t rows = gemm_chunk_rows(g->s.M, p->nth);
     uint64_t *share = shares + (size_t)p->ith * SHARE_STRIDE;
     bool front = true;
-    for (int64_t c; next_chunk(shares, p->nth, &share, &front, &c);) {
-        const int64_t m0 = c * chunk * unit, m1 = (c + 1) * chunk * unit < g->s.M ? (c + 1) * chunk * unit : g->s.M;
-        if (!front)
-            __atomic_fetch_add(&stolen_rows, m1 - m0, __ATOMIC_RELAXED);
+    for (int64_t m0, m1; next_rows(shares, p->nth, rows, g->s.M, &share, &front, &m0, &m1);)
         gemm_rows(j, dst, g, m0, m1);
-    }
-}
-
-/* The chunks of a GEMM path's shares (gemm_share). */
-static int64_t gemm_chunks(const struct mm_geom *g, bool packed, int nth)
-{
-    const int64_t unit = packed ? LLM_REPACK_ROWS : 1, units = (g->s.M + unit - 1) / unit;
-    const int64_t chunk = gemm_chunk_units(units, unit, nth);
-    return (units + chunk - 1) / chunk;
 }
 
 /* The integer GEMM, after src1 is converted as for the dot path. */
@@ -692,7 +675,7 @@ static void mul_mat_gemm(const struct llm_cpu_params *p, struct llm_tensor *dst,
                                 .scratch = work + converted + shares_bytes(p->nth) + (size_t)p->ith * per };
     uint64_t *shares = (uint64_t *)(work + converted);
     if (p->nth > 1)
-        post_gemm_share(p, gemm_chunks(g, j.packed != NULL, p->nth), shares);
+        post_share(p, gemm_chunk_rows(g->s.M, p->nth), g->s.M, shares);
     pool_barrier(p);
     gemm_share(p, dst, g, &j, shares);
 }
@@ -707,7 +690,7 @@ static void mul_mat_float_gemm(const struct llm_cpu_params *p, struct llm_tensor
                                            (size_t)p->ith * gemm_thread_size(g, PATH_FLOAT_GEMM) };
     uint64_t *shares = (uint64_t *)work;
     if (p->nth > 1) {
-        post_gemm_share(p, gemm_chunks(g, false, p->nth), shares);
+        post_share(p, gemm_chunk_rows(g->s.M, p->nth), g->s.M, shares);
         pool_barrier(p);
     }
     gemm_share(p, dst, g, &j, shares);

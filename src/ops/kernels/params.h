@@ -50,8 +50,9 @@ bool llm_cpu_mul_mat_uses_gemm(const struct llm_tensor *node);
 /* True when it runs as the integer GEMM (Q5_0 has both: which one depends on the batch and CPU). */
 bool llm_cpu_mul_mat_uses_int_gemm(const struct llm_tensor *node);
 
-/* Rows of decode's matrix-vector products that a thread took from the back of another thread's
- * share since the process started (matmul.c's decode shares): how unevenly the threads read. */
+/* Weight rows that a thread took from the back of another thread's share since the process started
+ * (matmul.c's shares: decode's matrix-vector products and the GEMM paths): how unevenly the threads
+ * ran. */
 int64_t llm_cpu_mul_mat_stolen_rows(void);
 
 /* Rope cache lifetime: the backend creates one, reserves its tables for the largest ROPE node
