@@ -661,6 +661,25 @@ static void test_set_rows_split(void)
     }
 }
 
+/* The split rule counts an element-wise node by its elements and a matmul by its multiply-adds: a
+ * prompt's ADD of 896 x 256 (qwen2-0.5B's width) is split, a decode token's rows (896, or a 7B's FFN
+ * row of 11008) and its 896 x 128 K projection run on one thread. */
+static void test_elementwise_split(void)
+{
+    const struct { int64_t ne0, rows; bool split; } adds[] = { { 896, 256, true }, { 896, 1, false }, { 11008, 1, false } };
+    for (size_t k = 0; k < sizeof adds / sizeof adds[0]; k++) {
+        struct llm_tensor *a = new_tensor(LLM_TYPE_F32, adds[k].ne0, adds[k].rows, 1, 1);
+        struct llm_tensor *dst = new_tensor(LLM_TYPE_F32, adds[k].ne0, adds[k].rows, 1, 1);
+        node(LLM_OP_ADD, dst, a, a, NULL, NULL);
+        CHECK(llm_cpu_worth_splitting(dst) == adds[k].split, "ADD of %lld x %lld: split %d", (long long)adds[k].ne0,
+              (long long)adds[k].rows, (int)llm_cpu_worth_splitting(dst));
+    }
+    struct llm_tensor *w = new_tensor(LLM_TYPE_F32, 896, 128, 1, 1), *x = new_tensor(LLM_TYPE_F32, 896, 1, 1, 1);
+    struct llm_tensor *dst = new_tensor(LLM_TYPE_F32, 128, 1, 1, 1);
+    node(LLM_OP_MUL_MAT, dst, w, x, NULL, NULL);
+    CHECK(!llm_cpu_worth_splitting(dst), "a decode token's 896 x 128 MUL_MAT is split");
+}
+
 /* SET_ROWS into a quantized (or BF16) KV cache: each new row quantized whole, the same bytes as the
  * reference quantizer with 1, 2 and 3 threads; a source without unit stride is refused. */
 static void test_set_rows_quant(void)
@@ -1409,6 +1428,7 @@ int main(void)
     test_set_rows();
     test_set_rows_quant();
     test_set_rows_split();
+    test_elementwise_split();
     test_cpy();
     test_mul_mat();
     test_mul_mat_work_bound();

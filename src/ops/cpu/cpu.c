@@ -12,29 +12,25 @@ bool llm_cpu_supports(const struct llm_tensor *n)
     return t->is_noop || (t->supports && t->supports(n));
 }
 
-/* Below this many multiply-adds (or elements for other ops) a node runs on one thread. On the cpu a
+/* A node runs on one thread below about 20 µs of work on one core: SPLIT_MIN_MADDS multiply-adds
+ * for MUL_MAT and FLASH_ATTN, SPLIT_MIN_ELEMENTS elements written for the other ops (each element
+ * of ADD, RMS_NORM or ROPE costs 0.3-0.6 ns, a matmul's multiply-add 0.01-0.2). On the cpu a
  * barrier is cheap, but the emulated npu, which must split exactly as the cpu does (its results
  * are the cpu's bit for bit), puts its second worker to sleep while the host needs the core, and
- * only a node of about this size repays waking it; the cpu's tg128 was the same at 2^15 and 2^18
- * (bench/results/kernel_choices.md). */
-#define SPLIT_MIN_WORK (1 << 18)
-
-/* Multiply-adds for MUL_MAT and FLASH_ATTN, elements written for the other ops. */
-static int64_t node_work(const struct llm_tensor *node)
-{
-    if (node->op == LLM_OP_SET_ROWS) /* src1's rows, written into a (large) cache: src0 and dst */
-        return llm_nelements(node->src[1]);
-    int64_t work = llm_nelements(node);
-    if (node->op == LLM_OP_MUL_MAT || node->op == LLM_OP_MUL_MAT_ADD)
-        work *= node->src[0]->ne[0];
-    else if (node->op == LLM_OP_FLASH_ATTN)
-        work *= node->src[1]->ne[1]; /* × KV cells */
-    return work;
-}
+ * only a node of about this size repays waking it. A decode token's element-wise nodes (one row)
+ * stay far below; a prompt's (896 x 256 on the 0.5B shape) are split (bench/results/kernel_choices.md). */
+#define SPLIT_MIN_MADDS (1 << 18)
+#define SPLIT_MIN_ELEMENTS (1 << 16)
 
 bool llm_cpu_worth_splitting(const struct llm_tensor *node)
 {
-    return node_work(node) >= SPLIT_MIN_WORK;
+    if (node->op == LLM_OP_SET_ROWS) /* src1's rows, written into a (large) cache: src0 and dst */
+        return llm_nelements(node->src[1]) >= SPLIT_MIN_ELEMENTS;
+    if (node->op == LLM_OP_MUL_MAT || node->op == LLM_OP_MUL_MAT_ADD)
+        return llm_nelements(node) * node->src[0]->ne[0] >= SPLIT_MIN_MADDS;
+    if (node->op == LLM_OP_FLASH_ATTN) /* × KV cells */
+        return llm_nelements(node) * node->src[1]->ne[1] >= SPLIT_MIN_MADDS;
+    return llm_nelements(node) >= SPLIT_MIN_ELEMENTS;
 }
 
 bool llm_cpu_supports_type(enum llm_type type)
