@@ -639,45 +639,49 @@ static void test_set_rows(void)
     }
 }
 
-/* The split rule counts a SET_ROWS by the rows it writes, not by the cache it writes into: a decode
- * token's one row into a long cache runs on one thread (each split costs the pool two barriers). */
-static void test_set_rows_split(void)
+/* The split rule (llm_cpu_worth_splitting) counts each node by the work it does: a SET_ROWS by the
+ * rows it writes, not the cache it writes into; an element-wise node by its elements; a matmul by
+ * its multiply-adds; FLASH_ATTN by its results x KV cells. A prompt's nodes are split; a decode
+ * token's one-row nodes (896, or a 7B's FFN row of 11008), its 896 x 128 K projection and its
+ * attention over a short cache run on one thread, its attention over a long cache on both. */
+static void test_split_rule(void)
 {
-    const int64_t ne0 = 128, cells = 4096;
-    struct llm_tensor *cache = new_tensor(LLM_TYPE_F16, ne0, cells, 1, 1);
-    const int64_t rows[] = { 1, cells }; /* a decode token's row; a prompt that fills the cache */
-    for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
-        const int64_t n = rows[k];
+    enum { CELLS = 4096 };
+    struct llm_tensor *cache = new_tensor(LLM_TYPE_F16, 128, CELLS, 1, 1);
+    const int64_t set_rows[] = { 1, CELLS }; /* a decode token's row; a prompt that fills the cache */
+    for (size_t k = 0; k < sizeof set_rows / sizeof set_rows[0]; k++) {
+        const int64_t n = set_rows[k];
         struct llm_tensor *dst = tensor_pool_get();
         *dst = *cache;
         dst->view_src = cache;
-        int64_t ne[4] = { ne0, n, 1, 1 };
+        int64_t ne[4] = { 128, n, 1, 1 };
         struct llm_tensor *ids = new_tensor(LLM_TYPE_I32, n, 1, 1, 1);
         for (int64_t i = 0; i < n; i++)
             ((int32_t *)ids->data)[i] = (int32_t)i;
         node(LLM_OP_SET_ROWS, dst, cache, make_src(ne, 0), ids, NULL);
-        CHECK(llm_cpu_worth_splitting(dst) == (n > 1), "SET_ROWS of %lld rows into %lld cells: split %d", (long long)n,
-              (long long)cells, (int)llm_cpu_worth_splitting(dst));
+        CHECK(llm_cpu_worth_splitting(dst) == (n > 1), "SET_ROWS of %lld rows into %d cells: split %d", (long long)n,
+              CELLS, (int)llm_cpu_worth_splitting(dst));
     }
-}
-
-/* The split rule counts an element-wise node by its elements and a matmul by its multiply-adds: a
- * prompt's ADD of 896 x 256 (qwen2-0.5B's width) is split, a decode token's rows (896, or a 7B's FFN
- * row of 11008) and its 896 x 128 K projection run on one thread. */
-static void test_elementwise_split(void)
-{
-    const struct { int64_t ne0, rows; bool split; } adds[] = { { 896, 256, true }, { 896, 1, false }, { 11008, 1, false } };
-    for (size_t k = 0; k < sizeof adds / sizeof adds[0]; k++) {
-        struct llm_tensor *a = new_tensor(LLM_TYPE_F32, adds[k].ne0, adds[k].rows, 1, 1);
-        struct llm_tensor *dst = new_tensor(LLM_TYPE_F32, adds[k].ne0, adds[k].rows, 1, 1);
-        node(LLM_OP_ADD, dst, a, a, NULL, NULL);
-        CHECK(llm_cpu_worth_splitting(dst) == adds[k].split, "ADD of %lld x %lld: split %d", (long long)adds[k].ne0,
-              (long long)adds[k].rows, (int)llm_cpu_worth_splitting(dst));
+    /* op, dst's ne0 x ne1, src0's ne0 x ne1 (ADD: a row like dst's; MUL_MAT: the weights; FLASH_ATTN:
+     * K of head dim 64 over ne1 cells), split */
+    const struct { enum llm_op op; int64_t ne0, ne1, s0, s1; bool split; } nodes[] = {
+        { LLM_OP_ADD, 896, 256, 896, 256, true },      { LLM_OP_ADD, 896, 1, 896, 1, false },
+        { LLM_OP_ADD, 11008, 1, 11008, 1, false },     { LLM_OP_MUL_MAT, 128, 1, 896, 128, false },
+        { LLM_OP_MUL_MAT, 896, 1, 896, 896, true },    { LLM_OP_FLASH_ATTN, 64, 14, 64, 64, false },
+        { LLM_OP_FLASH_ATTN, 64, 14, 64, 512, true },
+    };
+    for (size_t k = 0; k < sizeof nodes / sizeof nodes[0]; k++) {
+        struct llm_tensor *dst = new_tensor(LLM_TYPE_F32, nodes[k].ne0, nodes[k].ne1, 1, 1);
+        struct llm_tensor *a = new_tensor(LLM_TYPE_F32, nodes[k].s0, nodes[k].s1, 1, 1);
+        if (nodes[k].op == LLM_OP_FLASH_ATTN) /* q, K, V */
+            node(nodes[k].op, dst, new_tensor(LLM_TYPE_F32, 64, 1, 14, 1), a, a, NULL);
+        else
+            node(nodes[k].op, dst, a, nodes[k].op == LLM_OP_ADD ? a : new_tensor(LLM_TYPE_F32, nodes[k].s0, 1, 1, 1),
+                 NULL, NULL);
+        CHECK(llm_cpu_worth_splitting(dst) == nodes[k].split, "%s of %lld x %lld (source %lld x %lld): split %d",
+              llm_op_name(nodes[k].op), (long long)nodes[k].ne0, (long long)nodes[k].ne1,
+              (long long)nodes[k].s0, (long long)nodes[k].s1, (int)llm_cpu_worth_splitting(dst));
     }
-    struct llm_tensor *w = new_tensor(LLM_TYPE_F32, 896, 128, 1, 1), *x = new_tensor(LLM_TYPE_F32, 896, 1, 1, 1);
-    struct llm_tensor *dst = new_tensor(LLM_TYPE_F32, 128, 1, 1, 1);
-    node(LLM_OP_MUL_MAT, dst, w, x, NULL, NULL);
-    CHECK(!llm_cpu_worth_splitting(dst), "a decode token's 896 x 128 MUL_MAT is split");
 }
 
 /* SET_ROWS into a quantized (or BF16) KV cache: each new row quantized whole, the same bytes as the
@@ -1427,8 +1431,7 @@ int main(void)
     test_get_rows();
     test_set_rows();
     test_set_rows_quant();
-    test_set_rows_split();
-    test_elementwise_split();
+    test_split_rule();
     test_cpy();
     test_mul_mat();
     test_mul_mat_work_bound();

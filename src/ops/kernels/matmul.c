@@ -531,10 +531,10 @@ static void post_share(const struct llm_cpu_params *p, int64_t rows, int64_t M, 
                      __ATOMIC_RELAXED);
 }
 
+/* Runs the chunks of `rows` rows of the shares (posted by post_share with the same rows). */
 static void dot_shares(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct mm_geom *g,
-                       const char *xs, size_t xrow, uint64_t *shares)
+                       const char *xs, size_t xrow, int64_t rows, uint64_t *shares)
 {
-    const int64_t rows = steal_chunk_rows(g);
     uint64_t *share = shares + (size_t)p->ith * SHARE_STRIDE;
     bool front = true;
     for (int64_t m0, m1; next_rows(shares, p->nth, rows, g->s.M, &share, &front, &m0, &m1);)
@@ -551,8 +551,9 @@ static void mul_mat_dot(const struct llm_cpu_params *p, struct llm_tensor *dst, 
     uint64_t *shares = decode && batches == 1 && p->nth > 1 && g->s.convert
                            ? (uint64_t *)(work + align64((size_t)llm_nrows(g->x) * xrow))
                            : NULL;
+    const int64_t rows = steal_chunk_rows(g);
     if (shares)
-        post_share(p, steal_chunk_rows(g), g->s.M, shares);
+        post_share(p, rows, g->s.M, shares);
     const char *xs = convert_src1(p, g, work);
     /* Batches: about 8 tasks per thread from the counter, enough to balance, few enough that each
      * thread streams long runs of consecutive rows (short interleaved runs defeat the hardware
@@ -562,7 +563,7 @@ static void mul_mat_dot(const struct llm_cpu_params *p, struct llm_tensor *dst, 
     if (!decode || xs != g->x->data) /* the counter, the shares or the converted rows are shared */
         pool_barrier(p);
     if (shares) {
-        dot_shares(p, dst, g, xs, xrow, shares);
+        dot_shares(p, dst, g, xs, xrow, rows, shares);
         return;
     }
     int64_t tasks = (decode ? 1 : 8) * p->nth;
@@ -647,15 +648,15 @@ static void gemm_rows(const struct gemm_job *j, struct llm_tensor *dst, const st
                     dst->nb[1] / sizeof(float), j->scratch);
 }
 
-/* Runs the chunks of the shares (posted by post_share, after a barrier), or, alone, all rows. */
+/* Runs the chunks of `rows` rows of the shares (posted by post_share with the same rows, after a
+ * barrier), or, alone, all rows. */
 static void gemm_share(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct mm_geom *g,
-                       const struct gemm_job *j, uint64_t *shares)
+                       const struct gemm_job *j, int64_t rows, uint64_t *shares)
 {
     if (p->nth == 1) {
         gemm_rows(j, dst, g, 0, g->s.M);
         return;
     }
-    const int64_t rows = gemm_chunk_rows(g->s.M, p->nth);
     uint64_t *share = shares + (size_t)p->ith * SHARE_STRIDE;
     bool front = true;
     for (int64_t m0, m1; next_rows(shares, p->nth, rows, g->s.M, &share, &front, &m0, &m1);)
@@ -674,10 +675,11 @@ static void mul_mat_gemm(const struct llm_cpu_params *p, struct llm_tensor *dst,
                                 .kernel_scratch = llm_gemm_scratch_size(g->s.K, g->s.N),
                                 .scratch = work + converted + shares_bytes(p->nth) + (size_t)p->ith * per };
     uint64_t *shares = (uint64_t *)(work + converted);
+    const int64_t rows = gemm_chunk_rows(g->s.M, p->nth);
     if (p->nth > 1)
-        post_share(p, gemm_chunk_rows(g->s.M, p->nth), g->s.M, shares);
+        post_share(p, rows, g->s.M, shares);
     pool_barrier(p);
-    gemm_share(p, dst, g, &j, shares);
+    gemm_share(p, dst, g, &j, rows, shares);
 }
 
 /* The float GEMM reads the F32 src1 rows in place. */
@@ -689,11 +691,12 @@ static void mul_mat_float_gemm(const struct llm_cpu_params *p, struct llm_tensor
                                 .scratch = work + shares_bytes(p->nth) +
                                            (size_t)p->ith * gemm_thread_size(g, PATH_FLOAT_GEMM) };
     uint64_t *shares = (uint64_t *)work;
+    const int64_t rows = gemm_chunk_rows(g->s.M, p->nth);
     if (p->nth > 1) {
-        post_share(p, gemm_chunk_rows(g->s.M, p->nth), g->s.M, shares);
+        post_share(p, rows, g->s.M, shares);
         pool_barrier(p);
     }
-    gemm_share(p, dst, g, &j, shares);
+    gemm_share(p, dst, g, &j, rows, shares);
 }
 
 /* ---- BLAS path ---------------------------------------------------------------------------- */
