@@ -49,6 +49,13 @@ static inline __attribute__((always_inline)) AVX2 void block4(enum llm_type t, s
 
 /* ---- Q4_0: a block of four rows in one register -------------------------------------------- */
 
+/* The 8 bytes at p in every 64-bit lane, loaded straight into the register (a copy through an
+ * int64_t on the stack first made the compiler store 16 bytes and reload their halves). */
+static inline __attribute__((always_inline)) AVX2 __m256i broadcast8(const int8_t *p)
+{
+    return _mm256_broadcastq_epi64(_mm_loadl_epi64((const __m128i *)p));
+}
+
 /* Bytes 0..7 of the four rows' 16 quant bytes in v0 (row r at bytes 8r..8r+7), bytes 8..15 in v1:
  * repack.h's two pieces, or the file's rows shuffled so. Unsigned nibbles (0..15) against the
  * activation quants broadcast 8 bytes at a time (maddubs; four pair sums of at most 2·15·128 add
@@ -61,12 +68,10 @@ static inline __attribute__((always_inline)) AVX2 __m256 q4_0_block4(__m256i v0,
                                                                     __m256i off, __m256 d, __m256 acc)
 {
     const __m256i low = _mm256_set1_epi8(0x0f);
-    int64_t y[4];
-    memcpy(y, yq, sizeof y);
-    __m256i s0 = _mm256_maddubs_epi16(_mm256_and_si256(v0, low), _mm256_set1_epi64x(y[0]));
-    __m256i s1 = _mm256_maddubs_epi16(_mm256_and_si256(v1, low), _mm256_set1_epi64x(y[1]));
-    __m256i s2 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v0, 4), low), _mm256_set1_epi64x(y[2]));
-    __m256i s3 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v1, 4), low), _mm256_set1_epi64x(y[3]));
+    __m256i s0 = _mm256_maddubs_epi16(_mm256_and_si256(v0, low), broadcast8(yq));
+    __m256i s1 = _mm256_maddubs_epi16(_mm256_and_si256(v1, low), broadcast8(yq + 8));
+    __m256i s2 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v0, 4), low), broadcast8(yq + 16));
+    __m256i s3 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v1, 4), low), broadcast8(yq + 24));
     __m256i sum = _mm256_madd_epi16(_mm256_add_epi16(_mm256_add_epi16(s0, s1), _mm256_add_epi16(s2, s3)),
                                     _mm256_set1_epi16(1));
     return _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(sum, off)), acc);
@@ -82,10 +87,10 @@ static inline __attribute__((always_inline)) AVX2 int64_t lane_offsets(const str
 }
 
 /* The combined scales [d0 d0 d1 d1 d2 d2 d3 d3] from the four rows' fp16 d (h[0..3]) and the
- * activation block's. */
-static inline __attribute__((always_inline)) AVX2 __m256 scales_x4(__m128i h, const struct block_q8_0 *y)
+ * activation block's scale dy. */
+static inline __attribute__((always_inline)) AVX2 __m256 scales_x4(__m128i h, float dy)
 {
-    return _mm256_mul_ps(_mm256_cvtph_ps(_mm_unpacklo_epi16(h, h)), _mm256_set1_ps(fp16_avx2(y->d)));
+    return _mm256_mul_ps(_mm256_cvtph_ps(_mm_unpacklo_epi16(h, h)), _mm256_set1_ps(dy));
 }
 
 static inline AVX2 void sum_lanes(__m256 acc, float *s)
@@ -111,7 +116,7 @@ void AVX2 llm_vec_dot4_q4_0_avx2(int64_t n, float *s, const void *const *w, cons
         for (int r = 0; r < 4; r++)
             memcpy(&h[r], &rows[r][b].d, sizeof h[r]);
         acc = q4_0_block4(v0, v1, yb[b].qs, _mm256_set1_epi64x(lane_offsets(&yb[b])),
-                          scales_x4(_mm_loadl_epi64((const __m128i *)h), &yb[b]), acc);
+                          scales_x4(_mm_loadl_epi64((const __m128i *)h), fp16_avx2(yb[b].d)), acc);
     }
     sum_lanes(acc, s);
 }
@@ -176,8 +181,8 @@ static inline __attribute__((always_inline)) AVX2 void dot_packed(enum llm_type 
     }
 }
 
-/* Activation blocks whose lane offsets the packed kernel keeps at once (4 KiB of stack; a longer
- * row takes them window by window, for every group). */
+/* Activation blocks whose lane offsets and float scales the packed kernel keeps at once (6 KiB of
+ * stack; a longer row takes them window by window, for every group). */
 #define OFFSET_WINDOW 512
 
 /* Groups of Q4_0 rows repacked with LLM_REPACK_Q4_0_PIECE (repack.h: per block, the four rows'
@@ -190,19 +195,22 @@ void AVX2 llm_vec_dot_packed_q4_0_avx2(int64_t n, int64_t groups, float *s, cons
     const int64_t nb = n / QK;
     const char *p = w;
     int64_t off[OFFSET_WINDOW];
+    float dy[OFFSET_WINDOW];
     for (int64_t g = 0; g < groups; g++) {
         __m256 acc = _mm256_setzero_ps();
         for (int64_t w0 = 0; w0 < nb; w0 += OFFSET_WINDOW) {
             const int64_t wn = nb - w0 < OFFSET_WINDOW ? nb - w0 : OFFSET_WINDOW;
             if (g == 0 || nb > OFFSET_WINDOW)
-                for (int64_t b = 0; b < wn; b++)
+                for (int64_t b = 0; b < wn; b++) {
                     off[b] = lane_offsets(&yb[w0 + b]);
+                    dy[b] = fp16_avx2(yb[w0 + b].d);
+                }
             for (int64_t b = 0; b < wn; b++, p += block) {
                 if (b % 8 == 0)
                     prefetch_ahead(p, step, PREFETCH_AHEAD_QUANT);
-                const struct block_q8_0 *y = &yb[w0 + b];
-                acc = q4_0_block4(loadu256(p + 4 * sizeof(uint16_t)), loadu256(p + 4 * sizeof(uint16_t) + 32), y->qs,
-                                  _mm256_set1_epi64x(off[b]), scales_x4(_mm_loadl_epi64((const __m128i *)p), y), acc);
+                acc = q4_0_block4(loadu256(p + 4 * sizeof(uint16_t)), loadu256(p + 4 * sizeof(uint16_t) + 32),
+                                  yb[w0 + b].qs, _mm256_set1_epi64x(off[b]),
+                                  scales_x4(_mm_loadl_epi64((const __m128i *)p), dy[b]), acc);
             }
         }
         sum_lanes(acc, s + 4 * g);
