@@ -122,12 +122,25 @@ static void test_layout(enum llm_type t, int64_t K, int64_t M)
     free(want), free(got), free(back), free(zero), free(p), free(q), free(rows);
 }
 
-/* llm_repack_scale_offset / llm_repack_quants_offset / llm_repack_piece against the file's blocks,
- * every row, block and piece (the padding rows of the last group: zero bytes). */
+/* llm_repack_q5_0_qh moves the fifth bit of element 8k + 4h + m to bit 8m + 4h + k, and undoes
+ * itself. */
+static void test_q5_0_qh(void)
+{
+    int bad = 0;
+    for (int e = 0; e < 32; e++) {
+        const int k = e / 8, h = e / 4 % 2, m = e % 4;
+        bad += llm_repack_q5_0_qh(1u << e) != 1u << (8 * m + 4 * h + k);
+        bad += llm_repack_q5_0_qh(llm_repack_q5_0_qh(0x9e3779b9u << (e % 7))) != 0x9e3779b9u << (e % 7);
+    }
+    CHECK(bad == 0, "llm_repack_q5_0_qh: %d bits misplaced", bad);
+}
+
+/* llm_repack_scale_offset / llm_repack_piece_offset against the file's blocks, every row, block
+ * and piece (the padding rows of the last group: zero bytes; Q5_0's qh in its piece's bit order). */
 static void test_offsets(enum llm_type t, int64_t K, int64_t M)
 {
     const size_t row = llm_row_size(t, K), bs = llm_type_info(t)->type_size, gs = llm_repack_group_size(t, K);
-    const size_t q = bs - sizeof(uint16_t), piece = llm_repack_piece(t, q);
+    const size_t q = bs - sizeof(uint16_t);
     const int64_t nb = K / QK;
     char *rows = typed_rows(t, K, M, row, value), *p = packed(t, K, M, rows, 0);
     static const char zero[sizeof(struct block_q8_0)];
@@ -138,9 +151,18 @@ static void test_offsets(enum llm_type t, int64_t K, int64_t M)
             const char *g = p + (size_t)(m / LLM_REPACK_ROWS) * gs;
             const int r = (int)(m % LLM_REPACK_ROWS);
             bad += memcmp(g + llm_repack_scale_offset(t, nb, r, b), blk, sizeof(uint16_t)) != 0;
-            for (size_t i = 0; i < q / piece; i++)
-                bad += memcmp(g + llm_repack_quants_offset(t, nb, r, b) + i * LLM_REPACK_ROWS * piece,
-                              blk + sizeof(uint16_t) + i * piece, piece) != 0;
+            for (int i = 0; i < llm_repack_pieces(t); i++) {
+                const size_t len = llm_repack_piece_length(t, q, i);
+                char want[sizeof(struct block_q8_0)];
+                memcpy(want, blk + sizeof(uint16_t) + llm_repack_piece_start(t, i), len);
+                if (t == LLM_TYPE_Q5_0 && i == 0) {
+                    uint32_t qh;
+                    memcpy(&qh, want, sizeof qh);
+                    qh = llm_repack_q5_0_qh(qh);
+                    memcpy(want, &qh, sizeof qh);
+                }
+                bad += memcmp(g + llm_repack_piece_offset(t, nb, r, b, i), want, len) != 0;
+            }
         }
     CHECK(bad == 0, "%s K%lld M%lld: %lld blocks not where the accessors say", llm_type_name(t), (long long)K,
           (long long)M, (long long)bad);
@@ -603,6 +625,7 @@ int main(void)
         test_nodes(ti, k ? bk : 288, 130);
     }
     test_dispatch();
+    test_q5_0_qh();
     test_load();
     test_load_k();
     test_load_locked();

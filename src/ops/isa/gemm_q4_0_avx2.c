@@ -66,19 +66,53 @@ static AVX2 void activations(int offset, int64_t nb, int64_t N, const char *x, s
     }
 }
 
-/* A block's fp16 scale at `scale` as a float into *d, and its 32 values from its quants (the file
- * block's bytes after d; Q4_0's second 8 bytes `second` bytes after its first: 8 in the file, a
- * piece further in repacked groups) unsigned, element j in byte j. */
-static inline __attribute__((always_inline)) AVX2 __m256i block_values(bool q5, const char *scale, const char *quants,
-                                                                      size_t second, float *d)
+/* Where a block's parts are: its fp16 scale, Q5_0's qh, and the two halves of its 16 nibble bytes
+ * (in the file one run; in repacked groups pieces apart, repack.h). */
+struct block_at {
+    const char *scale, *qh, *lo, *hi;
+};
+
+/* A block's scale as a float into *d, and its 32 values unsigned, element j in byte j. */
+static inline __attribute__((always_inline)) AVX2 __m256i block_values(struct kind kd, struct block_at at, float *d)
 {
     uint16_t h;
-    memcpy(&h, scale, sizeof h);
+    memcpy(&h, at.scale, sizeof h);
     *d = fp16_avx2(h);
-    if (q5) /* qh, then qs */
-        return _mm256_or_si256(nibbles32_u((const uint8_t *)quants + 4), fifth_bits((const uint8_t *)quants));
-    return nibbles32_x(_mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)quants),
-                                          _mm_loadl_epi64((const __m128i *)(quants + second))));
+    __m256i v = nibbles32_x(_mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)at.lo),
+                                               _mm_loadl_epi64((const __m128i *)at.hi)));
+    if (kd.type != LLM_TYPE_Q5_0)
+        return v;
+    uint32_t qh;
+    memcpy(&qh, at.qh, sizeof qh);
+    if (kd.repacked) /* back to the file's bit order */
+        qh = llm_repack_q5_0_qh(qh);
+    return _mm256_or_si256(v, fifth_bits((const uint8_t *)&qh));
+}
+
+/* Block b of row 0 (file rows: of the row at hand), and how far each part moves per row of a
+ * repacked group (the accessors of repack.h are linear in the row; once per block, since each
+ * call computes the type's sizes). */
+static inline __attribute__((always_inline)) void block_parts(struct kind kd, int64_t nb, int64_t b, size_t off[4],
+                                                             size_t step[4])
+{
+    if (!kd.repacked) {
+        const size_t blk = (size_t)b * kd.bytes, qs = blk + sizeof(uint16_t) + (kd.type == LLM_TYPE_Q5_0 ? 4 : 0);
+        const size_t file[4] = { blk, blk + sizeof(uint16_t), qs, qs + 8 };
+        for (int i = 0; i < 4; i++)
+            off[i] = file[i], step[i] = 0;
+        return;
+    }
+    const int nibbles = kd.type == LLM_TYPE_Q5_0; /* the nibbles' first piece: after qh */
+    for (int r = 0; r < 2; r++) {
+        const size_t at[4] = { llm_repack_scale_offset(kd.type, nb, r, b), llm_repack_piece_offset(kd.type, nb, r, b, 0),
+                               llm_repack_piece_offset(kd.type, nb, r, b, nibbles),
+                               llm_repack_piece_offset(kd.type, nb, r, b, nibbles + 1) };
+        for (int i = 0; i < 4; i++)
+            if (r == 0)
+                off[i] = at[i];
+            else
+                step[i] = at[i] - off[i];
+    }
 }
 
 /* rows [0, rows) of w into groups of 8: per block, a transpose of 8 rows x 8 dwords (simd.h).
@@ -89,9 +123,6 @@ static inline __attribute__((always_inline)) AVX2 __m256i block_values(bool q5, 
 static inline __attribute__((always_inline)) AVX2 void pack(struct kind kd, int64_t nb, int64_t rows, const char *w,
                                                            size_t wstride, struct pack *out)
 {
-    const size_t qbytes = kd.bytes - sizeof(uint16_t);
-    /* Q4_0's quants in two halves of 8 bytes (a file block's, or a repacked group's two pieces) */
-    const size_t second = kd.repacked ? LLM_REPACK_ROWS * llm_repack_piece(kd.type, qbytes) : 8;
     for (int64_t g = 0; g < (rows + ROWS - 1) / ROWS; g++) {
         const char *base[ROWS];
         for (int r = 0; r < ROWS; r++) {
@@ -101,18 +132,13 @@ static inline __attribute__((always_inline)) AVX2 void pack(struct kind kd, int6
         for (int64_t b = 0; b < nb; b++) {
             struct pack *p = out + g * nb + b;
             __m256i v[ROWS];
-            /* row i of a repacked group: the accessors are linear in the row */
-            size_t d_off = (size_t)b * kd.bytes, q_off = d_off + sizeof(uint16_t), d_step = 0, q_step = 0;
-            if (kd.repacked) {
-                d_off = llm_repack_scale_offset(kd.type, nb, 0, b);
-                q_off = llm_repack_quants_offset(kd.type, nb, 0, b);
-                d_step = llm_repack_scale_offset(kd.type, nb, 1, b) - d_off;
-                q_step = llm_repack_quants_offset(kd.type, nb, 1, b) - q_off;
-            }
+            size_t off[4], step[4];
+            block_parts(kd, nb, b, off, step);
             for (int r = 0; r < ROWS; r++) {
                 const size_t i = (size_t)(r % LLM_REPACK_ROWS);
-                v[r] = block_values(kd.type == LLM_TYPE_Q5_0, base[r] + d_off + i * d_step,
-                                    base[r] + q_off + i * q_step, second, &p->d[r]);
+                const struct block_at at = { base[r] + off[0] + i * step[0], base[r] + off[1] + i * step[1],
+                                             base[r] + off[2] + i * step[2], base[r] + off[3] + i * step[3] };
+                v[r] = block_values(kd, at, &p->d[r]);
             }
             transpose8x8_epi32(v, p->q);
         }

@@ -79,7 +79,7 @@ static AVX2 void pack_groups(int64_t nb, int64_t row0, int64_t rows, const char 
             const char *scale[ROWS], *quants[ROWS];
             for (int r = 0; r < LLM_REPACK_ROWS; r++) {
                 const size_t so = llm_repack_scale_offset(LLM_TYPE_Q8_0, nb, r, b),
-                             qo = llm_repack_quants_offset(LLM_TYPE_Q8_0, nb, r, b);
+                             qo = llm_repack_piece_offset(LLM_TYPE_Q8_0, nb, r, b, 0);
                 scale[r] = lo + so, scale[r + LLM_REPACK_ROWS] = hi + so;
                 quants[r] = lo + qo, quants[r + LLM_REPACK_ROWS] = hi + qo;
             }

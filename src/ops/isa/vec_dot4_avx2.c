@@ -1,7 +1,7 @@
 /* AVX2 vec_dot4 of Q4_0 / Q5_0 / Q8_0 weights against Q8_0 activations (decode's matrix-vector product),
- * on the file's rows and on the groups repacked at load (repack.h). Q5_0 and Q8_0: one activation
- * block is loaded once for four weight rows, each row in its own accumulator (the loop:
- * dot4_q8_0.h). Q4_0: the four rows of a block in one register (q4_0_block4 below). */
+ * on the file's rows and on the groups repacked at load (repack.h). Q8_0: one activation block is
+ * loaded once for four weight rows, each row in its own accumulator (the loop: dot4_q8_0.h). Q4_0
+ * and Q5_0: the four rows of a block in one register (nibbles_block4 below). */
 #include <stdint.h>
 
 #include "dot4_q8_0.h"
@@ -11,43 +11,29 @@
 #include "prefetch.h"
 #include "simd.h"
 
-/* int32 lane sums of one block's bytes after its fp16 d (Q8_0 quants, Q5_0's qh then quants, as the
- * file stores them) against activation quants yv; off is maddubs(16, yv) (Q5_0, whose quants are
- * stored +16), shared by the four rows. */
-static inline __attribute__((always_inline)) AVX2 __m256i quant_sum(enum llm_type t, const uint8_t *qs, __m256i yv,
-                                                                   __m256i off)
+/* int32 lane sums of 32 Q8_0 weight quants at q against activation quants yv: signed x signed
+ * through the sign trick (activations never hold -128). */
+static inline __attribute__((always_inline)) AVX2 __m256i q8_0_sum(const char *q, __m256i yv)
 {
-    const __m256i ones = _mm256_set1_epi16(1);
-    if (t == LLM_TYPE_Q5_0) {
-        __m256i q = _mm256_or_si256(nibbles32_u(qs + 4), fifth_bits(qs));
-        return _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(q, yv), off), ones);
-    }
-    /* signed x signed through the sign trick (activations never hold -128) */
-    __m256i q = loadu256(qs);
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(yv, q)), ones);
+    const __m256i v = loadu256(q);
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(yv, v)),
+                             _mm256_set1_epi16(1));
 }
 
-/* int32 lane sums of one weight block of type t (see quant_sum). */
-static inline __attribute__((always_inline)) AVX2 __m256i block_sum(enum llm_type t, const char *wb, __m256i yv,
-                                                                   __m256i off)
-{
-    return quant_sum(t, (const uint8_t *)wb + sizeof(uint16_t), yv, off);
-}
-
-/* Block b of the four rows; d[r] points at row r's combined scale of that block. */
+/* Block b of the four Q8_0 rows; d[r] points at row r's combined scale of that block. */
 static inline __attribute__((always_inline)) AVX2 void block4(enum llm_type t, size_t ws, const char *const *w,
                                                              const struct block_q8_0 *yb, int64_t b,
                                                              const float *const *d, __m256 *acc)
 {
-    __m256i yv = loadu256(yb[b].qs);
-    __m256i off = _mm256_maddubs_epi16(_mm256_set1_epi8(16), yv);
+    (void)t;
+    const __m256i yv = loadu256(yb[b].qs);
 #pragma GCC unroll 4
     for (int r = 0; r < 4; r++)
-        acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(d[r]), _mm256_cvtepi32_ps(block_sum(t, w[r] + b * ws, yv, off)),
-                                 acc[r]);
+        acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(d[r]),
+                                 _mm256_cvtepi32_ps(q8_0_sum(w[r] + b * ws + sizeof(uint16_t), yv)), acc[r]);
 }
 
-/* ---- Q4_0: a block of four rows in one register -------------------------------------------- */
+/* ---- Q4_0 and Q5_0: a block of four rows in one register ------------------------------------ */
 
 /* The 8 bytes at p in every 64-bit lane, loaded straight into the register (a copy through an
  * int64_t on the stack first made the compiler store 16 bytes and reload their halves). */
@@ -56,32 +42,39 @@ static inline __attribute__((always_inline)) AVX2 __m256i broadcast8(const int8_
     return _mm256_broadcastq_epi64(_mm_loadl_epi64((const __m128i *)p));
 }
 
-/* Bytes 0..7 of the four rows' 16 quant bytes in v0 (row r at bytes 8r..8r+7), bytes 8..15 in v1:
- * repack.h's two pieces, or the file's rows shuffled so. Unsigned nibbles (0..15) against the
- * activation quants broadcast 8 bytes at a time (maddubs; four pair sums of at most 2·15·128 add
- * in int16), widened once (madd), leave row r's sums in int32 lanes 2r (elements j with j & 4 == 0)
- * and 2r + 1 (the others). Subtracting off, 8·Σ of the activation quants over each lane's elements
- * (lane_offsets), makes them exact; one FMA by d = [d0 d0 d1 d1 d2 d2 d3 d3] (a row's combined
- * scale in both of its lanes) adds the block to acc. A row's result is its two lanes' sum after
- * its last block (sum_lanes): both kernels below give each row these floats. */
-static inline __attribute__((always_inline)) AVX2 __m256 q4_0_block4(__m256i v0, __m256i v1, const int8_t *yq,
-                                                                    __m256i off, __m256 d, __m256 acc)
+/* Bytes 0..7 of the four rows' 16 nibble bytes in v0 (row r at bytes 8r..8r+7), bytes 8..15 in v1:
+ * repack.h's two pieces, or the file's rows shuffled so. Product k (k = 0..3: v0's low nibbles,
+ * v1's, v0's high, v1's) holds elements 8k..8k+7 of each row; Q5_0 sets 0x10 over an element's
+ * nibble where its fifth bit is (fifth[k], NULL for Q4_0). Unsigned values (0..15, 0..31) against
+ * the activation quants broadcast 8 bytes at a time (maddubs; four pair sums of at most 2·31·128
+ * add in int16), widened once (madd), leave row r's sums in int32 lanes 2r (elements j with
+ * j & 4 == 0) and 2r + 1 (the others). Subtracting off, the values' zero (8, 16) times Σ of the
+ * activation quants over each lane's elements (lane_offsets), makes them exact; one FMA by
+ * d = [d0 d0 d1 d1 d2 d2 d3 d3] (a row's combined scale in both of its lanes) adds the block to
+ * acc. A row's result is its two lanes' sum after its last block (sum_lanes): the kernels of both
+ * layouts give each row these floats. */
+static inline __attribute__((always_inline)) AVX2 __m256 nibbles_block4(__m256i v0, __m256i v1, const __m256i *fifth,
+                                                                       const int8_t *yq, __m256i off, __m256 d,
+                                                                       __m256 acc)
 {
     const __m256i low = _mm256_set1_epi8(0x0f);
-    __m256i s0 = _mm256_maddubs_epi16(_mm256_and_si256(v0, low), broadcast8(yq));
-    __m256i s1 = _mm256_maddubs_epi16(_mm256_and_si256(v1, low), broadcast8(yq + 8));
-    __m256i s2 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v0, 4), low), broadcast8(yq + 16));
-    __m256i s3 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v1, 4), low), broadcast8(yq + 24));
-    __m256i sum = _mm256_madd_epi16(_mm256_add_epi16(_mm256_add_epi16(s0, s1), _mm256_add_epi16(s2, s3)),
+    __m256i q[4] = { _mm256_and_si256(v0, low), _mm256_and_si256(v1, low),
+                     _mm256_and_si256(_mm256_srli_epi16(v0, 4), low), _mm256_and_si256(_mm256_srli_epi16(v1, 4), low) };
+    __m256i sk[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++)
+        sk[k] = _mm256_maddubs_epi16(fifth ? _mm256_or_si256(q[k], fifth[k]) : q[k], broadcast8(yq + 8 * k));
+    __m256i sum = _mm256_madd_epi16(_mm256_add_epi16(_mm256_add_epi16(sk[0], sk[1]), _mm256_add_epi16(sk[2], sk[3])),
                                     _mm256_set1_epi16(1));
     return _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(sum, off)), acc);
 }
 
-/* 8·Σ of activation block y's quants over the elements of an even lane (low half) and of an odd
- * lane (high half) of q4_0_block4, as one int64. */
-static inline __attribute__((always_inline)) AVX2 int64_t lane_offsets(const struct block_q8_0 *y)
+/* zero·Σ of activation block y's quants over the elements of an even lane (low half) and of an odd
+ * lane (high half) of nibbles_block4, as one int64. */
+static inline __attribute__((always_inline)) AVX2 int64_t lane_offsets(const struct block_q8_0 *y, int zero)
 {
-    __m256i four = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(8), loadu256(y->qs)), _mm256_set1_epi16(1));
+    __m256i four = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8((char)zero), loadu256(y->qs)),
+                                     _mm256_set1_epi16(1));
     __m128i half = _mm_add_epi32(_mm256_castsi256_si128(four), _mm256_extracti128_si256(four, 1));
     return _mm_cvtsi128_si64(_mm_add_epi32(half, _mm_unpackhi_epi64(half, half)));
 }
@@ -101,29 +94,94 @@ static inline AVX2 void sum_lanes(__m256 acc, float *s)
         s[r] = lane[2 * r] + lane[2 * r + 1];
 }
 
+/* 0x10 where the byte's bit is set in v, else 0 (bit: each byte's bit to test). */
+static inline __attribute__((always_inline)) AVX2 __m256i bits_to_0x10(__m256i v, __m256i bit)
+{
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), _mm256_set1_epi8(0x10));
+}
+
+/* The four products' fifth bits (nibbles_block4) from the file's qh of the four rows, h = the four
+ * little-endian words side by side in each 128-bit half: byte k of row r's word holds the bits of
+ * elements 8k..8k+7, so product k spreads byte 4r + k over bytes 8r..8r+7 and tests bit j in byte
+ * 8r + j. */
+static inline __attribute__((always_inline)) AVX2 void fifth_bits_file(__m128i h, __m256i fifth[4])
+{
+    const __m256i both = _mm256_broadcastsi128_si256(h), bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    const long long rep = 0x0101010101010101ll;
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++)
+        fifth[k] = bits_to_0x10(_mm256_shuffle_epi8(both, _mm256_set_epi64x((12 + k) * rep, (8 + k) * rep, (4 + k) * rep,
+                                                                          k * rep)),
+                                bit);
+}
+
+/* The same from a repacked group's qh (repack.h, llm_repack_q5_0_qh): byte m of row r's word holds
+ * the bits of elements 8k + m (bit k) and 8k + m + 4 (bit 4 + k), so one shuffle spreads bytes
+ * 4r..4r+3 twice over bytes 8r..8r+7 for all four products, and product k tests bit k in the
+ * first four bytes of each row, bit 4 + k in the others. */
+static inline __attribute__((always_inline)) AVX2 void fifth_bits_packed(__m128i h, __m256i fifth[4])
+{
+    const __m256i spread = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(h),
+                                               _mm256_set_epi64x(0x0f0e0d0c0f0e0d0cll, 0x0b0a09080b0a0908ll,
+                                                                 0x0706050407060504ll, 0x0302010003020100ll));
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++)
+        fifth[k] = bits_to_0x10(spread, _mm256_set1_epi64x((long long)(0x1010101001010101ull << k)));
+}
+
+/* v0 / v1 of nibbles_block4 from block b of the four file rows, whose 16 nibble bytes start `qs`
+ * bytes into blocks of `bs` bytes. */
+static inline __attribute__((always_inline)) AVX2 void nibbles_file(const char *const *rows, size_t bs, size_t qs,
+                                                                   int64_t b, __m256i *v0, __m256i *v1)
+{
+    __m128i q[4];
+    for (int r = 0; r < 4; r++)
+        q[r] = _mm_loadu_si128((const __m128i *)(rows[r] + (size_t)b * bs + qs));
+    *v0 = _mm256_set_m128i(_mm_unpacklo_epi64(q[2], q[3]), _mm_unpacklo_epi64(q[0], q[1]));
+    *v1 = _mm256_set_m128i(_mm_unpackhi_epi64(q[2], q[3]), _mm_unpackhi_epi64(q[0], q[1]));
+}
+
+/* The four file rows' fp16 d of block b (the blocks' first bytes) side by side. */
+static inline __attribute__((always_inline)) AVX2 __m128i scales_file(const char *const *rows, size_t bs, int64_t b)
+{
+    uint16_t h[4];
+    for (int r = 0; r < 4; r++)
+        memcpy(&h[r], rows[r] + (size_t)b * bs, sizeof h[r]);
+    return _mm_loadl_epi64((const __m128i *)h);
+}
+
 void AVX2 llm_vec_dot4_q4_0_avx2(int64_t n, float *s, const void *const *w, const void *x)
 {
-    const struct block_q4_0 *const *rows = (const struct block_q4_0 *const *)w;
+    const char *const *rows = (const char *const *)w;
+    const size_t bs = sizeof(struct block_q4_0);
     const struct block_q8_0 *yb = x;
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / QK; b++) {
-        __m128i q[4];
-        for (int r = 0; r < 4; r++)
-            q[r] = _mm_loadu_si128((const __m128i *)rows[r][b].qs);
-        __m256i v0 = _mm256_set_m128i(_mm_unpacklo_epi64(q[2], q[3]), _mm_unpacklo_epi64(q[0], q[1]));
-        __m256i v1 = _mm256_set_m128i(_mm_unpackhi_epi64(q[2], q[3]), _mm_unpackhi_epi64(q[0], q[1]));
-        uint16_t h[4];
-        for (int r = 0; r < 4; r++)
-            memcpy(&h[r], &rows[r][b].d, sizeof h[r]);
-        acc = q4_0_block4(v0, v1, yb[b].qs, _mm256_set1_epi64x(lane_offsets(&yb[b])),
-                          scales_x4(_mm_loadl_epi64((const __m128i *)h), fp16_avx2(yb[b].d)), acc);
+        __m256i v0, v1;
+        nibbles_file(rows, bs, offsetof(struct block_q4_0, qs), b, &v0, &v1);
+        acc = nibbles_block4(v0, v1, NULL, yb[b].qs, _mm256_set1_epi64x(lane_offsets(&yb[b], 8)),
+                             scales_x4(scales_file(rows, bs, b), fp16_avx2(yb[b].d)), acc);
     }
     sum_lanes(acc, s);
 }
 
 void AVX2 llm_vec_dot4_q5_0_avx2(int64_t n, float *s, const void *const *w, const void *x)
 {
-    dot4_q8_0(LLM_TYPE_Q5_0, n, s, w, x, scales8, block4);
+    const char *const *rows = (const char *const *)w;
+    const size_t bs = sizeof(struct block_q5_0);
+    const struct block_q8_0 *yb = x;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / QK; b++) {
+        __m256i v0, v1, fifth[4];
+        nibbles_file(rows, bs, offsetof(struct block_q5_0, qs), b, &v0, &v1);
+        uint32_t qh[4];
+        for (int r = 0; r < 4; r++)
+            memcpy(&qh[r], rows[r] + (size_t)b * bs + offsetof(struct block_q5_0, qh), sizeof qh[r]);
+        fifth_bits_file(_mm_loadu_si128((const __m128i *)qh), fifth);
+        acc = nibbles_block4(v0, v1, fifth, yb[b].qs, _mm256_set1_epi64x(lane_offsets(&yb[b], 16)),
+                             scales_x4(scales_file(rows, bs, b), fp16_avx2(yb[b].d)), acc);
+    }
+    sum_lanes(acc, s);
 }
 
 void AVX2 llm_vec_dot4_q8_0_avx2(int64_t n, float *s, const void *const *w, const void *x)
@@ -133,13 +191,13 @@ void AVX2 llm_vec_dot4_q8_0_avx2(int64_t n, float *s, const void *const *w, cons
 
 /* ---- repacked rows (repack.h) ------------------------------------------------------------- */
 
-/* Groups of four Q5_0 / Q8_0 rows in the repacked layout, streamed front to back: per chunk of up
- * to 8 blocks, the rows' scales, then each block's four quant runs. Each row's combined scales, accumulator and
- * order of blocks are those of dot4_q8_0, so every row's sum keeps the bits vec_dot4 gives it. */
-static inline __attribute__((always_inline)) AVX2 void dot_packed(enum llm_type t, int64_t n, int64_t groups,
-                                                                 float *s, const void *w, const void *x)
+/* Groups of four Q8_0 rows in the repacked layout, streamed front to back: per chunk of up to 8
+ * blocks, the rows' scales, then each block's four quant runs. Each row's combined scales,
+ * accumulator and order of blocks are those of dot4_q8_0, so every row's sum keeps the bits
+ * vec_dot4 gives it. */
+void AVX2 llm_vec_dot_packed_q8_0_avx2(int64_t n, int64_t groups, float *s, const void *w, const void *x)
 {
-    const size_t qb = (t == LLM_TYPE_Q5_0 ? sizeof(struct block_q5_0) : sizeof(struct block_q8_0)) - sizeof(uint16_t);
+    const size_t qb = sizeof(struct block_q8_0) - sizeof(uint16_t);
     const struct block_q8_0 *yb = x;
     const int64_t nb = n / QK;
     const char *p = w;
@@ -167,11 +225,9 @@ static inline __attribute__((always_inline)) AVX2 void dot_packed(enum llm_type 
             for (int64_t k = 0; k < nbc; k++) {
                 const char *q = qs + (size_t)k * 4 * qb;
                 __m256i yv = loadu256(yb[c + k].qs);
-                __m256i off = _mm256_maddubs_epi16(_mm256_set1_epi8(16), yv);
 #pragma GCC unroll 4
                 for (int r = 0; r < 4; r++)
-                    acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&d[r][k]),
-                                             _mm256_cvtepi32_ps(quant_sum(t, (const uint8_t *)q + r * qb, yv, off)),
+                    acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&d[r][k]), _mm256_cvtepi32_ps(q8_0_sum(q + r * qb, yv)),
                                              acc[r]);
             }
             p += 4 * nbc * (2 + qb);
@@ -181,16 +237,18 @@ static inline __attribute__((always_inline)) AVX2 void dot_packed(enum llm_type 
     }
 }
 
-/* Activation blocks whose lane offsets and float scales the packed kernel keeps at once (6 KiB of
+/* Activation blocks whose lane offsets and float scales the packed kernels keep at once (6 KiB of
  * stack; a longer row takes them window by window, for every group). */
 #define OFFSET_WINDOW 512
 
-/* Groups of Q4_0 rows repacked with LLM_REPACK_Q4_0_PIECE (repack.h: per block, the four rows'
- * scales, then v0 and v1 of q4_0_block4), streamed front to back. */
-void AVX2 llm_vec_dot_packed_q4_0_avx2(int64_t n, int64_t groups, float *s, const void *w, const void *x)
+/* Groups of Q4_0 or Q5_0 rows (repack.h: per block, the four rows' scales, Q5_0's four qh words,
+ * then v0 and v1 of nibbles_block4), streamed front to back. */
+static inline __attribute__((always_inline)) AVX2 void nibbles_packed(bool q5, int64_t n, int64_t groups, float *s,
+                                                                     const void *w, const void *x)
 {
-    _Static_assert(LLM_REPACK_Q4_0_PIECE == 8 && LLM_REPACK_ROWS == 4, "a piece of the four rows is one register");
-    const size_t block = LLM_REPACK_ROWS * sizeof(struct block_q4_0), step = 8 * block;
+    _Static_assert(LLM_REPACK_NIBBLE_PIECE == 8 && LLM_REPACK_ROWS == 4, "a piece of the four rows is one register");
+    const size_t block = LLM_REPACK_ROWS * (q5 ? sizeof(struct block_q5_0) : sizeof(struct block_q4_0)), step = 8 * block;
+    const size_t qh = LLM_REPACK_ROWS * sizeof(uint16_t), nibbles = qh + (q5 ? LLM_REPACK_ROWS * sizeof(uint32_t) : 0);
     const struct block_q8_0 *yb = x;
     const int64_t nb = n / QK;
     const char *p = w;
@@ -202,27 +260,30 @@ void AVX2 llm_vec_dot_packed_q4_0_avx2(int64_t n, int64_t groups, float *s, cons
             const int64_t wn = nb - w0 < OFFSET_WINDOW ? nb - w0 : OFFSET_WINDOW;
             if (g == 0 || nb > OFFSET_WINDOW)
                 for (int64_t b = 0; b < wn; b++) {
-                    off[b] = lane_offsets(&yb[w0 + b]);
+                    off[b] = lane_offsets(&yb[w0 + b], q5 ? 16 : 8);
                     dy[b] = fp16_avx2(yb[w0 + b].d);
                 }
             for (int64_t b = 0; b < wn; b++, p += block) {
                 if (b % 8 == 0)
                     prefetch_ahead(p, step, PREFETCH_AHEAD_QUANT);
-                acc = q4_0_block4(loadu256(p + 4 * sizeof(uint16_t)), loadu256(p + 4 * sizeof(uint16_t) + 32),
-                                  yb[w0 + b].qs, _mm256_set1_epi64x(off[b]),
-                                  scales_x4(_mm_loadl_epi64((const __m128i *)p), dy[b]), acc);
+                __m256i fifth[4];
+                if (q5)
+                    fifth_bits_packed(_mm_loadu_si128((const __m128i *)(p + qh)), fifth);
+                acc = nibbles_block4(loadu256(p + nibbles), loadu256(p + nibbles + 32), q5 ? fifth : NULL,
+                                     yb[w0 + b].qs, _mm256_set1_epi64x(off[b]),
+                                     scales_x4(_mm_loadl_epi64((const __m128i *)p), dy[b]), acc);
             }
         }
         sum_lanes(acc, s + 4 * g);
     }
 }
 
-void AVX2 llm_vec_dot_packed_q5_0_avx2(int64_t n, int64_t groups, float *s, const void *w, const void *x)
+void AVX2 llm_vec_dot_packed_q4_0_avx2(int64_t n, int64_t groups, float *s, const void *w, const void *x)
 {
-    dot_packed(LLM_TYPE_Q5_0, n, groups, s, w, x);
+    nibbles_packed(false, n, groups, s, w, x);
 }
 
-void AVX2 llm_vec_dot_packed_q8_0_avx2(int64_t n, int64_t groups, float *s, const void *w, const void *x)
+void AVX2 llm_vec_dot_packed_q5_0_avx2(int64_t n, int64_t groups, float *s, const void *w, const void *x)
 {
-    dot_packed(LLM_TYPE_Q8_0, n, groups, s, w, x);
+    nibbles_packed(true, n, groups, s, w, x);
 }

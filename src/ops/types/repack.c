@@ -10,8 +10,8 @@
 #include "types.h"
 
 /* Where a block's scales sit in the file's block (its other bytes, before and after them, are its
- * quants). How many blocks a chunk holds is llm_repack_chunk's: Q5_0's and Q8_0's fast kernels
- * convert the fp16 scales of 8 blocks of a row at once, Q4_0's takes a block of its four rows at a
+ * quants). How many blocks a chunk holds is llm_repack_chunk's: Q8_0's fast kernel converts the
+ * fp16 scales of 8 blocks of a row at once, Q4_0's and Q5_0's take a block of their four rows at a
  * time; a K-quant block of 256 elements is a chunk of its own. */
 struct layout {
     enum llm_type type;
@@ -64,28 +64,46 @@ static inline void copy_bytes(char *dst, const char *src, size_t n)
 {
     switch (n) {
 #define COPY_CASE(k) case k: memcpy(dst, src, k); break;
-        COPY_CASE(2) COPY_CASE(8) COPY_CASE(16) COPY_CASE(18) COPY_CASE(20) COPY_CASE(32) COPY_CASE(128) COPY_CASE(192)
+        COPY_CASE(2) COPY_CASE(4) COPY_CASE(8) COPY_CASE(16) COPY_CASE(18) COPY_CASE(20) COPY_CASE(32) COPY_CASE(128) COPY_CASE(192)
 #undef COPY_CASE
     default:
         memcpy(dst, src, n);
     }
 }
 
-/* Block k's q quant bytes at blk of row r into a chunk's quants, piece by piece (repack.h); and back. */
+/* Where row r's piece i of block k sits in a chunk's quants (repack.h). */
+static inline size_t piece_at(enum llm_type t, size_t q, int64_t k, int r, int i)
+{
+    return (size_t)k * LLM_REPACK_ROWS * q + LLM_REPACK_ROWS * llm_repack_piece_start(t, i) +
+           (size_t)r * llm_repack_piece_length(t, q, i);
+}
+
+/* Copies piece i of a block's quants between the file's order and the group's: Q5_0's qh piece
+ * changes its bit order (llm_repack_q5_0_qh, its own inverse), the others are copied as they are. */
+static inline void copy_piece(enum llm_type t, int i, char *dst, const char *src, size_t n)
+{
+    if (t == LLM_TYPE_Q5_0 && i == 0) {
+        uint32_t qh;
+        memcpy(&qh, src, sizeof qh);
+        qh = llm_repack_q5_0_qh(qh);
+        memcpy(dst, &qh, sizeof qh);
+    } else
+        copy_bytes(dst, src, n);
+}
+
+/* Block k's q quant bytes at blk of row r into a chunk's quants, piece by piece; and back. */
 static inline void put_quants(const struct layout *L, size_t q, char *quants, int64_t k, int r, const char *blk)
 {
-    const size_t piece = llm_repack_piece(L->type, q);
-    for (size_t i = 0; i < q / piece; i++)
-        copy_bytes(quants + (size_t)k * LLM_REPACK_ROWS * q + (i * LLM_REPACK_ROWS + (size_t)r) * piece,
-                   blk + i * piece, piece);
+    for (int i = 0; i < llm_repack_pieces(L->type); i++)
+        copy_piece(L->type, i, quants + piece_at(L->type, q, k, r, i), blk + llm_repack_piece_start(L->type, i),
+                   llm_repack_piece_length(L->type, q, i));
 }
 
 static inline void get_quants(const struct layout *L, size_t q, const char *quants, int64_t k, int r, char *blk)
 {
-    const size_t piece = llm_repack_piece(L->type, q);
-    for (size_t i = 0; i < q / piece; i++)
-        copy_bytes(blk + i * piece,
-                   quants + (size_t)k * LLM_REPACK_ROWS * q + (i * LLM_REPACK_ROWS + (size_t)r) * piece, piece);
+    for (int i = 0; i < llm_repack_pieces(L->type); i++)
+        copy_piece(L->type, i, blk + llm_repack_piece_start(L->type, i), quants + piece_at(L->type, q, k, r, i),
+                   llm_repack_piece_length(L->type, q, i));
 }
 
 void llm_repack_groups(enum llm_type t, int64_t K, int64_t M, const void *src, size_t stride, int64_t g0,
