@@ -1,5 +1,5 @@
-/* Internal to src/ops: the loop of the AVX2 vec_dot4 kernels of Q5_0 / Q8_0 weights and the AVX-VNNI
- * ones of Q4_0 / Q8_0 against Q8_0 activations (the AVX-512 ones take four blocks per zmm instead).
+/* Internal to src/ops: the loop of the AVX2 vec_dot4 kernel of Q8_0 weights and the AVX-VNNI ones
+ * of Q4_0 / Q8_0 against Q8_0 activations (the AVX-512 ones take four blocks per zmm instead).
  * Each passes its loader of 8 blocks' fp16 scales and its kernel of one block of the four rows; the
  * loop is always inlined, so both become direct calls that inline too. The fp16 scales of 8 blocks
  * of a row are converted as one vector;
@@ -21,9 +21,7 @@ static inline __attribute__((always_inline)) AVX2 void dot4_q8_0(enum llm_type t
                                                                 const void *const *w, const void *x,
                                                                 scales8_fn scales, block4_fn block4)
 {
-    const size_t ws = t == LLM_TYPE_Q4_0   ? sizeof(struct block_q4_0)
-                      : t == LLM_TYPE_Q5_0 ? sizeof(struct block_q5_0)
-                                           : sizeof(struct block_q8_0);
+    const size_t ws = t == LLM_TYPE_Q4_0 ? sizeof(struct block_q4_0) : sizeof(struct block_q8_0);
     const struct block_q8_0 *yb = x;
     const char *rows[4] = { w[0], w[1], w[2], w[3] };
     __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
