@@ -191,6 +191,16 @@ void AVX2 llm_vec_dot4_q8_0_avx2(int64_t n, float *s, const void *const *w, cons
 
 /* ---- repacked rows (repack.h) ------------------------------------------------------------- */
 
+/* One block of the four rows (their 4 x 32 quants at q) into acc, row r scaled by d[r]. */
+static inline __attribute__((always_inline)) AVX2 void q8_0_packed_block(const char *q, __m256i yv, const __m256 *d,
+                                                                        __m256 *acc)
+{
+    const size_t qb = sizeof(struct block_q8_0) - sizeof(uint16_t);
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++)
+        acc[r] = _mm256_fmadd_ps(d[r], _mm256_cvtepi32_ps(q8_0_sum(q + r * qb, yv)), acc[r]);
+}
+
 /* Groups of four Q8_0 rows in the repacked layout, streamed front to back: per chunk of up to 8
  * blocks, the rows' scales, then each block's four quant runs. Each row's combined scales,
  * accumulator and order of blocks are those of dot4_q8_0, so every row's sum keeps the bits
@@ -203,32 +213,36 @@ void AVX2 llm_vec_dot_packed_q8_0_avx2(int64_t n, int64_t groups, float *s, cons
     const char *p = w;
     for (int64_t g = 0; g < groups; g++) {
         __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
-        for (int64_t c = 0; c < nb; c += 8) {
-            const int64_t nbc = nb - c < 8 ? nb - c : 8;
-            const char *qs = p + 4 * nbc * 2;
-            prefetch_ahead(p, (size_t)(4 * nbc) * (2 + qb), PREFETCH_AHEAD_QUANT);
-            float d[4][8];
-            if (nbc == 8) {
-                __m256 dy = scales8(yb + c, sizeof *yb);
+        int64_t c = 0;
+        /* whole chunks of 8 blocks: a fixed trip count keeps the accumulators in registers (a loop
+         * to nbc made gcc keep them on the stack, stored after every block) */
+        for (; c + 8 <= nb; c += 8, p += 4 * 8 * (2 + qb)) {
+            prefetch_ahead(p, (size_t)(4 * 8) * (2 + qb), PREFETCH_AHEAD_QUANT);
+            const __m256 dy = scales8(yb + c, sizeof *yb);
+            float d8[4][8];
 #pragma GCC unroll 4
-                for (int r = 0; r < 4; r++)
-                    _mm256_storeu_ps(d[r], _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + r * 16))), dy));
-            } else {
-                for (int r = 0; r < 4; r++)
-                    for (int64_t k = 0; k < nbc; k++) {
-                        uint16_t h;
-                        memcpy(&h, p + (r * nbc + k) * 2, sizeof h);
-                        d[r][k] = fp16_avx2(h) * fp16_avx2(yb[c + k].d);
-                    }
-            }
+            for (int r = 0; r < 4; r++)
+                _mm256_storeu_ps(d8[r], _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + r * 16))), dy));
 #pragma GCC unroll 8
-            for (int64_t k = 0; k < nbc; k++) {
-                const char *q = qs + (size_t)k * 4 * qb;
-                __m256i yv = loadu256(yb[c + k].qs);
+            for (int k = 0; k < 8; k++) {
+                __m256 d[4];
 #pragma GCC unroll 4
                 for (int r = 0; r < 4; r++)
-                    acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&d[r][k]), _mm256_cvtepi32_ps(q8_0_sum(q + r * qb, yv)),
-                                             acc[r]);
+                    d[r] = _mm256_broadcast_ss(&d8[r][k]);
+                q8_0_packed_block(p + 4 * 8 * 2 + (size_t)k * 4 * qb, loadu256(yb[c + k].qs), d, acc);
+            }
+        }
+        if (c < nb) { /* the last chunk, of fewer blocks: the same floats, one block at a time */
+            const int64_t nbc = nb - c;
+            prefetch_ahead(p, (size_t)(4 * nbc) * (2 + qb), PREFETCH_AHEAD_QUANT);
+            for (int64_t k = 0; k < nbc; k++) {
+                __m256 d[4];
+                for (int r = 0; r < 4; r++) {
+                    uint16_t h;
+                    memcpy(&h, p + (r * nbc + k) * 2, sizeof h);
+                    d[r] = _mm256_set1_ps(fp16_avx2(h) * fp16_avx2(yb[c + k].d));
+                }
+                q8_0_packed_block(p + 4 * nbc * 2 + (size_t)k * 4 * qb, loadu256(yb[c + k].qs), d, acc);
             }
             p += 4 * nbc * (2 + qb);
         }

@@ -8,8 +8,8 @@
  * one load converts a row's 8 fp16 scales), then its quants block by block, the four rows' quants
  * of a block in pieces: the four rows' first pieces side by side, then their second ones, and so
  * on. Q4_0 cuts a row's 16 quant bytes into two pieces of 8 (one 256-bit load holds bytes 0..7 of
- * all four rows, the lanes its kernel sums in); Q5_0 has its 4 bytes of fifth bits (qh) as a first
- * piece, then its 16 nibble bytes as Q4_0's two; the other types keep a row's quants as one piece.
+ * all four rows, the lanes its kernel sums in); Q5_0 has its 4 bytes of fifth bits (qh, their bits
+ * reordered by llm_repack_q5_0_qh) as a first piece, then its 16 nibble bytes as Q4_0's two; the other types keep a row's quants as one piece.
  * A block's scales are its fp16 d (Q4_0, Q5_0, Q8_0), its d, dmin and 12 scale bytes (Q4_K) or its
  * 16 scales and d (Q6_K); its quants are its other bytes in the order the file stores them (Q5_0:
  * qh then qs; Q6_K: ql then qh), which the pieces take in turn.
