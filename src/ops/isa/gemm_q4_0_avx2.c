@@ -89,30 +89,21 @@ static inline __attribute__((always_inline)) AVX2 __m256i block_values(struct ki
     return _mm256_or_si256(v, fifth_bits((const uint8_t *)&qh));
 }
 
-/* Block b of row 0 (file rows: of the row at hand), and how far each part moves per row of a
- * repacked group (the accessors of repack.h are linear in the row; once per block, since each
- * call computes the type's sizes). */
-static inline __attribute__((always_inline)) void block_parts(struct kind kd, int64_t nb, int64_t b, size_t off[4],
-                                                             size_t step[4])
+/* Byte offsets of block b's parts (struct block_at's order): from the row's start in the file, from
+ * the group's start for its row r when repacked (repack.h's accessors; pack calls them for rows 0
+ * and 1 once per block, since they are linear in the row and each call computes the type's sizes). */
+static inline __attribute__((always_inline)) void block_parts(struct kind kd, int64_t nb, int r, int64_t b,
+                                                             size_t at[4])
 {
     if (!kd.repacked) {
         const size_t blk = (size_t)b * kd.bytes, qs = blk + sizeof(uint16_t) + (kd.type == LLM_TYPE_Q5_0 ? 4 : 0);
-        const size_t file[4] = { blk, blk + sizeof(uint16_t), qs, qs + 8 };
-        for (int i = 0; i < 4; i++)
-            off[i] = file[i], step[i] = 0;
+        at[0] = blk, at[1] = blk + sizeof(uint16_t), at[2] = qs, at[3] = qs + 8;
         return;
     }
     const int nibbles = kd.type == LLM_TYPE_Q5_0; /* the nibbles' first piece: after qh */
-    for (int r = 0; r < 2; r++) {
-        const size_t at[4] = { llm_repack_scale_offset(kd.type, nb, r, b), llm_repack_piece_offset(kd.type, nb, r, b, 0),
-                               llm_repack_piece_offset(kd.type, nb, r, b, nibbles),
-                               llm_repack_piece_offset(kd.type, nb, r, b, nibbles + 1) };
-        for (int i = 0; i < 4; i++)
-            if (r == 0)
-                off[i] = at[i];
-            else
-                step[i] = at[i] - off[i];
-    }
+    at[0] = llm_repack_scale_offset(kd.type, nb, r, b);
+    for (int i = 0; i < 3; i++)
+        at[1 + i] = llm_repack_piece_offset(kd.type, nb, r, b, i == 0 ? 0 : nibbles + i - 1);
 }
 
 /* rows [0, rows) of w into groups of 8: per block, a transpose of 8 rows x 8 dwords (simd.h).
@@ -132,13 +123,15 @@ static inline __attribute__((always_inline)) AVX2 void pack(struct kind kd, int6
         for (int64_t b = 0; b < nb; b++) {
             struct pack *p = out + g * nb + b;
             __m256i v[ROWS];
-            size_t off[4], step[4];
-            block_parts(kd, nb, b, off, step);
+            size_t at0[4], at1[4]; /* rows 0 and 1 of a group: the same for file rows */
+            block_parts(kd, nb, 0, b, at0);
+            block_parts(kd, nb, 1, b, at1);
             for (int r = 0; r < ROWS; r++) {
                 const size_t i = (size_t)(r % LLM_REPACK_ROWS);
-                const struct block_at at = { base[r] + off[0] + i * step[0], base[r] + off[1] + i * step[1],
-                                             base[r] + off[2] + i * step[2], base[r] + off[3] + i * step[3] };
-                v[r] = block_values(kd, at, &p->d[r]);
+                const char *part[4];
+                for (int k = 0; k < 4; k++)
+                    part[k] = base[r] + at0[k] + i * (at1[k] - at0[k]);
+                v[r] = block_values(kd, (struct block_at){ part[0], part[1], part[2], part[3] }, &p->d[r]);
             }
             transpose8x8_epi32(v, p->q);
         }

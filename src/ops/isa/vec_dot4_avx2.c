@@ -129,59 +129,57 @@ static inline __attribute__((always_inline)) AVX2 void fifth_bits_packed(__m128i
         fifth[k] = bits_to_0x10(spread, _mm256_set1_epi64x((long long)(0x1010101001010101ull << k)));
 }
 
-/* v0 / v1 of nibbles_block4 from block b of the four file rows, whose 16 nibble bytes start `qs`
- * bytes into blocks of `bs` bytes. */
-static inline __attribute__((always_inline)) AVX2 void nibbles_file(const char *const *rows, size_t bs, size_t qs,
-                                                                   int64_t b, __m256i *v0, __m256i *v1)
+/* 32-bit words at the four rows' offset `at` side by side, inserted from memory (four stores to
+ * a stack array and one wide load of it would wait for the stores to retire). */
+static inline __attribute__((always_inline)) AVX2 __m128i words4(const char *const *rows, size_t at)
 {
-    __m128i q[4];
+    int32_t v[4];
+#pragma GCC unroll 4
     for (int r = 0; r < 4; r++)
-        q[r] = _mm_loadu_si128((const __m128i *)(rows[r] + (size_t)b * bs + qs));
-    *v0 = _mm256_set_m128i(_mm_unpacklo_epi64(q[2], q[3]), _mm_unpacklo_epi64(q[0], q[1]));
-    *v1 = _mm256_set_m128i(_mm_unpackhi_epi64(q[2], q[3]), _mm_unpackhi_epi64(q[0], q[1]));
+        memcpy(&v[r], rows[r] + at, sizeof v[r]);
+    return _mm_setr_epi32(v[0], v[1], v[2], v[3]);
 }
 
-/* The four file rows' fp16 d of block b (the blocks' first bytes) side by side. */
-static inline __attribute__((always_inline)) AVX2 __m128i scales_file(const char *const *rows, size_t bs, int64_t b)
+/* Q4_0 / Q5_0 rows as the file stores them: per block, the four rows' nibbles shuffled into
+ * nibbles_block4's v0 / v1, their fp16 d side by side, and (Q5_0) their qh spread by
+ * fifth_bits_file. */
+static inline __attribute__((always_inline)) AVX2 void nibbles_dot4_file(bool q5, int64_t n, float *s,
+                                                                        const void *const *w, const void *x)
 {
-    uint16_t h[4];
-    for (int r = 0; r < 4; r++)
-        memcpy(&h[r], rows[r] + (size_t)b * bs, sizeof h[r]);
-    return _mm_loadl_epi64((const __m128i *)h);
+    const char *const *rows = (const char *const *)w;
+    const size_t bs = q5 ? sizeof(struct block_q5_0) : sizeof(struct block_q4_0);
+    const size_t qs = q5 ? offsetof(struct block_q5_0, qs) : offsetof(struct block_q4_0, qs);
+    const struct block_q8_0 *yb = x;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / QK; b++) {
+        const size_t at = (size_t)b * bs;
+        __m128i q[4];
+#pragma GCC unroll 4 /* else gcc -O2 keeps the loop and q[] on the stack */
+        for (int r = 0; r < 4; r++)
+            q[r] = _mm_loadu_si128((const __m128i *)(rows[r] + at + qs));
+        const __m256i v0 = _mm256_set_m128i(_mm_unpacklo_epi64(q[2], q[3]), _mm_unpacklo_epi64(q[0], q[1]));
+        const __m256i v1 = _mm256_set_m128i(_mm_unpackhi_epi64(q[2], q[3]), _mm_unpackhi_epi64(q[0], q[1]));
+        __m256i fifth[4];
+        if (q5)
+            fifth_bits_file(words4(rows, at + offsetof(struct block_q5_0, qh)), fifth);
+        /* the d of rows 0-3 as the low 16 bits of each word, packed to halves 0-3 */
+        const __m128i d = _mm_shuffle_epi8(words4(rows, at), _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1,
+                                                                            -1, -1, -1, -1));
+        acc = nibbles_block4(v0, v1, q5 ? fifth : NULL, yb[b].qs,
+                             _mm256_set1_epi64x(lane_offsets(&yb[b], q5 ? 16 : 8)),
+                             scales_x4(d, fp16_avx2(yb[b].d)), acc);
+    }
+    sum_lanes(acc, s);
 }
 
 void AVX2 llm_vec_dot4_q4_0_avx2(int64_t n, float *s, const void *const *w, const void *x)
 {
-    const char *const *rows = (const char *const *)w;
-    const size_t bs = sizeof(struct block_q4_0);
-    const struct block_q8_0 *yb = x;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t b = 0; b < n / QK; b++) {
-        __m256i v0, v1;
-        nibbles_file(rows, bs, offsetof(struct block_q4_0, qs), b, &v0, &v1);
-        acc = nibbles_block4(v0, v1, NULL, yb[b].qs, _mm256_set1_epi64x(lane_offsets(&yb[b], 8)),
-                             scales_x4(scales_file(rows, bs, b), fp16_avx2(yb[b].d)), acc);
-    }
-    sum_lanes(acc, s);
+    nibbles_dot4_file(false, n, s, w, x);
 }
 
 void AVX2 llm_vec_dot4_q5_0_avx2(int64_t n, float *s, const void *const *w, const void *x)
 {
-    const char *const *rows = (const char *const *)w;
-    const size_t bs = sizeof(struct block_q5_0);
-    const struct block_q8_0 *yb = x;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t b = 0; b < n / QK; b++) {
-        __m256i v0, v1, fifth[4];
-        nibbles_file(rows, bs, offsetof(struct block_q5_0, qs), b, &v0, &v1);
-        uint32_t qh[4];
-        for (int r = 0; r < 4; r++)
-            memcpy(&qh[r], rows[r] + (size_t)b * bs + offsetof(struct block_q5_0, qh), sizeof qh[r]);
-        fifth_bits_file(_mm_loadu_si128((const __m128i *)qh), fifth);
-        acc = nibbles_block4(v0, v1, fifth, yb[b].qs, _mm256_set1_epi64x(lane_offsets(&yb[b], 16)),
-                             scales_x4(scales_file(rows, bs, b), fp16_avx2(yb[b].d)), acc);
-    }
-    sum_lanes(acc, s);
+    nibbles_dot4_file(true, n, s, w, x);
 }
 
 void AVX2 llm_vec_dot4_q8_0_avx2(int64_t n, float *s, const void *const *w, const void *x)
