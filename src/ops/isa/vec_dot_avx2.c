@@ -424,6 +424,16 @@ void AVX2 llm_vec_dot_q3_K_avx2(int64_t n, float *s, const void *x, const void *
     *s = hsum_ps(acc);
 }
 
+/* A row's eight 6-bit scales and mins as bytes v = (scales 0-3, 4-7, mins 0-3, 4-7) widened: the
+ * scales to 16 bits in both 128-bit lanes (sc, for pick_one), each min twice (mn16, for min_terms). */
+static inline AVX2 void k4_widen(__m128i v, __m256i *sc, __m256i *mn16)
+{
+    *sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(v));
+    __m128i twice = _mm_shuffle_epi8(v, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13,
+                                                      14, 14, 15, 15));
+    *mn16 = _mm256_cvtepu8_epi16(twice);
+}
+
 /* Q4_K/Q5_K packed 6-bit scales and mins (see k4_scale_min) unpacked four at a time: the 8
  * scales as int16 in both 128-bit lanes, the 8 mins spread to the 16 bsums (each twice). */
 static inline AVX2 void k4_scales(const uint8_t *s, __m256i *sc, __m256i *mn16)
@@ -433,11 +443,7 @@ static inline AVX2 void k4_scales(const uint8_t *s, __m256i *sc, __m256i *mn16)
     uint32_t sc_lo = a[0] & 0x3f3f3f3f, mn_lo = a[1] & 0x3f3f3f3f;
     uint32_t sc_hi = (a[2] & 0x0f0f0f0f) | ((a[0] >> 6) & 0x03030303) << 4;
     uint32_t mn_hi = ((a[2] >> 4) & 0x0f0f0f0f) | ((a[1] >> 6) & 0x03030303) << 4;
-    __m128i v = _mm_setr_epi32((int)sc_lo, (int)sc_hi, (int)mn_lo, (int)mn_hi);
-    *sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(v));
-    __m128i twice = _mm_shuffle_epi8(v, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13,
-                                                      14, 14, 15, 15));
-    *mn16 = _mm256_cvtepu8_epi16(twice);
+    k4_widen(_mm_setr_epi32((int)sc_lo, (int)sc_hi, (int)mn_lo, (int)mn_hi), sc, mn16);
 }
 
 /* Integer part of one Q4_K (qh NULL) or Q5_K super-block against Q8_K: the two share their layout
@@ -549,6 +555,36 @@ void AVX2 llm_vec_dot_q6_K_avx2(int64_t n, float *s, const void *x, const void *
 
 /* ---- repacked rows (repack.h) ------------------------------------------------------------- */
 
+/* The four 16-byte heads (d, dmin, 12 scale bytes) of a repacked Q4_K super-block, decoded together:
+ * dd[2r], dd[2r + 1] = the activation's d times row r's d and dmin (the products k45_accumulate
+ * forms), v[r] = row r's scale and min bytes as k4_scales arranges them. One transpose of the heads'
+ * 32-bit words replaces four rows of scalar shifts and four half-float conversions
+ * (bench/results/decode.md). */
+static inline AVX2 void k4_heads4(const uint8_t *heads, float yd, float dd[8], __m128i v[4])
+{
+    const __m128i *h = (const __m128i *)heads;
+    const __m128i h0 = _mm_loadu_si128(h), h1 = _mm_loadu_si128(h + 1), h2 = _mm_loadu_si128(h + 2),
+                  h3 = _mm_loadu_si128(h + 3);
+    const __m128i u0 = _mm_unpacklo_epi32(h0, h1), u1 = _mm_unpacklo_epi32(h2, h3);
+    const __m128i u2 = _mm_unpackhi_epi32(h0, h1), u3 = _mm_unpackhi_epi32(h2, h3);
+    /* word w of the four rows: 0 = d | dmin << 16, 1-3 = k4_scales' a[0..2] */
+    const __m128i dm = _mm_unpacklo_epi64(u0, u1), a0 = _mm_unpackhi_epi64(u0, u1);
+    const __m128i a1 = _mm_unpacklo_epi64(u2, u3), a2 = _mm_unpackhi_epi64(u2, u3);
+    const __m128i m3f = _mm_set1_epi8(0x3f), m0f = _mm_set1_epi8(0x0f), m03 = _mm_set1_epi8(0x03);
+    const __m128i sc_lo = _mm_and_si128(a0, m3f), mn_lo = _mm_and_si128(a1, m3f);
+    const __m128i sc_hi = _mm_or_si128(_mm_and_si128(a2, m0f),
+                                       _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(a0, 6), m03), 4));
+    const __m128i mn_hi = _mm_or_si128(_mm_and_si128(_mm_srli_epi32(a2, 4), m0f),
+                                       _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(a1, 6), m03), 4));
+    const __m128i p0 = _mm_unpacklo_epi32(sc_lo, sc_hi), p1 = _mm_unpacklo_epi32(mn_lo, mn_hi);
+    const __m128i p2 = _mm_unpackhi_epi32(sc_lo, sc_hi), p3 = _mm_unpackhi_epi32(mn_lo, mn_hi);
+    v[0] = _mm_unpacklo_epi64(p0, p1);
+    v[1] = _mm_unpackhi_epi64(p0, p1);
+    v[2] = _mm_unpacklo_epi64(p2, p3);
+    v[3] = _mm_unpackhi_epi64(p2, p3);
+    _mm256_storeu_ps(dd, _mm256_mul_ps(_mm256_set1_ps(yd), _mm256_cvtph_ps(dm)));
+}
+
 /* Groups of four Q4_K / Q6_K rows in the repacked layout, streamed front to back: per super-block
  * the four rows' scale bytes, then their four quant runs. Each row is summed exactly as the one-row
  * kernels above sum it (same accumulators, same order), so it keeps their bits; the activation
@@ -556,6 +592,9 @@ void AVX2 llm_vec_dot_q6_K_avx2(int64_t n, float *s, const void *x, const void *
 void AVX2 llm_vec_dot_packed_q4_K_avx2(int64_t n, int64_t groups, float *s, const void *w, const void *x)
 {
     enum { HEAD = offsetof(struct block_q4_K, qs), QS = sizeof(struct block_q4_K) - HEAD };
+    _Static_assert(HEAD == 16 && offsetof(struct block_q4_K, dmin) == 2 &&
+                       offsetof(struct block_q4_K, scales) == 4,
+                   "k4_heads4 reads a head as four 32-bit words");
     const struct block_q8_K *yb = x;
     const uint8_t *p = w;
     for (int64_t g = 0; g < groups; g++) {
@@ -564,16 +603,17 @@ void AVX2 llm_vec_dot_packed_q4_K_avx2(int64_t n, int64_t groups, float *s, cons
             acc[r] = accm[r] = _mm256_setzero_ps();
         for (int64_t i = 0; i < n / QK_K; i++, p += 4 * sizeof(struct block_q4_K)) {
             prefetch_ahead(p, 4 * sizeof(struct block_q4_K), PREFETCH_AHEAD_QUANT);
+            float dd[8];
+            __m128i v[4];
+            k4_heads4(p, yb[i].d, dd, v);
 #pragma GCC unroll 4
             for (int r = 0; r < 4; r++) {
-                const uint8_t *head = p + r * HEAD;
-                uint16_t d, dmin;
-                memcpy(&d, head + offsetof(struct block_q4_K, d), sizeof d);
-                memcpy(&dmin, head + offsetof(struct block_q4_K, dmin), sizeof dmin);
                 __m256i sc, mn;
-                k4_scales(head + offsetof(struct block_q4_K, scales), &sc, &mn);
+                k4_widen(v[r], &sc, &mn);
                 __m256i sumi = k45_sumi(p + 4 * HEAD + r * QS, NULL, yb[i].qs, sc);
-                k45_accumulate(&acc[r], &accm[r], &yb[i], d, dmin, sumi, mn);
+                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dd[2 * r]), _mm256_cvtepi32_ps(sumi), acc[r]);
+                accm[r] =
+                    _mm256_fmadd_ps(_mm256_set1_ps(dd[2 * r + 1]), min_terms(yb[i].bsums, mn), accm[r]);
             }
         }
         for (int r = 0; r < 4; r++)
