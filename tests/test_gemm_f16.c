@@ -3,7 +3,8 @@
  * activations, every kernel this CPU can run (AVX-512 and AVX2; AVX2 alone under LLM_CPU_ISA=avx2:
  * tests/test_isa_avx2.sh) against the dot product of the dequantized rows in double (the arithmetic
  * of llm_ref_mul_mat) for every product, on odd shapes (M, N not multiples of any tile, K odd, K past
- * one k block, M past one block of rows) with padded weight, activation and output rows. Tolerance:
+ * one k block, M past one block of rows) and on full tiles of 1, 2 and 3 panels (plain moves, the
+ * others masked ones), with padded weight, activation and output rows. Tolerance:
  * 2e-6 of Σ|w·x| per product (float sums of up to 1100 products in k order, the weights converted
  * exactly; the worst seen is 1.6e-7). Then MUL_MAT nodes of both types in batches on the GEMM path
  * of both ISAs give the same floats on 1, 2 and 3 threads. */
@@ -110,6 +111,8 @@ int main(void)
     static const int64_t halves[][3] = {
         { 1, 1, 1 }, { 7, 5, 3 }, { 96, 17, 9 },
         { 251, 70, 13 },  /* odd K, 1-3 panels per tile */
+        { 96, 40, 9 },    /* a full tile of 3 panels, then a full one of 2 */
+        { 33, 8, 5 },     /* a full tile of 1 panel */
         { 1100, 53, 11 }, /* three k blocks, the last odd */
         { 64, 1200, 4 },  /* past one block of rows */
     };

@@ -93,14 +93,15 @@ static FT_TARGET void pack(enum llm_type t, int64_t k0, int64_t kc, int64_t rows
         pack_dequant(t, k0, kc, rows, w, wstride, out);
 }
 
-/* The fgemm_tile_fn contract for rv (<= FT_RV) panels, rv and full (every lane of the rv panels
- * live) constants once inlined. A full tile reads and writes its output with plain moves: AVX2's
- * masked moves are slow on AMD, and without them pp512 of an F16 model ran 14 % faster on a Zen 3
+/* The fgemm_tile_fn contract for rv (<= FT_RV) panels, rv a constant once inlined. A full tile
+ * (every lane of its rv panels live) reads and writes its output with plain moves: AVX2's masked
+ * moves are slow on AMD, and without them pp512 of an F16 model ran 14 % faster on a Zen 3
  * (bench/results/gemm_f16.md). */
 static inline __attribute__((always_inline)) FT_TARGET void tile_rv(int rv, int64_t kc, const float *panels,
                                                                    const float *const *x, float *dst, size_t ldd,
-                                                                   int nn, int live, bool first, bool full)
+                                                                   int nn, int live, bool first)
 {
+    const bool full = live == rv * FT_LANES;
     FT_VEC acc[FT_RV][FT_NR];
     FT_MASK m[FT_RV];
     const float *xr[FT_NR];
@@ -142,14 +143,12 @@ static inline __attribute__((always_inline)) FT_TARGET void tile_rv(int rv, int6
 static FT_TARGET void tile(int64_t kc, int nv, const float *panels, const float *const *x, float *dst, size_t ldd,
                            int nn, int live, bool first)
 {
-    if (nv == 3 && live == 3 * FT_LANES)
-        tile_rv(3, kc, panels, x, dst, ldd, nn, live, first, true);
-    else if (nv == 3)
-        tile_rv(3, kc, panels, x, dst, ldd, nn, live, first, false);
+    if (nv == 3)
+        tile_rv(3, kc, panels, x, dst, ldd, nn, live, first);
     else if (nv == 2)
-        tile_rv(2, kc, panels, x, dst, ldd, nn, live, first, false);
+        tile_rv(2, kc, panels, x, dst, ldd, nn, live, first);
     else
-        tile_rv(1, kc, panels, x, dst, ldd, nn, live, first, false);
+        tile_rv(1, kc, panels, x, dst, ldd, nn, live, first);
 }
 
 _Static_assert(FT_RV == 3 && FT_NR <= FGEMM_MAX_NR, "tile() instantiates 1 to 3 panels");

@@ -434,16 +434,34 @@ static inline AVX2 void k4_widen(__m128i v, __m256i *sc, __m256i *mn16)
     *mn16 = _mm256_cvtepu8_epi16(twice);
 }
 
-/* Q4_K/Q5_K packed 6-bit scales and mins (see k4_scale_min) unpacked four at a time: the 8
- * scales as int16 in both 128-bit lanes, the 8 mins spread to the 16 bsums (each twice). */
+/* Q4_K/Q5_K packed 6-bit scales and mins (see k4_scale_min) of up to four rows, given as the 32-bit
+ * words a0, a1, a2 of their 12 scale bytes (lane r: row r), unpacked four at a time: v[r] = row r's
+ * bytes as k4_widen takes them. */
+static inline __attribute__((always_inline)) AVX2 void k4_unpack(__m128i a0, __m128i a1, __m128i a2, __m128i v[4])
+{
+    const __m128i m3f = _mm_set1_epi8(0x3f), m0f = _mm_set1_epi8(0x0f), m03 = _mm_set1_epi8(0x03);
+    const __m128i sc_lo = _mm_and_si128(a0, m3f), mn_lo = _mm_and_si128(a1, m3f);
+    const __m128i sc_hi = _mm_or_si128(_mm_and_si128(a2, m0f),
+                                       _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(a0, 6), m03), 4));
+    const __m128i mn_hi = _mm_or_si128(_mm_and_si128(_mm_srli_epi32(a2, 4), m0f),
+                                       _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(a1, 6), m03), 4));
+    const __m128i p0 = _mm_unpacklo_epi32(sc_lo, sc_hi), p1 = _mm_unpacklo_epi32(mn_lo, mn_hi);
+    const __m128i p2 = _mm_unpackhi_epi32(sc_lo, sc_hi), p3 = _mm_unpackhi_epi32(mn_lo, mn_hi);
+    v[0] = _mm_unpacklo_epi64(p0, p1);
+    v[1] = _mm_unpackhi_epi64(p0, p1);
+    v[2] = _mm_unpacklo_epi64(p2, p3);
+    v[3] = _mm_unpackhi_epi64(p2, p3);
+}
+
+/* One row's scales and mins (its 12 scale bytes at s, inside a block that has 4 more bytes after
+ * them), widened: the 8 scales as int16 in both 128-bit lanes, the 8 mins spread to the 16 bsums
+ * (each twice). */
 static inline AVX2 void k4_scales(const uint8_t *s, __m256i *sc, __m256i *mn16)
 {
-    uint32_t a[3];
-    memcpy(a, s, sizeof a);
-    uint32_t sc_lo = a[0] & 0x3f3f3f3f, mn_lo = a[1] & 0x3f3f3f3f;
-    uint32_t sc_hi = (a[2] & 0x0f0f0f0f) | ((a[0] >> 6) & 0x03030303) << 4;
-    uint32_t mn_hi = ((a[2] >> 4) & 0x0f0f0f0f) | ((a[1] >> 6) & 0x03030303) << 4;
-    k4_widen(_mm_setr_epi32((int)sc_lo, (int)sc_hi, (int)mn_lo, (int)mn_hi), sc, mn16);
+    const __m128i a = _mm_loadu_si128((const __m128i *)s); /* words 0-2 in lane 0 of a, a >> 32, a >> 64 */
+    __m128i v[4];
+    k4_unpack(a, _mm_srli_si128(a, 4), _mm_srli_si128(a, 8), v);
+    k4_widen(v[0], sc, mn16);
 }
 
 /* Integer part of one Q4_K (qh NULL) or Q5_K super-block against Q8_K: the two share their layout
@@ -557,9 +575,8 @@ void AVX2 llm_vec_dot_q6_K_avx2(int64_t n, float *s, const void *x, const void *
 
 /* The four 16-byte heads (d, dmin, 12 scale bytes) of a repacked Q4_K super-block, decoded together:
  * dd[2r], dd[2r + 1] = the activation's d times row r's d and dmin (the products k45_accumulate
- * forms), v[r] = row r's scale and min bytes as k4_scales arranges them. One transpose of the heads'
- * 32-bit words replaces four rows of scalar shifts and four half-float conversions
- * (bench/results/decode.md). */
+ * forms), v[r] = row r's scale and min bytes (k4_unpack). One transpose of the heads' 32-bit words
+ * replaces four rows' unpacking and half-float conversions (bench/results/decode.md). */
 static inline AVX2 void k4_heads4(const uint8_t *heads, float yd, float dd[8], __m128i v[4])
 {
     const __m128i *h = (const __m128i *)heads;
@@ -567,21 +584,9 @@ static inline AVX2 void k4_heads4(const uint8_t *heads, float yd, float dd[8], _
                   h3 = _mm_loadu_si128(h + 3);
     const __m128i u0 = _mm_unpacklo_epi32(h0, h1), u1 = _mm_unpacklo_epi32(h2, h3);
     const __m128i u2 = _mm_unpackhi_epi32(h0, h1), u3 = _mm_unpackhi_epi32(h2, h3);
-    /* word w of the four rows: 0 = d | dmin << 16, 1-3 = k4_scales' a[0..2] */
-    const __m128i dm = _mm_unpacklo_epi64(u0, u1), a0 = _mm_unpackhi_epi64(u0, u1);
-    const __m128i a1 = _mm_unpacklo_epi64(u2, u3), a2 = _mm_unpackhi_epi64(u2, u3);
-    const __m128i m3f = _mm_set1_epi8(0x3f), m0f = _mm_set1_epi8(0x0f), m03 = _mm_set1_epi8(0x03);
-    const __m128i sc_lo = _mm_and_si128(a0, m3f), mn_lo = _mm_and_si128(a1, m3f);
-    const __m128i sc_hi = _mm_or_si128(_mm_and_si128(a2, m0f),
-                                       _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(a0, 6), m03), 4));
-    const __m128i mn_hi = _mm_or_si128(_mm_and_si128(_mm_srli_epi32(a2, 4), m0f),
-                                       _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(a1, 6), m03), 4));
-    const __m128i p0 = _mm_unpacklo_epi32(sc_lo, sc_hi), p1 = _mm_unpacklo_epi32(mn_lo, mn_hi);
-    const __m128i p2 = _mm_unpackhi_epi32(sc_lo, sc_hi), p3 = _mm_unpackhi_epi32(mn_lo, mn_hi);
-    v[0] = _mm_unpacklo_epi64(p0, p1);
-    v[1] = _mm_unpackhi_epi64(p0, p1);
-    v[2] = _mm_unpacklo_epi64(p2, p3);
-    v[3] = _mm_unpackhi_epi64(p2, p3);
+    /* word w of the four rows: 0 = d | dmin << 16, 1-3 = the scale bytes' words a0-a2 */
+    const __m128i dm = _mm_unpacklo_epi64(u0, u1);
+    k4_unpack(_mm_unpackhi_epi64(u0, u1), _mm_unpacklo_epi64(u2, u3), _mm_unpackhi_epi64(u2, u3), v);
     _mm256_storeu_ps(dd, _mm256_mul_ps(_mm256_set1_ps(yd), _mm256_cvtph_ps(dm)));
 }
 
