@@ -41,6 +41,8 @@ struct job {
     const struct variant *v;
     int64_t K, M, N;
     const char *w, *wp, *x; /* weights, their repacked copy, the activations as Q8_0 rows */
+    const char *xk;         /* the activation rows as the repacked kernel reads them (llm_repack_x) */
+    size_t xks;             /* their stride */
     const float *xf;        /* the activations as floats, for the float GEMM and sgemm */
     float *dst;
     void *scratch[MAX_THREADS];
@@ -68,7 +70,7 @@ static void run(int ith, int nth, void *arg)
                 llm_type_traits(j->t)->vec_dot_packed(j->K, DOT_ROWS / LLM_REPACK_ROWS,
                                                       j->dst + n * j->M + c * DOT_ROWS,
                                                       j->wp + (size_t)(c * DOT_ROWS / LLM_REPACK_ROWS) * gs,
-                                                      j->x + (size_t)n * xs);
+                                                      j->xk + (size_t)n * j->xks);
         return;
     }
     thread_rows(j->M, ith, nth, &r0, &r1);
@@ -129,6 +131,12 @@ static void shape(struct llm_threadpool *pool, enum llm_type t, const struct var
         xf[i] = (float)((i * 13) % 89) / 89.0f - 0.5f;
     for (int64_t n = 0; n < N; n++)
         llm_type_traits(LLM_TYPE_Q8_0)->from_float(xf + n * K, x + (size_t)n * xs, K);
+    /* made once, as matmul.c does once per matrix */
+    const size_t form = (llm_repack_x_size(t, K) + 63) / 64 * 64;
+    char *xk = form ? aligned_alloc(64, form * (size_t)N) : NULL;
+    j.xk = form ? xk : x, j.xks = form ? form : xs;
+    for (int64_t n = 0; form && n < N; n++)
+        llm_repack_x(t, K, x + (size_t)n * xs, xk + (size_t)n * form);
     /* each thread's scratch serves any: a kernel's own, or its share of dequantized rows */
     size_t most = (size_t)((M + nth - 1) / nth * K) * sizeof(float);
     most = llm_gemm_scratch_size(K, N) > most ? llm_gemm_scratch_size(K, N) : most;
@@ -159,7 +167,7 @@ static void shape(struct llm_threadpool *pool, enum llm_type t, const struct var
         free(ms[v]), free(ratio[v]);
     for (int i = 0; i < nth; i++)
         free(j.scratch[i]);
-    free(w), free(wp), free(x), free(xf), free(row), free(j.dst);
+    free(w), free(wp), free(x), free(xk), free(xf), free(row), free(j.dst);
 }
 
 int main(int argc, char **argv)

@@ -209,7 +209,9 @@ static void test_kernels(size_t ti, int64_t K, int64_t M)
     if (!kern) {
         SKIP("%s K%lld M%lld: no repacked kernel on this CPU", llm_type_name(t), (long long)K, (long long)M);
     } else {
-        kern(K, groups, fast, p, x);
+        char *form = aligned_alloc(64, (llm_repack_x_size(t, K) + 63) / 64 * 64 + 64);
+        kern(K, groups, fast, p, llm_repack_x(t, K, x, form));
+        free(form);
         int64_t not_bits = 0, far = 0;
         double err2 = 0.0, ref2 = 0.0;
         for (int64_t g = 0; g < groups; g++) {

@@ -46,7 +46,8 @@ static inline __attribute__((always_inline)) AVX2 __m256i broadcast8(const int8_
  * repack.h's two pieces, or the file's rows shuffled so. Product k (k = 0..3: v0's low nibbles,
  * v1's, v0's high, v1's) holds elements 8k..8k+7 of each row; Q5_0 sets 0x10 over an element's
  * nibble where its fifth bit is (fifth[k], NULL for Q4_0). Unsigned values (0..15, 0..31) against
- * the activation quants broadcast 8 bytes at a time (maddubs; four pair sums of at most 2·31·128
+ * the activation quants broadcast 8 bytes at a time (y[k]: bytes 8k..8k+7 of the activation block
+ * in every 64-bit lane; maddubs; four pair sums of at most 2·31·128
  * add in int16), widened once (madd), leave row r's sums in int32 lanes 2r (elements j with
  * j & 4 == 0) and 2r + 1 (the others). Subtracting off, the values' zero (8, 16) times Σ of the
  * activation quants over each lane's elements (lane_offsets), makes them exact; one FMA by
@@ -54,7 +55,7 @@ static inline __attribute__((always_inline)) AVX2 __m256i broadcast8(const int8_
  * acc. A row's result is its two lanes' sum after its last block (sum_lanes): the kernels of both
  * layouts give each row these floats. */
 static inline __attribute__((always_inline)) AVX2 __m256 nibbles_block4(__m256i v0, __m256i v1, const __m256i *fifth,
-                                                                       const int8_t *yq, __m256i off, __m256 d,
+                                                                       const __m256i *y, __m256i off, __m256 d,
                                                                        __m256 acc)
 {
     const __m256i low = _mm256_set1_epi8(0x0f);
@@ -63,7 +64,7 @@ static inline __attribute__((always_inline)) AVX2 __m256 nibbles_block4(__m256i 
     __m256i sk[4];
 #pragma GCC unroll 4
     for (int k = 0; k < 4; k++)
-        sk[k] = _mm256_maddubs_epi16(fifth ? _mm256_or_si256(q[k], fifth[k]) : q[k], broadcast8(yq + 8 * k));
+        sk[k] = _mm256_maddubs_epi16(fifth ? _mm256_or_si256(q[k], fifth[k]) : q[k], y[k]);
     __m256i sum = _mm256_madd_epi16(_mm256_add_epi16(_mm256_add_epi16(sk[0], sk[1]), _mm256_add_epi16(sk[2], sk[3])),
                                     _mm256_set1_epi16(1));
     return _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(sum, off)), acc);
@@ -165,7 +166,9 @@ static inline __attribute__((always_inline)) AVX2 void nibbles_dot4_file(bool q5
         /* the d of rows 0-3 as the low 16 bits of each word, packed to halves 0-3 */
         const __m128i d = _mm_shuffle_epi8(words4(rows, at), _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1,
                                                                             -1, -1, -1, -1));
-        acc = nibbles_block4(v0, v1, q5 ? fifth : NULL, yb[b].qs,
+        const __m256i y[4] = { broadcast8(yb[b].qs), broadcast8(yb[b].qs + 8), broadcast8(yb[b].qs + 16),
+                               broadcast8(yb[b].qs + 24) };
+        acc = nibbles_block4(v0, v1, q5 ? fifth : NULL, y,
                              _mm256_set1_epi64x(lane_offsets(&yb[b], q5 ? 16 : 8)),
                              scales_x4(d, fp16_avx2(yb[b].d)), acc);
     }
@@ -249,42 +252,79 @@ void AVX2 llm_vec_dot_packed_q8_0_avx2(int64_t n, int64_t groups, float *s, cons
     }
 }
 
-/* Activation blocks whose lane offsets and float scales the packed kernels keep at once (6 KiB of
- * stack; a longer row takes them window by window, for every group). */
-#define OFFSET_WINDOW 512
+/* The activations' form the packed Q4_0 / Q5_0 kernels read (llm_pack_x_fn), made once per row:
+ * per block, the four 8-byte quarters of its quants each broadcast to a register (nibbles_block4's
+ * four products), then every block's lane offsets (lane_offsets), then every block's float scale.
+ * A load of a ready register takes no shuffle, which every group would otherwise repeat
+ * (bench/results/decode.md). */
+struct nibbles_x {
+    const __m256i *quarters; /* 4 a block */
+    const int64_t *off;
+    const float *dy;
+};
+
+static size_t nibbles_x_size(int64_t n)
+{
+    return (size_t)(n / QK) * (4 * sizeof(__m256i) + sizeof(int64_t) + sizeof(float));
+}
+
+static struct nibbles_x nibbles_x_at(int64_t n, const void *form)
+{
+    const int64_t nb = n / QK;
+    const __m256i *quarters = form;
+    const int64_t *off = (const int64_t *)(quarters + 4 * nb);
+    return (struct nibbles_x){ quarters, off, (const float *)(off + nb) };
+}
+
+static inline __attribute__((always_inline)) AVX2 size_t pack_nibbles_x(int zero, int64_t n, const void *x,
+                                                                        void *out)
+{
+    if (out) {
+        const struct block_q8_0 *yb = x;
+        const struct nibbles_x f = nibbles_x_at(n, out);
+        for (int64_t b = 0; b < n / QK; b++) {
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++)
+                _mm256_storeu_si256((__m256i *)&f.quarters[4 * b + k], broadcast8(yb[b].qs + 8 * k));
+            ((int64_t *)f.off)[b] = lane_offsets(&yb[b], zero);
+            ((float *)f.dy)[b] = fp16_avx2(yb[b].d);
+        }
+    }
+    return nibbles_x_size(n);
+}
+
+size_t AVX2 llm_pack_x_q4_0_avx2(int64_t n, const void *x, void *out)
+{
+    return pack_nibbles_x(8, n, x, out);
+}
+
+size_t AVX2 llm_pack_x_q5_0_avx2(int64_t n, const void *x, void *out)
+{
+    return pack_nibbles_x(16, n, x, out);
+}
 
 /* Groups of Q4_0 or Q5_0 rows (repack.h: per block, the four rows' scales, Q5_0's four qh words,
- * then v0 and v1 of nibbles_block4), streamed front to back. */
+ * then v0 and v1 of nibbles_block4), streamed front to back, against the activations' form x. */
 static inline __attribute__((always_inline)) AVX2 void nibbles_packed(bool q5, int64_t n, int64_t groups, float *s,
                                                                      const void *w, const void *x)
 {
     _Static_assert(LLM_REPACK_NIBBLE_PIECE == 8 && LLM_REPACK_ROWS == 4, "a piece of the four rows is one register");
     const size_t block = LLM_REPACK_ROWS * (q5 ? sizeof(struct block_q5_0) : sizeof(struct block_q4_0)), step = 8 * block;
     const size_t qh = LLM_REPACK_ROWS * sizeof(uint16_t), nibbles = qh + (q5 ? LLM_REPACK_ROWS * sizeof(uint32_t) : 0);
-    const struct block_q8_0 *yb = x;
+    const struct nibbles_x y = nibbles_x_at(n, x);
     const int64_t nb = n / QK;
     const char *p = w;
-    int64_t off[OFFSET_WINDOW];
-    float dy[OFFSET_WINDOW];
     for (int64_t g = 0; g < groups; g++) {
         __m256 acc = _mm256_setzero_ps();
-        for (int64_t w0 = 0; w0 < nb; w0 += OFFSET_WINDOW) {
-            const int64_t wn = nb - w0 < OFFSET_WINDOW ? nb - w0 : OFFSET_WINDOW;
-            if (g == 0 || nb > OFFSET_WINDOW)
-                for (int64_t b = 0; b < wn; b++) {
-                    off[b] = lane_offsets(&yb[w0 + b], q5 ? 16 : 8);
-                    dy[b] = fp16_avx2(yb[w0 + b].d);
-                }
-            for (int64_t b = 0; b < wn; b++, p += block) {
-                if (b % 8 == 0)
-                    prefetch_ahead(p, step, PREFETCH_AHEAD_QUANT);
-                __m256i fifth[4];
-                if (q5)
-                    fifth_bits_packed(_mm_loadu_si128((const __m128i *)(p + qh)), fifth);
-                acc = nibbles_block4(loadu256(p + nibbles), loadu256(p + nibbles + 32), q5 ? fifth : NULL,
-                                     yb[w0 + b].qs, _mm256_set1_epi64x(off[b]),
-                                     scales_x4(_mm_loadl_epi64((const __m128i *)p), dy[b]), acc);
-            }
+        for (int64_t b = 0; b < nb; b++, p += block) {
+            if (b % 8 == 0)
+                prefetch_ahead(p, step, PREFETCH_AHEAD_QUANT);
+            __m256i fifth[4];
+            if (q5)
+                fifth_bits_packed(_mm_loadu_si128((const __m128i *)(p + qh)), fifth);
+            acc = nibbles_block4(loadu256(p + nibbles), loadu256(p + nibbles + 32), q5 ? fifth : NULL,
+                                 &y.quarters[4 * b], _mm256_set1_epi64x(y.off[b]),
+                                 scales_x4(_mm_loadl_epi64((const __m128i *)p), y.dy[b]), acc);
         }
         sum_lanes(acc, s + 4 * g);
     }

@@ -239,6 +239,26 @@ static size_t shares_bytes(int nth)
     return nth > 1 ? (size_t)nth * SHARE_STRIDE * sizeof(uint64_t) : 0;
 }
 
+/* The dot path's src1 rows in the form a repacked matrix's kernel reads them (repack.h,
+ * llm_repack_x): each row's from a line boundary, as repack.h asks; their bytes (0: the kernel
+ * reads the converted rows); where they start in the scratch, after the converted rows and the
+ * shares' words (mul_mat_dot). */
+static size_t dot_form_stride(const struct mm_geom *g)
+{
+    return align64(llm_repack_x_size(g->w->type, g->s.K));
+}
+
+static size_t dot_form_bytes(const struct mm_geom *g)
+{
+    return repacked(g) ? (size_t)llm_nrows(g->x) * dot_form_stride(g) : 0;
+}
+
+static size_t dot_form_offset(const struct mm_geom *g, int nth)
+{
+    const size_t converted = (size_t)llm_nrows(g->x) * llm_row_size(g->s.wt->vec_dot_type, g->s.K);
+    return g->s.convert ? align64(converted) + shares_bytes(nth) : 0;
+}
+
 /* Scratch of one path at this shape (converted src1 rows, per-thread panels or tiles). */
 static size_t path_work_size(const struct mm_geom *g, enum mm_path path, int nth)
 {
@@ -253,10 +273,10 @@ static size_t path_work_size(const struct mm_geom *g, enum mm_path path, int nth
         if (g->w->type != LLM_TYPE_F32)
             size += (size_t)nth * (size_t)blas_thread_rows(g, nth) * (size_t)g->s.K * sizeof(float);
         return size;
-    case PATH_DOT: /* converted src1, then the decode shares' words (mul_mat_dot) */
+    case PATH_DOT: /* converted src1, the decode shares' words, then src1 in a repacked kernel's form */
         break;
     }
-    return size + (g->s.convert ? align64(converted) + shares_bytes(nth) : 0);
+    return size + dot_form_offset(g, nth) + dot_form_bytes(g);
 }
 
 size_t cpu_mul_mat_work_size(const struct llm_tensor *dst, int nth)
@@ -418,6 +438,19 @@ static const char *convert_src1(const struct llm_cpu_params *p, const struct mm_
     return work;
 }
 
+/* src1's rows, converted at xs (xrow bytes apart), in the form the repacked matrix's kernel reads
+ * (repack.h) at out, frow bytes apart: each thread its rows of convert_src1 (the caller's barrier
+ * then publishes them). */
+static const char *form_src1(const struct llm_cpu_params *p, const struct mm_geom *g, const char *xs, size_t xrow,
+                             char *out, size_t frow)
+{
+    int64_t r0, r1;
+    thread_rows(llm_nrows(g->x), p->ith, p->nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++)
+        llm_repack_x(g->w->type, g->s.K, xs + (size_t)r * xrow, out + (size_t)r * frow);
+    return out;
+}
+
 /* Weight rows [m0, m1) of matrix (i2, i3) dotted with its N src1 rows at xb, by the fastest kernel
  * the weights have. */
 static void dot_chunk(const struct mm_geom *g, struct llm_tensor *dst, int64_t m0, int64_t m1, int64_t i2, int64_t i3,
@@ -544,7 +577,7 @@ static void dot_shares(const struct llm_cpu_params *p, struct llm_tensor *dst, c
 static void mul_mat_dot(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct mm_geom *g,
                         char *work, int64_t *counter)
 {
-    const size_t xrow = llm_row_size(g->s.wt->vec_dot_type, g->s.K);
+    size_t xrow = llm_row_size(g->s.wt->vec_dot_type, g->s.K);
     const bool decode = g->s.N <= PREFETCH_MAX_N;
     const int64_t batches = dst->ne[2] * dst->ne[3];
     /* shares need the barrier after converting src1 (F32 weights read src1 in place, without one) */
@@ -555,6 +588,11 @@ static void mul_mat_dot(const struct llm_cpu_params *p, struct llm_tensor *dst, 
     if (shares)
         post_share(p, rows, g->s.M, shares);
     const char *xs = convert_src1(p, g, work);
+    if (dot_form_bytes(g)) {
+        const size_t frow = dot_form_stride(g);
+        xs = form_src1(p, g, xs, xrow, work + dot_form_offset(g, p->nth), frow);
+        xrow = frow;
+    }
     /* Batches: about 8 tasks per thread from the counter, enough to balance, few enough that each
      * thread streams long runs of consecutive rows (short interleaved runs defeat the hardware
      * prefetcher). Decode of batched matrices: one equal share each. */

@@ -107,6 +107,9 @@ void llm_vec_dot_packed_q5_0_avx2(int64_t n, int64_t groups, float *s, const voi
 void llm_vec_dot_packed_q8_0_avx2(int64_t n, int64_t groups, float *s, const void *w, const void *x);
 void llm_vec_dot_packed_q4_K_avx2(int64_t n, int64_t groups, float *s, const void *w, const void *x);
 void llm_vec_dot_packed_q6_K_avx2(int64_t n, int64_t groups, float *s, const void *w, const void *x);
+/* The activations' form the Q4_0 / Q5_0 ones read (llm_pack_x_fn) */
+size_t llm_pack_x_q4_0_avx2(int64_t n, const void *x, void *out);
+size_t llm_pack_x_q5_0_avx2(int64_t n, const void *x, void *out);
 void llm_vec_dot_q4_0_avx2(int64_t n, float *s, const void *x, const void *y);
 void llm_vec_dot_q4_1_avx2(int64_t n, float *s, const void *x, const void *y);
 void llm_vec_dot_q5_0_avx2(int64_t n, float *s, const void *x, const void *y);

@@ -48,6 +48,21 @@ llm_vec_dot_packed_fn llm_repack_kernel(enum llm_type t)
     return tt ? tt->vec_dot_packed : NULL;
 }
 
+size_t llm_repack_x_size(enum llm_type t, int64_t n)
+{
+    const struct llm_type_traits *tt = llm_type_traits(t);
+    return tt && tt->pack_x ? tt->pack_x(n, NULL, NULL) : 0;
+}
+
+const void *llm_repack_x(enum llm_type t, int64_t n, const void *x, void *out)
+{
+    const struct llm_type_traits *tt = llm_type_traits(t);
+    if (!tt || !tt->pack_x)
+        return x;
+    tt->pack_x(n, x, out);
+    return out;
+}
+
 size_t llm_repack_group_size(enum llm_type t, int64_t K)
 {
     return LLM_REPACK_ROWS * llm_row_size(t, K);

@@ -103,7 +103,15 @@ static inline size_t llm_repack_piece_offset(enum llm_type t, int64_t nb, int r,
  * then t is not repacked here. */
 llm_vec_dot_packed_fn llm_repack_kernel(enum llm_type t);
 
-/* The oracle of the fast kernels: each row unpacked and dotted with the type's vec_dot_ref. */
+/* The activation row a type-t packed kernel reads, made from x, a row of n elements of t's
+ * vec_dot_type: x itself, or the form of it the kernel takes (types.h, pack_x) written to out,
+ * which holds llm_repack_x_size(t, n) bytes (0 when x serves as it is) from a 64-byte boundary.
+ * Made once per activation row, and read by the kernel for every group of rows. */
+size_t llm_repack_x_size(enum llm_type t, int64_t n);
+const void *llm_repack_x(enum llm_type t, int64_t n, const void *x, void *out);
+
+/* The oracle of the fast kernels: each row unpacked and dotted with the type's vec_dot_ref (x the
+ * vec_dot_type row, not the kernel's form of it). */
 void llm_vec_dot_packed_ref(enum llm_type t, int64_t n, int64_t groups, float *s, const void *w, const void *x);
 
 /* Can a type-t matrix be repacked (a type with a layout here; K a multiple of its block size)? */

@@ -23,6 +23,7 @@ struct row {
     llm_vec_dot_rows_fn vec_dot_rows_avx2, vec_dot_rows_avx512; /* twins of the vec_dot4 ones */
     llm_vec_dot_fn vec_dot1_avx2, vec_dot1_avx512;              /* likewise */
     llm_vec_dot_packed_fn vec_dot_packed_avx2;                  /* likewise, repack.h */
+    llm_pack_x_fn pack_x_avx2;                                  /* the activations' form it reads */
     llm_gemm_fn gemm_avx2, gemm_avxvnni, gemm_avx512;
     llm_gemm_fn gemm_packed_avx2; /* gemm_avx2's twin on repacked groups */
 };
@@ -56,6 +57,7 @@ static struct row rows[LLM_TYPE_COUNT] = {
         .vec_dot4_avx512 = llm_vec_dot4_q4_0_avx512,
         .vec_dot1_avx512 = llm_vec_dot1_q4_0_avx512,
         .vec_dot_packed_avx2 = llm_vec_dot_packed_q4_0_avx2,
+        .pack_x_avx2 = llm_pack_x_q4_0_avx2,
         .gemm_avx2 = llm_gemm_q4_0_avx2,
         .gemm_packed_avx2 = llm_gemm_q4_0_packed_avx2,
         .gemm_avxvnni = llm_gemm_q4_0_avxvnni,
@@ -74,6 +76,7 @@ static struct row rows[LLM_TYPE_COUNT] = {
         .vec_dot4_avx512 = llm_vec_dot4_q5_0_avx512,
         .vec_dot1_avx512 = llm_vec_dot1_q5_0_avx512,
         .vec_dot_packed_avx2 = llm_vec_dot_packed_q5_0_avx2,
+        .pack_x_avx2 = llm_pack_x_q5_0_avx2,
         .gemm_avx2 = llm_gemm_q5_0_avx2,
         .gemm_packed_avx2 = llm_gemm_q5_0_packed_avx2 },
     [LLM_TYPE_Q5_1] = {
@@ -174,6 +177,7 @@ static void init_traits(void)
          * A/B of layout against width (bench/results/cpus.md), whose decode bits then differ. */
         const bool twin = r->t.vec_dot4 ? r->t.vec_dot4 == r->vec_dot4_avx2 : r->t.vec_dot == r->vec_dot_avx2;
         r->t.vec_dot_packed = avx2 && repack && (twin || repack_all) ? r->vec_dot_packed_avx2 : NULL;
+        r->t.pack_x = r->t.vec_dot_packed ? r->pack_x_avx2 : NULL;
         r->t.gemm = avx512 && r->gemm_avx512   ? r->gemm_avx512
                     : vnni && r->gemm_avxvnni ? r->gemm_avxvnni
                     : avx2                    ? r->gemm_avx2

@@ -16,8 +16,12 @@ typedef void (*llm_vec_dot4_fn)(int64_t n, float *s, const void *const *w, const
  * consecutive groups of four rows, the same floats, the loop inside the kernel. */
 typedef void (*llm_vec_dot_rows_fn)(int64_t n, int64_t rows, float *s, const void *w, size_t stride, const void *x);
 /* s[4g + r] = dot(row r of group g, x) for g < groups: w the first group's bytes in the repacked
- * decode layout (repack.h), x a row of vec_dot_type of n elements. */
+ * decode layout (repack.h), x the activation row of n elements as the kernel reads it
+ * (llm_repack_x: its vec_dot_type row, or the form its pack_x made of that row). */
 typedef void (*llm_vec_dot_packed_fn)(int64_t n, int64_t groups, float *s, const void *w, const void *x);
+/* The form a packed kernel reads the activations in, made once per activation row: x a row of
+ * vec_dot_type of n elements, into out; returns the bytes of the form (out NULL: only that). */
+typedef size_t (*llm_pack_x_fn)(int64_t n, const void *x, void *out);
 /* dst[n * ldd + m] = dot(w row m, x row n) for m < M, n < N, rows of k elements: weight rows
  * wstride bytes apart, Q8_0 rows xstride bytes apart; scratch holds llm_gemm_scratch_size(k, N)
  * bytes of the caller's. Each product depends on its two rows alone (not on M, N or the rows'
@@ -55,6 +59,8 @@ struct llm_type_traits {
      * environment, LLM_REPACK=0 takes it away and LLM_REPACK=all installs it on every AVX2 CPU (A/B
      * runs). Its oracle is llm_vec_dot_packed_ref. */
     llm_vec_dot_packed_fn vec_dot_packed;
+    /* the form vec_dot_packed reads its activations in, or NULL: it reads the vec_dot_type row */
+    llm_pack_x_fn pack_x;
     /* integer GEMM of many rows at once (prefill), AVX2 or AVX-512 VNNI, or NULL. Its oracle is
      * vec_dot_ref per pair of rows. */
     llm_gemm_fn gemm;
