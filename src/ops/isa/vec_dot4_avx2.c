@@ -256,41 +256,40 @@ void AVX2 llm_vec_dot_packed_q8_0_avx2(int64_t n, int64_t groups, float *s, cons
  * per block, the four 8-byte quarters of its quants each broadcast to a register (nibbles_block4's
  * four products), then every block's lane offsets (lane_offsets), then every block's float scale.
  * A load of a ready register takes no shuffle, which every group would otherwise repeat
- * (bench/results/decode.md). */
-struct nibbles_x {
-    const __m256i *quarters; /* 4 a block */
-    const int64_t *off;
-    const float *dy;
-};
-
-static size_t nibbles_x_size(int64_t n)
+ * (bench/results/decode.md). For nb blocks: where the offsets and the scales start, and the size. */
+static size_t nibbles_x_off(int64_t nb)
 {
-    return (size_t)(n / QK) * (4 * sizeof(__m256i) + sizeof(int64_t) + sizeof(float));
+    return (size_t)nb * 4 * sizeof(__m256i);
 }
 
-static struct nibbles_x nibbles_x_at(int64_t n, const void *form)
+static size_t nibbles_x_dy(int64_t nb)
 {
-    const int64_t nb = n / QK;
-    const __m256i *quarters = form;
-    const int64_t *off = (const int64_t *)(quarters + 4 * nb);
-    return (struct nibbles_x){ quarters, off, (const float *)(off + nb) };
+    return nibbles_x_off(nb) + (size_t)nb * sizeof(int64_t);
+}
+
+static size_t nibbles_x_size(int64_t nb)
+{
+    return nibbles_x_dy(nb) + (size_t)nb * sizeof(float);
 }
 
 static inline __attribute__((always_inline)) AVX2 size_t pack_nibbles_x(int zero, int64_t n, const void *x,
                                                                         void *out)
 {
+    const int64_t nb = n / QK;
     if (out) {
         const struct block_q8_0 *yb = x;
-        const struct nibbles_x f = nibbles_x_at(n, out);
-        for (int64_t b = 0; b < n / QK; b++) {
+        __m256i *quarters = out;
+        int64_t *off = (int64_t *)((char *)out + nibbles_x_off(nb));
+        float *dy = (float *)((char *)out + nibbles_x_dy(nb));
+        for (int64_t b = 0; b < nb; b++) {
 #pragma GCC unroll 4
             for (int k = 0; k < 4; k++)
-                _mm256_storeu_si256((__m256i *)&f.quarters[4 * b + k], broadcast8(yb[b].qs + 8 * k));
-            ((int64_t *)f.off)[b] = lane_offsets(&yb[b], zero);
-            ((float *)f.dy)[b] = fp16_avx2(yb[b].d);
+                _mm256_storeu_si256(&quarters[4 * b + k], broadcast8(yb[b].qs + 8 * k));
+            off[b] = lane_offsets(&yb[b], zero);
+            dy[b] = fp16_avx2(yb[b].d);
         }
     }
-    return nibbles_x_size(n);
+    return nibbles_x_size(nb);
 }
 
 size_t AVX2 llm_pack_x_q4_0_avx2(int64_t n, const void *x, void *out)
@@ -311,8 +310,10 @@ static inline __attribute__((always_inline)) AVX2 void nibbles_packed(bool q5, i
     _Static_assert(LLM_REPACK_NIBBLE_PIECE == 8 && LLM_REPACK_ROWS == 4, "a piece of the four rows is one register");
     const size_t block = LLM_REPACK_ROWS * (q5 ? sizeof(struct block_q5_0) : sizeof(struct block_q4_0)), step = 8 * block;
     const size_t qh = LLM_REPACK_ROWS * sizeof(uint16_t), nibbles = qh + (q5 ? LLM_REPACK_ROWS * sizeof(uint32_t) : 0);
-    const struct nibbles_x y = nibbles_x_at(n, x);
     const int64_t nb = n / QK;
+    const __m256i *quarters = x;
+    const int64_t *off = (const int64_t *)((const char *)x + nibbles_x_off(nb));
+    const float *dy = (const float *)((const char *)x + nibbles_x_dy(nb));
     const char *p = w;
     for (int64_t g = 0; g < groups; g++) {
         __m256 acc = _mm256_setzero_ps();
@@ -323,8 +324,8 @@ static inline __attribute__((always_inline)) AVX2 void nibbles_packed(bool q5, i
             if (q5)
                 fifth_bits_packed(_mm_loadu_si128((const __m128i *)(p + qh)), fifth);
             acc = nibbles_block4(loadu256(p + nibbles), loadu256(p + nibbles + 32), q5 ? fifth : NULL,
-                                 &y.quarters[4 * b], _mm256_set1_epi64x(y.off[b]),
-                                 scales_x4(_mm_loadl_epi64((const __m128i *)p), y.dy[b]), acc);
+                                 &quarters[4 * b], _mm256_set1_epi64x(off[b]),
+                                 scales_x4(_mm_loadl_epi64((const __m128i *)p), dy[b]), acc);
         }
         sum_lanes(acc, s + 4 * g);
     }
