@@ -132,7 +132,7 @@ static void shape(struct llm_threadpool *pool, enum llm_type t, const struct var
     for (int64_t n = 0; n < N; n++)
         llm_type_traits(LLM_TYPE_Q8_0)->from_float(xf + n * K, x + (size_t)n * xs, K);
     /* made once, as matmul.c does once per matrix */
-    const size_t form = (llm_repack_x_size(t, K) + 63) / 64 * 64;
+    const size_t form = llm_repack_x_size(t, K);
     char *xk = form ? aligned_alloc(64, form * (size_t)N) : NULL;
     j.xk = form ? xk : x, j.xks = form ? form : xs;
     for (int64_t n = 0; form && n < N; n++)

@@ -209,7 +209,10 @@ static void test_kernels(size_t ti, int64_t K, int64_t M)
     if (!kern) {
         SKIP("%s K%lld M%lld: no repacked kernel on this CPU", llm_type_name(t), (long long)K, (long long)M);
     } else {
-        char *form = aligned_alloc(64, (llm_repack_x_size(t, K) + 63) / 64 * 64 + 64);
+        /* forms of rows placed one after another (matmul.c) each start on a line */
+        CHECK(llm_repack_x_size(t, K) % 64 == 0, "%s K%lld: the activations' form of %zu bytes", llm_type_name(t),
+              (long long)K, llm_repack_x_size(t, K));
+        char *form = aligned_alloc(64, llm_repack_x_size(t, K) + 64); /* + 64: never 0 bytes */
         kern(K, groups, fast, p, llm_repack_x(t, K, x, form));
         free(form);
         int64_t not_bits = 0, far = 0;

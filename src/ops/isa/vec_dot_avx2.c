@@ -490,12 +490,13 @@ static inline __attribute__((always_inline)) AVX2 __m256i k45_sumi(const uint8_t
     return sumi;
 }
 
-/* acc += d·dy·sumi and accm += dmin·dy·(mins · bsums) for one super-block. */
-static inline AVX2 void k45_accumulate(__m256 *acc, __m256 *accm, const struct block_q8_K *yb, uint16_t d,
-                                       uint16_t dmin, __m256i sumi, __m256i mn)
+/* acc += d·sumi and accm += dmin·(mins · bsums) for one super-block, d and dmin the row's scales
+ * times the activation block's. */
+static inline AVX2 void k45_accumulate(__m256 *acc, __m256 *accm, float d, float dmin, const void *bsums,
+                                       __m256i sumi, __m256i mn)
 {
-    *acc = _mm256_fmadd_ps(_mm256_set1_ps(yb->d * fp16_avx2(d)), _mm256_cvtepi32_ps(sumi), *acc);
-    *accm = _mm256_fmadd_ps(_mm256_set1_ps(yb->d * fp16_avx2(dmin)), min_terms(yb->bsums, mn), *accm);
+    *acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), *acc);
+    *accm = _mm256_fmadd_ps(_mm256_set1_ps(dmin), min_terms(bsums, mn), *accm);
 }
 
 void AVX2 llm_vec_dot_q4_K_avx2(int64_t n, float *s, const void *x, const void *y)
@@ -507,7 +508,8 @@ void AVX2 llm_vec_dot_q4_K_avx2(int64_t n, float *s, const void *x, const void *
         __m256i sc, mn;
         k4_scales(xb[i].scales, &sc, &mn);
         __m256i sumi = k45_sumi(xb[i].qs, NULL, yb[i].qs, sc);
-        k45_accumulate(&acc, &accm, &yb[i], xb[i].d, xb[i].dmin, sumi, mn);
+        k45_accumulate(&acc, &accm, yb[i].d * fp16_avx2(xb[i].d), yb[i].d * fp16_avx2(xb[i].dmin), yb[i].bsums, sumi,
+                       mn);
     }
     *s = hsum_ps(_mm256_sub_ps(acc, accm));
 }
@@ -521,7 +523,8 @@ void AVX2 llm_vec_dot_q5_K_avx2(int64_t n, float *s, const void *x, const void *
         __m256i sc, mn;
         k4_scales(xb[i].scales, &sc, &mn);
         __m256i sumi = k45_sumi(xb[i].qs, xb[i].qh, yb[i].qs, sc);
-        k45_accumulate(&acc, &accm, &yb[i], xb[i].d, xb[i].dmin, sumi, mn);
+        k45_accumulate(&acc, &accm, yb[i].d * fp16_avx2(xb[i].d), yb[i].d * fp16_avx2(xb[i].dmin), yb[i].bsums, sumi,
+                       mn);
     }
     *s = hsum_ps(_mm256_sub_ps(acc, accm));
 }
@@ -574,8 +577,8 @@ void AVX2 llm_vec_dot_q6_K_avx2(int64_t n, float *s, const void *x, const void *
 /* ---- repacked rows (repack.h) ------------------------------------------------------------- */
 
 /* The four 16-byte heads (d, dmin, 12 scale bytes) of a repacked Q4_K super-block, decoded together:
- * dd[2r], dd[2r + 1] = the activation's d times row r's d and dmin (the products k45_accumulate
- * forms), v[r] = row r's scale and min bytes (k4_unpack). One transpose of the heads' 32-bit words
+ * dd[2r], dd[2r + 1] = the activation's d times row r's d and dmin (k45_accumulate's d and
+ * dmin), v[r] = row r's scale and min bytes (k4_unpack). One transpose of the heads' 32-bit words
  * replaces four rows' unpacking and half-float conversions (bench/results/decode.md). */
 static inline AVX2 void k4_heads4(const uint8_t *heads, float yd, float dd[8], __m128i v[4])
 {
@@ -616,9 +619,7 @@ void AVX2 llm_vec_dot_packed_q4_K_avx2(int64_t n, int64_t groups, float *s, cons
                 __m256i sc, mn;
                 k4_widen(v[r], &sc, &mn);
                 __m256i sumi = k45_sumi(p + 4 * HEAD + r * QS, NULL, yb[i].qs, sc);
-                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dd[2 * r]), _mm256_cvtepi32_ps(sumi), acc[r]);
-                accm[r] =
-                    _mm256_fmadd_ps(_mm256_set1_ps(dd[2 * r + 1]), min_terms(yb[i].bsums, mn), accm[r]);
+                k45_accumulate(&acc[r], &accm[r], dd[2 * r], dd[2 * r + 1], yb[i].bsums, sumi, mn);
             }
         }
         for (int r = 0; r < 4; r++)

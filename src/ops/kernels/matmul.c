@@ -232,43 +232,43 @@ static size_t align64(size_t n)
     return (n + 63) & ~(size_t)63;
 }
 
-/* Bytes after the converted src1 rows (rounded up to a line) that hold the decode shares' words
- * (mul_mat_dot), a line each. */
+/* Bytes of src1's rows converted to vec_dot_type (convert_src1), rounded up to a line: the start of
+ * the scratch of the dot and GEMM paths. */
+static size_t converted_bytes(const struct mm_geom *g)
+{
+    return g->s.vt ? align64((size_t)llm_nrows(g->x) * llm_row_size(g->s.wt->vec_dot_type, g->s.K)) : 0;
+}
+
+/* Bytes after the converted src1 rows that hold the decode shares' words (mul_mat_dot), a line
+ * each. */
 static size_t shares_bytes(int nth)
 {
     return nth > 1 ? (size_t)nth * SHARE_STRIDE * sizeof(uint64_t) : 0;
 }
 
 /* The dot path's src1 rows in the form a repacked matrix's kernel reads them (repack.h,
- * llm_repack_x): each row's from a line boundary, as repack.h asks; their bytes (0: the kernel
- * reads the converted rows); where they start in the scratch, after the converted rows and the
- * shares' words (mul_mat_dot). */
-static size_t dot_form_stride(const struct mm_geom *g)
-{
-    return align64(llm_repack_x_size(g->w->type, g->s.K));
-}
-
+ * llm_repack_x, each row's form a whole number of lines): their bytes (0: the kernel reads the
+ * converted rows), and where they start in the scratch, after the converted rows and the shares'
+ * words (mul_mat_dot). */
 static size_t dot_form_bytes(const struct mm_geom *g)
 {
-    return repacked(g) ? (size_t)llm_nrows(g->x) * dot_form_stride(g) : 0;
+    return repacked(g) ? (size_t)llm_nrows(g->x) * llm_repack_x_size(g->w->type, g->s.K) : 0;
 }
 
 static size_t dot_form_offset(const struct mm_geom *g, int nth)
 {
-    const size_t converted = (size_t)llm_nrows(g->x) * llm_row_size(g->s.wt->vec_dot_type, g->s.K);
-    return g->s.convert ? align64(converted) + shares_bytes(nth) : 0;
+    return g->s.convert ? converted_bytes(g) + shares_bytes(nth) : 0;
 }
 
 /* Scratch of one path at this shape (converted src1 rows, per-thread panels or tiles). */
 static size_t path_work_size(const struct mm_geom *g, enum mm_path path, int nth)
 {
     size_t size = 2 * WDATA_HEADER; /* header + room to align wdata to a cache line */
-    const size_t converted = (size_t)llm_nrows(g->x) * (g->s.vt ? llm_row_size(g->s.wt->vec_dot_type, g->s.K) : 0);
     switch (path) {
     case PATH_FLOAT_GEMM: /* the shares' words, then each thread's scratch (mul_mat_float_gemm) */
         return size + shares_bytes(nth) + (size_t)nth * gemm_thread_size(g, path);
     case PATH_GEMM: /* converted src1, the shares' words, then each thread's scratch (mul_mat_gemm) */
-        return size + align64(converted) + shares_bytes(nth) + (size_t)nth * gemm_thread_size(g, path);
+        return size + converted_bytes(g) + shares_bytes(nth) + (size_t)nth * gemm_thread_size(g, path);
     case PATH_BLAS:
         if (g->w->type != LLM_TYPE_F32)
             size += (size_t)nth * (size_t)blas_thread_rows(g, nth) * (size_t)g->s.K * sizeof(float);
@@ -582,14 +582,14 @@ static void mul_mat_dot(const struct llm_cpu_params *p, struct llm_tensor *dst, 
     const int64_t batches = dst->ne[2] * dst->ne[3];
     /* shares need the barrier after converting src1 (F32 weights read src1 in place, without one) */
     uint64_t *shares = decode && batches == 1 && p->nth > 1 && g->s.convert
-                           ? (uint64_t *)(work + align64((size_t)llm_nrows(g->x) * xrow))
+                           ? (uint64_t *)(work + converted_bytes(g))
                            : NULL;
     const int64_t rows = steal_chunk_rows(g);
     if (shares)
         post_share(p, rows, g->s.M, shares);
     const char *xs = convert_src1(p, g, work);
     if (dot_form_bytes(g)) {
-        const size_t frow = dot_form_stride(g);
+        const size_t frow = llm_repack_x_size(g->w->type, g->s.K);
         xs = form_src1(p, g, xs, xrow, work + dot_form_offset(g, p->nth), frow);
         xrow = frow;
     }
@@ -706,7 +706,7 @@ static void mul_mat_gemm(const struct llm_cpu_params *p, struct llm_tensor *dst,
                          char *work)
 {
     const size_t xrow = llm_row_size(g->s.wt->vec_dot_type, g->s.K), per = gemm_thread_size(g, PATH_GEMM);
-    const size_t converted = align64((size_t)llm_nrows(g->x) * xrow);
+    const size_t converted = converted_bytes(g);
     const struct gemm_job j = { .gemm = g->s.wt->gemm, .packed = packed_kernel(g, PATH_GEMM),
                                 .xs = convert_src1(p, g, work), .xrow = xrow, .x2 = (size_t)g->s.N * xrow,
                                 .x3 = (size_t)(dst->ne[2] * g->s.N) * xrow,

@@ -51,7 +51,7 @@ llm_vec_dot_packed_fn llm_repack_kernel(enum llm_type t)
 size_t llm_repack_x_size(enum llm_type t, int64_t n)
 {
     const struct llm_type_traits *tt = llm_type_traits(t);
-    return tt && tt->pack_x ? tt->pack_x(n, NULL, NULL) : 0;
+    return tt && tt->pack_x ? (tt->pack_x(n, NULL, NULL) + 63) / 64 * 64 : 0;
 }
 
 const void *llm_repack_x(enum llm_type t, int64_t n, const void *x, void *out)

@@ -105,7 +105,8 @@ llm_vec_dot_packed_fn llm_repack_kernel(enum llm_type t);
 
 /* The activation row a type-t packed kernel reads, made from x, a row of n elements of t's
  * vec_dot_type: x itself, or the form of it the kernel takes (types.h, pack_x) written to out,
- * which holds llm_repack_x_size(t, n) bytes (0 when x serves as it is) from a 64-byte boundary.
+ * which holds llm_repack_x_size(t, n) bytes from a 64-byte boundary. That size is 0 when x serves
+ * as it is, else a multiple of 64, so forms of rows placed one after another each start on a line.
  * Made once per activation row, and read by the kernel for every group of rows. */
 size_t llm_repack_x_size(enum llm_type t, int64_t n);
 const void *llm_repack_x(enum llm_type t, int64_t n, const void *x, void *out);
