@@ -1,9 +1,12 @@
 /* Graph allocator: gives every computing node of a graph memory in one arena, reusing a block once
- * its last reader has run (liveness). Allocation is a pure function of the graph's node list, so
- * the same graph shape gets the same addresses every time, as long as the arena is not regrown
- * (reserve it once with the largest graph): decode graph replay depends on this.
- * Leaves (weights, inputs, caches) must already have data. Views get their root's data + offset.
- * Outputs (LLM_TENSOR_OUTPUT) are never freed within the graph. */
+ * its last reader has run (liveness). Blocks are packed in node order, and for a graph whose peak
+ * reaches 8 MiB also largest block first; the lower peak is kept. Allocation is a pure function of
+ * the graph's node list, so the same graph shape gets the same addresses every time, as long as
+ * the arena is not regrown (reserve it once with the largest graph): decode graph replay depends
+ * on this. Leaves (weights, inputs, caches) must already have data. Views get their root's data +
+ * offset. Outputs (LLM_TENSOR_OUTPUT) are never freed within the graph. A node whose op computes in
+ * place (op_table.h) takes over its first source's block where it is that block's last reader and
+ * the two are laid out alike. */
 #ifndef LLM_ALLOC_H
 #define LLM_ALLOC_H
 

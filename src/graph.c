@@ -268,6 +268,13 @@ struct llm_tensor *llm_mul_mat(struct llm_ctx *ctx, struct llm_tensor *w, struct
     return checked(ctx, new_op(ctx, LLM_OP_MUL_MAT, LLM_TYPE_F32, ne, w, x, NULL, NULL));
 }
 
+struct llm_tensor *llm_mul_mat_swiglu(struct llm_ctx *ctx, struct llm_tensor *w_gate, struct llm_tensor *w_up,
+                                      struct llm_tensor *x)
+{
+    const int64_t ne[4] = { w_gate->ne[1], x->ne[1], x->ne[2], x->ne[3] };
+    return checked(ctx, new_op(ctx, LLM_OP_MUL_MAT_SWIGLU, LLM_TYPE_F32, ne, w_gate, x, w_up, NULL));
+}
+
 struct llm_tensor *llm_rope(struct llm_ctx *ctx, struct llm_tensor *a, struct llm_tensor *pos,
                             struct llm_tensor *freq_factors, int n_dims, int mode, int n_ctx_orig,
                             float freq_base, float freq_scale)

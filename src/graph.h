@@ -52,6 +52,9 @@ struct llm_tensor *llm_mul(struct llm_ctx *ctx, struct llm_tensor *a, struct llm
 struct llm_tensor *llm_scale(struct llm_ctx *ctx, struct llm_tensor *a, float s);
 struct llm_tensor *llm_rms_norm(struct llm_ctx *ctx, struct llm_tensor *a, float eps);
 struct llm_tensor *llm_mul_mat(struct llm_ctx *ctx, struct llm_tensor *w, struct llm_tensor *x);
+/* llm_swiglu(llm_mul_mat(w_gate, x), llm_mul_mat(w_up, x)) in one node, bit for bit (tensor.h). */
+struct llm_tensor *llm_mul_mat_swiglu(struct llm_ctx *ctx, struct llm_tensor *w_gate, struct llm_tensor *w_up,
+                                      struct llm_tensor *x);
 struct llm_tensor *llm_rope(struct llm_ctx *ctx, struct llm_tensor *a, struct llm_tensor *pos,
                             struct llm_tensor *freq_factors, int n_dims, int mode, int n_ctx_orig,
                             float freq_base, float freq_scale);

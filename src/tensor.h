@@ -110,8 +110,8 @@ enum llm_op {
     LLM_OP_PERMUTE,    /* no computation                                                             */
     LLM_OP_TRANSPOSE,  /* no computation                                                             */
     LLM_OP_CHANNEL_NORM, /* npu layout change: rows padded to / unpadded from 16 elements            */
-    /* Fused ops: made by the npu's fusion pass (src/npu/fusion.h), never by a builder. Each computes
-       the floats of the ops it replaces, bit for bit.                                              */
+    /* Fused ops: made by the npu's fusion pass (src/npu/fusion.h), and MUL_MAT_SWIGLU by the model
+       builder for batches. Each computes the floats of the ops it replaces, bit for bit.           */
     LLM_OP_FUSED,      /* no computation here: a later fused node writes this node's memory          */
     LLM_OP_ADD_RMS_NORM, /* src0 + src1 (same shape) written into src2's memory, then RMS_NORM of that
                           (p[0] eps) into dst, times src3 (broadcast like MUL) when src3 is given     */
@@ -121,6 +121,9 @@ enum llm_op {
                           positions src1 into dst, and of src2 (same positions) into src3's memory
                           (the absorbed second ROPE, same shape as src2); ROPE's op params, no freq
                           factors (the four source slots are taken)                                 */
+    LLM_OP_MUL_MAT_SWIGLU, /* SWIGLU of MUL_MAT(src0, src1) and MUL_MAT(src2, src1): 2-D weights of one
+                          shape, src1 [K, N] -> dst [M, N]; the FFN's gate and up products without
+                          both in memory at once (src/ops/kernels/mul_mat_swiglu.c)                  */
     LLM_OP_COUNT
 };
 

@@ -87,6 +87,17 @@ static inline char *test_read_file(const char *path, size_t *len)
     return buf;
 }
 
+/* Squared error of x against ref over n floats, relative to ref's squares (absolute when ref is all zero). */
+static inline double test_nmse(const float *x, const float *ref, int64_t n)
+{
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        num += ((double)x[i] - ref[i]) * ((double)x[i] - ref[i]);
+        den += (double)ref[i] * ref[i];
+    }
+    return den > 0 ? num / den : num;
+}
+
 static inline int test_done(const char *name)
 {
     fflush(stderr);

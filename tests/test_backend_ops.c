@@ -48,7 +48,7 @@ static const struct conf confs[] = {
 };
 #define N_CONFS ((int)(sizeof confs / sizeof confs[0]))
 
-/* Relative rounding allowed between thread counts on MUL_MAT's BLAS path only: each thread runs
+/* Relative rounding allowed between thread counts on MUL_MAT's BLAS path only (MUL_MAT_SWIGLU's too): each thread runs
  * sgemm on its own slice of weight rows, and OpenBLAS's blocking (so its summation order) depends
  * on the slice height. Every other result must not depend on the thread count. */
 #define BLAS_SPLIT_TOL 1e-5
@@ -394,6 +394,7 @@ static bool cann_runs(const struct llm_tensor *node)
     switch (node->op) {
     case LLM_OP_MUL_MAT:
     case LLM_OP_MUL_MAT_ADD: /* the same matmul */
+    case LLM_OP_MUL_MAT_SWIGLU: /* two of them: both weights of the one type */
         return flt || ((t == LLM_TYPE_Q8_0 || t == LLM_TYPE_Q4_0) && packed(node->src[0]) && packed(node->src[1]));
     case LLM_OP_GET_ROWS: return flt || t == LLM_TYPE_Q8_0;
     case LLM_OP_SET_ROWS: return flt;
@@ -576,6 +577,15 @@ static void compare(const struct conf *cf, int run, const struct llm_tensor *roo
           (double)elem_f32(root->type, want, at));
 }
 
+/* A MUL_MAT, or the products of a MUL_MAT_SWIGLU, on the BLAS path. */
+static bool uses_blas(const struct llm_tensor *out)
+{
+    struct llm_tensor mm = *out;
+    mm.op = LLM_OP_MUL_MAT;
+    mm.src[2] = NULL;
+    return (out->op == LLM_OP_MUL_MAT || out->op == LLM_OP_MUL_MAT_SWIGLU) && llm_cpu_mul_mat_uses_blas(&mm);
+}
+
 /* The reference output must be fully written (no poison left) and change with the inputs (else
  * matching it would not prove that replays read the new inputs). */
 static void check_reference(const struct llm_tensor *root, void *results[N_RUNS])
@@ -631,7 +641,7 @@ static void run_graph(struct llm_tensor *out, int n_computing)
         for (int r = 0; r < N_RUNS; r++)
             results[c][r] = calloc(1, llm_nbytes(root));
 
-    const double tol = out->op == LLM_OP_MUL_MAT && llm_cpu_mul_mat_uses_blas(out) ? BLAS_SPLIT_TOL : 0;
+    const double tol = uses_blas(out) ? BLAS_SPLIT_TOL : 0;
     bool ran[N_CONFS];
     for (int c = 0; c < N_CONFS; c++)
         ran[c] = run_conf(&confs[c], g, out, host, results[c]);
@@ -815,6 +825,18 @@ static void test_mul_mat(void)
             struct llm_ctx *ctx = begin("MUL_MAT %s [64, 5, 2, 1] x [64, %lld, 4, 2]", tname(bt[i]), (long long)n);
             struct llm_tensor *w = in_rand(bt[i], 64, 5, 2, 1);
             run_case(llm_mul_mat(ctx, w, in_rand(LLM_TYPE_F32, 64, n, 4, 2)));
+        }
+}
+
+/* The FFN's gate and up products with their SWIGLU: decode, and a batch the builder fuses. */
+static void test_mul_mat_swiglu(void)
+{
+    for (int i = 0; i < N_WEIGHT_TYPES; i++)
+        for (int64_t n = 1; n <= 32; n += 31) {
+            const enum llm_type t = weight_types[i];
+            struct llm_ctx *ctx = begin("MUL_MAT_SWIGLU %s K 256 M 33 N %lld", tname(t), (long long)n);
+            struct llm_tensor *g = in_rand(t, 256, 33, 1, 1), *u = in_rand(t, 256, 33, 1, 1);
+            run_case(llm_mul_mat_swiglu(ctx, g, u, in_rand(LLM_TYPE_F32, 256, n, 1, 1)));
         }
 }
 
@@ -1122,6 +1144,7 @@ int main(void)
     test_unary(LLM_OP_SCALE);
     test_unary(LLM_OP_RMS_NORM);
     test_mul_mat();
+    test_mul_mat_swiglu();
     test_rope();
     test_soft_max();
     test_flash_attn();

@@ -22,6 +22,7 @@
 #include "model/sampler.h"
 #include "model/vocab.h"
 #include "npu_harness.h"
+#include "profile.h"
 
 /* Logits of the cpu against oracle_logits, relative to the logit range. Measured worst 4.7e-7
  * (700-token run, F32 KV) and 5.7e-7 (RoPE-scaled prompts); llama.cpp itself is 2.7e-7 from exact
@@ -584,6 +585,39 @@ out:
         free(v[i].logits);
 }
 
+/* A batch of 32 tokens or more runs each layer's FFN gate and up products and their SWIGLU as one
+ * MUL_MAT_SWIGLU node (src/model/build.c), so that both products are never in memory at once;
+ * smaller batches and decode keep the three nodes, as does the last layer of a prompt whose last
+ * row alone goes on to the logits. Counted in the per-op profile. */
+static void test_ffn_fusion(struct llm_model *m)
+{
+    static struct llm_profile prof;
+    const int32_t layers = (int32_t)m->hp.n_layer;
+    for (int n = 31; n <= 32; n++) {
+        memset(&prof, 0, sizeof prof);
+        struct llm_context_params p = llm_context_default_params();
+        p.n_ctx = 64;
+        p.profile = &prof;
+        struct llm_context *c = NULL;
+        struct llm_error err;
+        int32_t toks[32];
+        for (int i = 0; i < n; i++)
+            toks[i] = 1 + i * 13 % 500;
+        bool ok = llm_context_new(m, &p, &c, &err) == 0 && llm_decode(c, toks, n, false, &err) == 0 &&
+                  llm_decode(c, toks, 1, false, &err) == 0;
+        CHECK(ok, "%s", err.msg);
+        llm_context_free(c);
+        const uint64_t fused = prof.op[LLM_PHASE_PREFILL][LLM_OP_MUL_MAT_SWIGLU][LLM_TYPE_F32].count;
+        const uint64_t glu = prof.op[LLM_PHASE_PREFILL][LLM_OP_SWIGLU][LLM_TYPE_F32].count;
+        CHECK(fused == (n >= 32 ? (uint64_t)layers - 1 : 0) && glu == (n >= 32 ? 1 : (uint64_t)layers),
+              "prefill of %d tokens: %llu MUL_MAT_SWIGLU, %llu SWIGLU for %d layers", n, (unsigned long long)fused,
+              (unsigned long long)glu, layers);
+        CHECK(prof.op[LLM_PHASE_DECODE][LLM_OP_MUL_MAT_SWIGLU][LLM_TYPE_F32].count == 0 &&
+              prof.op[LLM_PHASE_DECODE][LLM_OP_SWIGLU][LLM_TYPE_F32].count == (uint64_t)layers,
+              "decode: not the three unfused nodes");
+    }
+}
+
 int main(void)
 {
     char path[1024];
@@ -599,6 +633,7 @@ int main(void)
         test_greedy450(m, want450);
         test_long(m, want450);
         test_ubatches(m);
+        test_ffn_fusion(m);
         test_rope_scaling(path, m);
     }
     free(want450);

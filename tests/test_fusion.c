@@ -105,16 +105,6 @@ static bool compute(struct net *n, int threads, struct llm_allocator *al)
     return ok;
 }
 
-static double nmse(const float *x, const float *ref, int64_t n)
-{
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < n; i++) {
-        num += ((double)x[i] - ref[i]) * ((double)x[i] - ref[i]);
-        den += (double)ref[i] * ref[i];
-    }
-    return den > 0 ? num / den : num;
-}
-
 /* Each fused node's fast result against its reference kernel run into a buffer of its own: 1e-10,
  * but for a Q8_0 matmul the error of rounding its activations to Q8_0 (test_ops' 1e-3). */
 static void check_refs(const struct net *n, const char *what, double mm_tol)
@@ -126,7 +116,7 @@ static void check_refs(const struct net *n, const char *what, double mm_tol)
         struct llm_tensor r = *f;
         r.data = malloc(llm_nbytes(f));
         llm_ref_compute(&r);
-        const double e = nmse(f->data, r.data, llm_nelements(f));
+        const double e = test_nmse(f->data, r.data, llm_nelements(f));
         CHECK(e <= (f->op == LLM_OP_MUL_MAT_ADD ? mm_tol : 1e-10), "%s: %s fast vs reference NMSE %.3g", what, llm_op_name(f->op), e);
         free(r.data);
     }
@@ -272,8 +262,8 @@ static void check_rope_qk_ref(const char *what, const struct llm_tensor *f)
     k.data = malloc(llm_nbytes(&k));
     r.src[3] = &k;
     llm_ref_compute(&r);
-    const double eq = nmse(f->data, r.data, llm_nelements(f));
-    const double ek = nmse(f->src[3]->data, k.data, llm_nelements(&k));
+    const double eq = test_nmse(f->data, r.data, llm_nelements(f));
+    const double ek = test_nmse(f->src[3]->data, k.data, llm_nelements(&k));
     CHECK(eq <= 1e-10 && ek <= 1e-10, "%s: ROPE_QK fast vs reference NMSE %.3g (first) %.3g (second)", what, eq, ek);
     free(r.data);
     free(k.data);

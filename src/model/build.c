@@ -53,6 +53,20 @@ static struct llm_tensor *attention(struct llm_ctx *ctx, const struct llm_hparam
     return llm_reshape_2d(ctx, out, (int64_t)hp->n_embd_head_v * hp->n_head, in->n_tokens);
 }
 
+/* A batch of at least this many tokens takes the FFN's gate and up products in one node, which
+ * never holds both [n_ff, n] products in memory (a prefill's largest buffers); below it they are a
+ * few MiB, and decode keeps the two products' own nodes. */
+#define FFN_FUSE_MIN_TOKENS 32
+
+/* SWIGLU(W_gate·h, W_up·h) */
+static struct llm_tensor *ffn_swiglu(struct llm_ctx *ctx, const struct llm_layer *L, struct llm_tensor *h)
+{
+    if (h->ne[1] >= FFN_FUSE_MIN_TOKENS && L->ffn_gate->type == L->ffn_up->type &&
+        L->ffn_gate->ne[1] == L->ffn_up->ne[1])
+        return llm_mul_mat_swiglu(ctx, L->ffn_gate, L->ffn_up, h);
+    return llm_swiglu(ctx, llm_mul_mat(ctx, L->ffn_gate, h), llm_mul_mat(ctx, L->ffn_up, h));
+}
+
 struct llm_tensor *llm_build_forward(struct llm_ctx *ctx, const struct llm_model *m,
                                      struct llm_kv_cache *kv, const struct llm_build_inputs *in,
                                      bool flash_attn)
@@ -93,7 +107,7 @@ struct llm_tensor *llm_build_forward(struct llm_ctx *ctx, const struct llm_model
         llm_set_name(ffn_in, "ffn_inp-%u", il);
 
         h = norm(ctx, ffn_in, L->ffn_norm, eps);
-        struct llm_tensor *g = llm_swiglu(ctx, llm_mul_mat(ctx, L->ffn_gate, h), llm_mul_mat(ctx, L->ffn_up, h));
+        struct llm_tensor *g = ffn_swiglu(ctx, L, h);
         struct llm_tensor *f = llm_mul_mat(ctx, L->ffn_down, g);
         x = llm_add(ctx, f, ffn_in);
         llm_set_name(x, "l_out-%u", il);

@@ -8,8 +8,8 @@
 enum npu_layout npu_layout_rule(const struct llm_tensor *node)
 {
     switch (node->op) {
-    case LLM_OP_MUL_MAT: case LLM_OP_MUL_MAT_ADD: case LLM_OP_RMS_NORM: case LLM_OP_RMS_NORM_MUL:
-    case LLM_OP_ADD_RMS_NORM: case LLM_OP_SOFT_MAX: case LLM_OP_CONT: case LLM_OP_SET_ROWS:
+    case LLM_OP_MUL_MAT: case LLM_OP_MUL_MAT_ADD: case LLM_OP_MUL_MAT_SWIGLU: case LLM_OP_RMS_NORM:
+    case LLM_OP_RMS_NORM_MUL: case LLM_OP_ADD_RMS_NORM: case LLM_OP_SOFT_MAX: case LLM_OP_CONT: case LLM_OP_SET_ROWS:
         return NPU_LAYOUT_ALIGN;
     case LLM_OP_RESHAPE: case LLM_OP_FLASH_ATTN: /* its K and V are ALIGN operands (operand_mode) */
         return NPU_LAYOUT_NALIGN;
@@ -29,6 +29,8 @@ bool npu_layout_reads_aligned(const struct llm_tensor *node, int j)
     switch (node->op) {
     case LLM_OP_MUL_MAT: case LLM_OP_MUL_MAT_ADD: case LLM_OP_ADD_RMS_NORM:
         return j <= 1;
+    case LLM_OP_MUL_MAT_SWIGLU: /* both weights and the activations */
+        return j <= 2;
     case LLM_OP_RMS_NORM: case LLM_OP_RMS_NORM_MUL: case LLM_OP_SOFT_MAX:
         return j == 0;
     case LLM_OP_SET_ROWS: /* the cache rows it writes */

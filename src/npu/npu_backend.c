@@ -92,6 +92,7 @@ static bool npu_supports_op(struct llm_backend *b, const struct llm_tensor *node
     switch (node->op) {
     case LLM_OP_MUL_MAT:
     case LLM_OP_MUL_MAT_ADD: /* the same matmul */
+    case LLM_OP_MUL_MAT_SWIGLU: /* two of them, on weights of one type */
         return is_float(s0->type) ||
                (npu_supports_type(b, s0->type) && llm_is_contiguous(s0) && llm_is_contiguous(node->src[1]));
     case LLM_OP_GET_ROWS:

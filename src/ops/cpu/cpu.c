@@ -26,7 +26,7 @@ bool llm_cpu_worth_splitting(const struct llm_tensor *node)
 {
     if (node->op == LLM_OP_SET_ROWS) /* src1's rows, written into a (large) cache: src0 and dst */
         return llm_nelements(node->src[1]) >= SPLIT_MIN_ELEMENTS;
-    if (node->op == LLM_OP_MUL_MAT || node->op == LLM_OP_MUL_MAT_ADD)
+    if (node->op == LLM_OP_MUL_MAT || node->op == LLM_OP_MUL_MAT_ADD || node->op == LLM_OP_MUL_MAT_SWIGLU)
         return llm_nelements(node) * node->src[0]->ne[0] >= SPLIT_MIN_MADDS;
     if (node->op == LLM_OP_FLASH_ATTN) /* × KV cells */
         return llm_nelements(node) * node->src[1]->ne[1] >= SPLIT_MIN_MADDS;

@@ -94,6 +94,14 @@ static const char *check_mul_mat_add(const struct llm_tensor *n)
     return why ? why : broadcasts(n, n->src[2]) ? NULL : "the bias does not broadcast over the product";
 }
 
+static const char *check_mul_mat_swiglu(const struct llm_tensor *n)
+{
+    const struct llm_tensor *g = n->src[0], *u = n->src[2], *x = n->src[1];
+    if (!same_shape(g, u) || g->ne[2] != 1 || g->ne[3] != 1 || x->ne[2] != 1 || x->ne[3] != 1)
+        return "the two weights must be matrices of one shape, and src1 one matrix";
+    return check_mul_mat(n);
+}
+
 static const char *check_rope_qk(const struct llm_tensor *n)
 {
     const struct llm_tensor q = llm_rope_qk_part(n, 0), k = llm_rope_qk_part(n, 1);
@@ -107,6 +115,11 @@ static const char *check_rope_qk(const struct llm_tensor *n)
 static double flops_mul_mat(const struct llm_tensor *n) /* K · M · N multiply-adds */
 {
     return 2.0 * (double)n->src[0]->ne[0] * (double)llm_nelements(n);
+}
+
+static double flops_mul_mat_swiglu(const struct llm_tensor *n) /* two products, then SWIGLU */
+{
+    return 2.0 * flops_mul_mat(n) + (double)llm_nelements(n);
 }
 
 static double flops_flash_attn(const struct llm_tensor *n) /* Q·K and P·V over every (query, head, cell) */
@@ -133,42 +146,53 @@ static double bytes_set_rows(const struct llm_tensor *n) /* the new rows and the
 static const struct llm_op_traits table[] = {
     [LLM_OP_NONE] = NOOP("NONE", 0),
     [LLM_OP_GET_ROWS] = { "GET_ROWS", 2, 0, false, check_get_rows, cpu_get_rows_supported, cpu_get_rows,
-                          llm_ref_get_rows, NULL, NULL, bytes_get_rows },
+                          llm_ref_get_rows, NULL, NULL, bytes_get_rows, .in_place = false },
     [LLM_OP_SET_ROWS] = { "SET_ROWS", 3, 0, false, check_set_rows, cpu_set_rows_supported, cpu_set_rows,
-                          llm_ref_set_rows, NULL, NULL, bytes_set_rows },
-    [LLM_OP_ADD] = { "ADD", 2, 0, false, check_broadcast, cpu_binary_supported, cpu_add, llm_ref_add, NULL, NULL, NULL },
-    [LLM_OP_MUL] = { "MUL", 2, 0, false, check_broadcast, cpu_binary_supported, cpu_mul, llm_ref_mul, NULL, NULL, NULL },
-    [LLM_OP_SCALE] = { "SCALE", 1, 0, false, NULL, cpu_unary_supported, cpu_scale, llm_ref_scale, NULL, NULL, NULL },
+                          llm_ref_set_rows, NULL, NULL, bytes_set_rows, .in_place = false },
+    [LLM_OP_ADD] = { "ADD", 2, 0, false, check_broadcast, cpu_binary_supported, cpu_add, llm_ref_add, NULL, NULL, NULL,
+                     .in_place = true },
+    [LLM_OP_MUL] = { "MUL", 2, 0, false, check_broadcast, cpu_binary_supported, cpu_mul, llm_ref_mul, NULL, NULL, NULL,
+                     .in_place = true },
+    [LLM_OP_SCALE] = { "SCALE", 1, 0, false, NULL, cpu_unary_supported, cpu_scale, llm_ref_scale, NULL, NULL, NULL,
+                       .in_place = true },
     [LLM_OP_RMS_NORM] = { "RMS_NORM", 1, 0, false, NULL, cpu_unary_supported, cpu_rms_norm, llm_ref_rms_norm,
-                          NULL, NULL, NULL },
+                          NULL, NULL, NULL, .in_place = true },
     [LLM_OP_MUL_MAT] = { "MUL_MAT", 2, 0, false, check_mul_mat, cpu_mul_mat_supports, cpu_mul_mat, llm_ref_mul_mat,
-                         cpu_mul_mat_work_size, flops_mul_mat, NULL },
-    [LLM_OP_ROPE] = { "ROPE", 2, 1, false, check_rope, cpu_rope_supported, cpu_rope, llm_ref_rope, NULL, NULL, NULL },
+                         cpu_mul_mat_work_size, flops_mul_mat, NULL, .in_place = false },
+    [LLM_OP_ROPE] = { "ROPE", 2, 1, false, check_rope, cpu_rope_supported, cpu_rope, llm_ref_rope, NULL, NULL, NULL,
+                      .in_place = true },
     [LLM_OP_SOFT_MAX] = { "SOFT_MAX", 1, 1, false, check_soft_max, cpu_soft_max_supported, cpu_soft_max,
-                          llm_ref_soft_max, NULL, NULL, NULL },
+                          llm_ref_soft_max, NULL, NULL, NULL, .in_place = true },
     [LLM_OP_FLASH_ATTN] = { "FLASH_ATTN", 3, 1, false, check_flash_attn, cpu_flash_attn_supported, cpu_flash_attn,
-                            llm_ref_flash_attn, cpu_flash_attn_work_size, flops_flash_attn, NULL },
+                            llm_ref_flash_attn, cpu_flash_attn_work_size, flops_flash_attn, NULL, .in_place = false },
     [LLM_OP_SWIGLU] = { "SWIGLU", 2, 0, false, check_same_shape, cpu_swiglu_supported, cpu_swiglu, llm_ref_swiglu,
-                        NULL, NULL, NULL },
-    [LLM_OP_SILU] = { "SILU", 1, 0, false, NULL, cpu_unary_supported, cpu_silu, llm_ref_silu, NULL, NULL, NULL },
-    [LLM_OP_CPY] = { "CPY", 2, 0, false, check_cpy, cpu_cpy_supported, cpu_cpy, llm_ref_cpy, NULL, NULL, NULL },
-    [LLM_OP_CONT] = { "CONT", 1, 0, false, check_cpy, cpu_cont_supported, cpu_cpy, llm_ref_cpy, NULL, NULL, NULL },
+                        NULL, NULL, NULL, .in_place = true },
+    [LLM_OP_SILU] = { "SILU", 1, 0, false, NULL, cpu_unary_supported, cpu_silu, llm_ref_silu, NULL, NULL, NULL,
+                      .in_place = true },
+    [LLM_OP_CPY] = { "CPY", 2, 0, false, check_cpy, cpu_cpy_supported, cpu_cpy, llm_ref_cpy, NULL, NULL, NULL,
+                     .in_place = false },
+    [LLM_OP_CONT] = { "CONT", 1, 0, false, check_cpy, cpu_cont_supported, cpu_cpy, llm_ref_cpy, NULL, NULL, NULL,
+                      .in_place = false },
     [LLM_OP_VIEW] = NOOP("VIEW", 1),
     [LLM_OP_RESHAPE] = NOOP("RESHAPE", 1),
     [LLM_OP_PERMUTE] = NOOP("PERMUTE", 1),
     [LLM_OP_TRANSPOSE] = NOOP("TRANSPOSE", 1),
     /* the layout pass's row conversion: a copy into other strides */
     [LLM_OP_CHANNEL_NORM] = { "CHANNEL_NORM", 1, 0, false, check_cpy, cpu_cont_supported, cpu_cpy, llm_ref_cpy,
-                              NULL, NULL, NULL },
+                              NULL, NULL, NULL, .in_place = false },
     [LLM_OP_FUSED] = NOOP("FUSED", 0),
     [LLM_OP_ADD_RMS_NORM] = { "ADD_RMS_NORM", 3, 1, false, check_add_rms_norm, cpu_add_rms_norm_supported,
-                              cpu_add_rms_norm, llm_ref_add_rms_norm, NULL, NULL, NULL },
+                              cpu_add_rms_norm, llm_ref_add_rms_norm, NULL, NULL, NULL, .in_place = false },
     [LLM_OP_RMS_NORM_MUL] = { "RMS_NORM_MUL", 2, 0, false, check_broadcast, cpu_rms_norm_mul_supported,
-                              cpu_rms_norm_mul, llm_ref_rms_norm_mul, NULL, NULL, NULL },
+                              cpu_rms_norm_mul, llm_ref_rms_norm_mul, NULL, NULL, NULL, .in_place = false },
     [LLM_OP_MUL_MAT_ADD] = { "MUL_MAT_ADD", 3, 0, false, check_mul_mat_add, cpu_mul_mat_add_supported,
-                             cpu_mul_mat_add, llm_ref_mul_mat_add, cpu_mul_mat_work_size, flops_mul_mat, NULL },
+                             cpu_mul_mat_add, llm_ref_mul_mat_add, cpu_mul_mat_work_size, flops_mul_mat, NULL,
+                             .in_place = false },
     [LLM_OP_ROPE_QK] = { "ROPE_QK", 4, 0, false, check_rope_qk, cpu_rope_qk_supported, cpu_rope_qk, llm_ref_rope_qk,
-                         NULL, NULL, NULL },
+                         NULL, NULL, NULL, .in_place = false },
+    [LLM_OP_MUL_MAT_SWIGLU] = { "MUL_MAT_SWIGLU", 3, 0, false, check_mul_mat_swiglu, cpu_mul_mat_swiglu_supported,
+                                cpu_mul_mat_swiglu, llm_ref_mul_mat_swiglu, cpu_mul_mat_swiglu_work_size,
+                                flops_mul_mat_swiglu, NULL, .in_place = false },
 };
 _Static_assert(sizeof table / sizeof table[0] == LLM_OP_COUNT, "the op table must have a row for every enum llm_op");
 

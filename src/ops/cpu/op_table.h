@@ -29,6 +29,11 @@ struct llm_op_traits {
     size_t (*work_size)(const struct llm_tensor *node, int n_threads); /* NULL: none          */
     double (*flops)(const struct llm_tensor *node);  /* NULL: one per element of the result  */
     double (*bytes)(const struct llm_tensor *node);  /* bytes read; NULL: all of every source */
+    /* Every backend's kernel of the op (and its reference kernel) is right when the result is
+     * written over src[0] laid out alike: each row of the result reads only the same row of src[0],
+     * and reads each element before writing it. The graph allocator then lets the node take over
+     * the block of a src[0] that dies there (alloc.h). */
+    bool in_place;
 };
 
 /* The row of op; op must be < LLM_OP_COUNT. */

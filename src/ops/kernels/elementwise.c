@@ -1,6 +1,7 @@
 /* Element-wise F32 ops: ADD, MUL (src1 broadcast), SCALE, SILU, SWIGLU. Rows are split between
  * threads; rows with unit stride take AVX2 loops (plain loops without AVX2). */
 #include <math.h>
+#include <string.h>
 
 #include "cpu_features.h"
 #include "kernels.h"
@@ -174,6 +175,24 @@ static void glu(const struct llm_cpu_params *p, struct llm_tensor *dst, bool gat
             }
         }
     }
+}
+
+void cpu_swiglu_part(int64_t row_len, int64_t i0, int64_t len, float *z, const float *x, const float *y)
+{
+    int64_t vec = 0;
+    if (llm_cpu_has_avx2()) { /* the elements SWIGLU's row takes 8 lanes at a time: below row_len & ~7 */
+        const int64_t end = row_len / 8 * 8, whole = (vec = end <= i0 ? 0 : end - i0 < len ? end - i0 : len) / 8 * 8;
+        silu_row_avx2(whole, z, x, y);
+        if (whole < vec) { /* lanes of a vector there, though not here: through one vector, padded */
+            float xs[8] = { 0 }, ys[8] = { 0 }, zs[8];
+            memcpy(xs, x + whole, (size_t)(vec - whole) * sizeof(float));
+            memcpy(ys, y + whole, (size_t)(vec - whole) * sizeof(float));
+            silu_row_avx2(8, zs, xs, ys);
+            memcpy(z + whole, zs, (size_t)(vec - whole) * sizeof(float));
+        }
+    }
+    for (int64_t i = vec; i < len; i++)
+        z[i] = silu_f32(x[i]) * y[i];
 }
 
 void cpu_silu(const struct llm_cpu_params *p, struct llm_tensor *dst)

@@ -126,6 +126,9 @@ void cpu_rms_norm(const struct llm_cpu_params *p, struct llm_tensor *dst);
 void cpu_add_row(const struct llm_tensor *dst, int64_t r);
 void cpu_mul_row(const struct llm_tensor *dst, int64_t r);
 void cpu_rms_norm_row(const struct llm_tensor *dst, int64_t r, float eps);
+/* Elements [i0, i0 + len) of a SWIGLU row of row_len contiguous floats (x, y, z at element i0; z
+ * may be x), each the float cpu_swiglu gives it. */
+void cpu_swiglu_part(int64_t row_len, int64_t i0, int64_t len, float *z, const float *x, const float *y);
 /* Fused ops (tensor.h), in fused.c with their reference kernels. */
 void cpu_add_rms_norm(const struct llm_cpu_params *p, struct llm_tensor *dst);
 void cpu_rms_norm_mul(const struct llm_cpu_params *p, struct llm_tensor *dst);
@@ -134,6 +137,9 @@ void cpu_mul_mat_add_planned(const struct llm_cpu_params *p, struct llm_tensor *
 bool cpu_add_rms_norm_supported(const struct llm_tensor *n);
 bool cpu_rms_norm_mul_supported(const struct llm_tensor *n);
 bool cpu_mul_mat_add_supported(const struct llm_tensor *n);
+void cpu_mul_mat_swiglu(const struct llm_cpu_params *p, struct llm_tensor *dst);
+bool cpu_mul_mat_swiglu_supported(const struct llm_tensor *n);
+size_t cpu_mul_mat_swiglu_work_size(const struct llm_tensor *dst, int nth);
 void cpu_rope_qk(const struct llm_cpu_params *p, struct llm_tensor *dst);
 bool cpu_rope_qk_supported(const struct llm_tensor *n);
 void cpu_rope(const struct llm_cpu_params *p, struct llm_tensor *dst);
@@ -142,6 +148,32 @@ void cpu_flash_attn(const struct llm_cpu_params *p, struct llm_tensor *dst);
 void cpu_mul_mat(const struct llm_cpu_params *p, struct llm_tensor *dst);
 void cpu_mul_mat_plan(const struct llm_tensor *dst, struct llm_cpu_plan *plan);
 void cpu_mul_mat_planned(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct llm_cpu_plan *plan);
+/* One MUL_MAT node's rows computed chunk by chunk by a fused kernel (mul_mat_swiglu.c), each float
+ * the one the whole node computes (with the plan made for it), in cpu_mul_mat_rows_work_size bytes
+ * of scratch from a line (for this batch and every smaller one):
+ *  - cpu_mul_mat_rows_begin: thread p->ith's part of preparing src1 (converted, or in a repacked
+ *    kernel's form) and of dealing out the chunks; a barrier after it, before the other calls;
+ *  - cpu_mul_mat_rows_next: the thread's next chunk of rows [m0, m1) (a cursor zeroed before the
+ *    first call), taken from the other threads' once its own are done; false when none is left.
+ *    A chunk's results for every src1 row take at most tile_bytes, or cpu_mul_mat_rows_most rows;
+ *  - cpu_mul_mat_rows_run: rows [m0, m1) on this thread alone, into out (out_nb1 bytes between src1
+ *    rows), of this node or of one with the same types, shapes and src1 (the same scratch serves).
+ * Only 2-D weights and src1. */
+struct llm_mm_cursor {
+    uint64_t *share;
+    bool front;
+    int64_t tile;
+};
+size_t cpu_mul_mat_rows_work_size(const struct llm_tensor *node, int nth);
+int64_t cpu_mul_mat_rows_most(const struct llm_tensor *node, int nth, size_t tile_bytes);
+void cpu_mul_mat_rows_begin(const struct llm_cpu_params *p, const struct llm_cpu_plan *plan,
+                            const struct llm_tensor *node, char *work, size_t tile_bytes);
+bool cpu_mul_mat_rows_next(const struct llm_cpu_params *p, const struct llm_cpu_plan *plan,
+                           const struct llm_tensor *node, char *work, size_t tile_bytes,
+                           struct llm_mm_cursor *c, int64_t *m0, int64_t *m1);
+void cpu_mul_mat_rows_run(const struct llm_cpu_params *p, const struct llm_cpu_plan *plan,
+                          const struct llm_tensor *node, char *work, int64_t m0, int64_t m1, float *out,
+                          size_t out_nb1);
 
 /* What each op's cpu kernel runs (types, strides), the rows of the op table (op_table.h). */
 bool cpu_get_rows_supported(const struct llm_tensor *n);

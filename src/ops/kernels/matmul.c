@@ -810,3 +810,168 @@ void cpu_mul_mat_planned(const struct llm_cpu_params *p, struct llm_tensor *dst,
     }
 }
 
+/* ---- one product's rows chunk by chunk, for a fused kernel (mul_mat_swiglu.c) -------------- */
+
+/* Rows of a chunk on the GEMM and dot paths: a share's chunk as the GEMM deals them, or fewer, so
+ * that a chunk's results (N of them per row) fit tile_bytes; whole register tiles either way. */
+static int64_t rows_chunk(const struct mm_geom *g, int nth, size_t tile_bytes)
+{
+    const int64_t most = (int64_t)(tile_bytes / ((size_t)g->s.N * sizeof(float))) / GEMM_CHUNK_ALIGN * GEMM_CHUNK_ALIGN;
+    const int64_t rows = gemm_chunk_rows(g->s.M, nth);
+    return most < GEMM_CHUNK_ALIGN ? GEMM_CHUNK_ALIGN : most < rows ? most : rows;
+}
+
+/* The scratch of rows mode, from a line: src1 converted (dot and integer GEMM paths), the shares'
+ * words, src1 in a repacked kernel's form (dot path), then each thread's own (GEMM panels, the BLAS
+ * path's dequantized rows). */
+struct rows_layout {
+    size_t shares, form, thread, per_thread, size;
+};
+
+static struct rows_layout rows_layout(const struct mm_geom *g, enum mm_path path, int nth)
+{
+    struct rows_layout l;
+    const bool converts = g->s.convert && (path == PATH_DOT || path == PATH_GEMM);
+    l.shares = converts ? converted_bytes(g) : 0;
+    l.form = l.shares + align64(shares_bytes(nth) + sizeof(uint64_t));
+    l.thread = l.form + align64(path == PATH_DOT ? dot_form_bytes(g) : 0);
+    l.per_thread = path == PATH_GEMM || path == PATH_FLOAT_GEMM ? align64(gemm_thread_size(g, path))
+                   : path == PATH_BLAS && g->w->type != LLM_TYPE_F32
+                       ? align64((size_t)blas_thread_rows(g, nth) * (size_t)g->s.K * sizeof(float))
+                       : 0;
+    l.size = l.thread + (size_t)nth * l.per_thread;
+    return l;
+}
+
+size_t cpu_mul_mat_rows_work_size(const struct llm_tensor *node, int nth)
+{
+    struct mm_geom g = geom(node);
+    size_t most = 0;
+    for (int path = PATH_DOT; path <= PATH_FLOAT_GEMM; path++) { /* any this node's batch or a smaller one takes */
+        const size_t size = rows_layout(&g, (enum mm_path)path, nth).size;
+        most = size > most ? size : most;
+    }
+    return most;
+}
+
+int64_t cpu_mul_mat_rows_most(const struct llm_tensor *node, int nth, size_t tile_bytes)
+{
+    struct mm_geom g = geom(node);
+    const int64_t chunk = rows_chunk(&g, nth, tile_bytes);
+    const int64_t blas = blas_path_ok(&g, node) ? blas_thread_rows(&g, nth) : 0;
+    return chunk > blas ? chunk : blas;
+}
+
+void cpu_mul_mat_rows_begin(const struct llm_cpu_params *p, const struct llm_cpu_plan *plan,
+                            const struct llm_tensor *node, char *work, size_t tile_bytes)
+{
+    const struct mm_geom g = { .w = node->src[0], .x = node->src[1], .s = plan->mm };
+    const enum mm_path path = (enum mm_path)plan->mm_path;
+    const struct rows_layout l = rows_layout(&g, path, p->nth);
+    if (path == PATH_BLAS) /* its chunks are its own slices of its tiles: nothing to deal */
+        return;
+    const int64_t rows = rows_chunk(&g, p->nth, tile_bytes);
+    post_share(p, rows, g.s.M, (uint64_t *)(work + l.shares));
+    if (path == PATH_FLOAT_GEMM)
+        return;
+    const char *xs = convert_src1(p, &g, work);
+    if (path == PATH_DOT && dot_form_bytes(&g))
+        form_src1(p, &g, xs, llm_row_size(g.s.wt->vec_dot_type, g.s.K), work + l.form,
+                  llm_repack_x_size(g.w->type, g.s.K));
+}
+
+bool cpu_mul_mat_rows_next(const struct llm_cpu_params *p, const struct llm_cpu_plan *plan,
+                           const struct llm_tensor *node, char *work, size_t tile_bytes,
+                           struct llm_mm_cursor *c, int64_t *m0, int64_t *m1)
+{
+    const struct mm_geom g = { .w = node->src[0], .x = node->src[1], .s = plan->mm };
+    const enum mm_path path = (enum mm_path)plan->mm_path;
+    if (path == PATH_BLAS) { /* thread ith's slice of each tile, as mul_mat_blas takes them */
+        const int64_t tile = blas_tile_rows(&g);
+        for (; c->tile * tile < g.s.M; c->tile++) {
+            const int64_t t0 = c->tile * tile, mt = g.s.M - t0 < tile ? g.s.M - t0 : tile;
+            int64_t r0, r1;
+            thread_rows(mt, p->ith, p->nth, &r0, &r1);
+            if (r1 > r0) {
+                *m0 = t0 + r0, *m1 = t0 + r1;
+                c->tile++;
+                return true;
+            }
+        }
+        return false;
+    }
+    uint64_t *shares = (uint64_t *)(work + rows_layout(&g, path, p->nth).shares);
+    if (!c->share) {
+        c->share = shares + (size_t)p->ith * SHARE_STRIDE;
+        c->front = true;
+    }
+    return next_rows(shares, p->nth, rows_chunk(&g, p->nth, tile_bytes), g.s.M, &c->share, &c->front, m0, m1);
+}
+
+/* Rows [m0, m1) of the weights as a matrix of their own: the file's rows from m0, or the groups
+ * from m0's in a repacked matrix (m0 a whole group). */
+static struct llm_tensor weight_rows(const struct llm_tensor *w, int64_t m0, int64_t m1)
+{
+    struct llm_tensor r = *w;
+    r.ne[1] = m1 - m0;
+    r.data = (w->flags & LLM_TENSOR_REPACKED)
+                 ? (char *)w->data + (size_t)(m0 / LLM_REPACK_ROWS) * llm_repack_group_size(w->type, w->ne[0])
+                 : (char *)w->data + (size_t)m0 * w->nb[1];
+    return r;
+}
+
+void cpu_mul_mat_rows_run(const struct llm_cpu_params *p, const struct llm_cpu_plan *plan,
+                          const struct llm_tensor *node, char *work, int64_t m0, int64_t m1, float *out,
+                          size_t out_nb1)
+{
+    const struct mm_geom whole = { .w = node->src[0], .x = node->src[1], .s = plan->mm };
+    const enum mm_path path = (enum mm_path)plan->mm_path;
+    const struct rows_layout l = rows_layout(&whole, path, p->nth);
+    char *mine = work + l.thread + (size_t)p->ith * l.per_thread;
+    const int64_t len = m1 - m0, K = whole.s.K, N = whole.s.N;
+    if (path == PATH_BLAS) { /* mul_mat_blas's work on its slice [m0, m1) */
+        const struct llm_tensor *w = whole.w;
+        const float *rows = (const float *)mine;
+        size_t ldb = (size_t)K;
+        if (w->type == LLM_TYPE_F32) {
+            rows = tensor_at(w, 0, m0, 0, 0);
+            ldb = w->nb[1] / sizeof(float);
+        } else {
+            for (int64_t r = 0; r < len; r++) {
+                if (repacked(&whole))
+                    llm_repack_row_to_float(w->type, K, w->data, m0 + r, (float *)mine + r * K);
+                else
+                    whole.s.wt->to_float_fast(tensor_at(w, 0, m0 + r, 0, 0), (float *)mine + r * K, K);
+            }
+        }
+        llm_blas_sgemm_nt((int)N, (int)len, (int)K, whole.x->data, (int)(whole.x->nb[1] / sizeof(float)), rows,
+                          (int)ldb, out, (int)(out_nb1 / sizeof(float)));
+        return;
+    }
+    const struct llm_tensor w = weight_rows(whole.w, m0, m1);
+    struct llm_tensor dst = *node;
+    struct mm_geom g = { .w = &w, .x = whole.x, .s = whole.s };
+    g.s.M = len;
+    dst.data = out;
+    dst.ne[0] = len;
+    dst.nb[1] = out_nb1;
+    dst.nb[2] = dst.nb[3] = out_nb1 * (size_t)N;
+    const bool converts = whole.s.convert && path != PATH_FLOAT_GEMM;
+    const char *xs = converts ? work : (const char *)whole.x->data;
+    size_t xrow = converts ? llm_row_size(whole.s.wt->vec_dot_type, K) : whole.x->nb[1];
+    if (path == PATH_DOT) {
+        if (dot_form_bytes(&whole)) {
+            xs = work + l.form;
+            xrow = llm_repack_x_size(whole.w->type, K);
+        }
+        dot_chunk(&g, &dst, 0, len, 0, 0, xs, xrow);
+        return;
+    }
+    const struct gemm_job j = { .gemm = path == PATH_GEMM ? whole.s.wt->gemm : whole.s.wt->gemm_f32,
+                                .packed = packed_kernel(&whole, path), .xs = xs, .xrow = xrow,
+                                .x2 = (size_t)N * xrow, .x3 = (size_t)N * xrow,
+                                .kernel_scratch = path == PATH_GEMM ? llm_gemm_scratch_size(K, N)
+                                                                    : llm_gemm_f32_scratch_size(K),
+                                .scratch = mine };
+    gemm_rows(&j, &dst, &g, 0, len);
+}

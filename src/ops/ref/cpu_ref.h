@@ -25,6 +25,7 @@ void llm_ref_mul_mat(struct llm_tensor *dst);
 void llm_ref_add_rms_norm(struct llm_tensor *dst);
 void llm_ref_rms_norm_mul(struct llm_tensor *dst);
 void llm_ref_mul_mat_add(struct llm_tensor *dst);
+void llm_ref_mul_mat_swiglu(struct llm_tensor *dst);
 void llm_ref_rope_qk(struct llm_tensor *dst);
 
 /* Runs the reference kernel of dst->op (no-op for NONE/VIEW/RESHAPE/PERMUTE/TRANSPOSE). */

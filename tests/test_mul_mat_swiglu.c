@@ -1,0 +1,110 @@
+/* MUL_MAT_SWIGLU (src/ops/kernels/mul_mat_swiglu.c) against the three nodes it replaces, bit for
+ * bit: on every weight type the FFN takes, in the file's rows and repacked, at batches that take
+ * each MUL_MAT path (dot products, the integer and float GEMMs, sgemm with OpenBLAS) in one chunk of
+ * rows and in many, on 1 to 3 threads, with a row count that ends in a partial repacked group. Its
+ * reference kernel, the unfused reference kernels, agrees within the MUL_MAT tests' tolerance. */
+#include "harness.h"
+#include "mul_mat_job.h"
+#include "ops/ref/cpu_ref.h"
+#include "ops/types/repack.h"
+
+static float rnd(void)
+{
+    return (float)(test_rand() % 2001) / 1000.0f - 1.0f;
+}
+
+static float value(int64_t r, int64_t i)
+{
+    (void)r, (void)i;
+    return rnd();
+}
+
+/* A k x M weight matrix of type t, in the decode layout when repack. */
+static void weights(struct llm_tensor *w, enum llm_type t, int64_t k, int64_t M, bool repack)
+{
+    init_tensor(w, t, k, M);
+    free(w->data);
+    w->data = typed_rows(t, k, M, w->nb[1], value);
+    if (repack) {
+        void *packed = malloc(llm_repack_size(t, k, M));
+        llm_repack_groups(t, k, M, w->data, w->nb[1], 0, (M + LLM_REPACK_ROWS - 1) / LLM_REPACK_ROWS, packed);
+        free(w->data);
+        w->data = packed;
+        w->flags |= LLM_TENSOR_REPACKED;
+    }
+}
+
+static void run(struct llm_tensor *node, struct llm_threadpool *pool)
+{
+    const size_t wsize = llm_cpu_work_size(node, llm_threadpool_n_threads(pool));
+    struct job j = { .node = node, .wdata = malloc(wsize), .wsize = wsize, .pool = pool };
+    llm_threadpool_run(pool, run_job, &j);
+    free(j.wdata);
+}
+
+static void node_of(struct llm_tensor *n, enum llm_op op, int64_t M, int64_t N, struct llm_tensor *s0,
+                    struct llm_tensor *s1, struct llm_tensor *s2)
+{
+    init_tensor(n, LLM_TYPE_F32, M, N);
+    n->op = op;
+    n->src[0] = s0, n->src[1] = s1, n->src[2] = s2;
+}
+
+static void check_case(enum llm_type t, bool repack, int64_t k, int64_t M, int64_t N, struct llm_threadpool *pool)
+{
+    struct llm_tensor g, u, x, gate, up, glu, fused;
+    weights(&g, t, k, M, repack);
+    weights(&u, t, k, M, repack);
+    init_tensor(&x, LLM_TYPE_F32, k, N);
+    for (int64_t i = 0; i < k * N; i++)
+        ((float *)x.data)[i] = rnd();
+    node_of(&gate, LLM_OP_MUL_MAT, M, N, &g, &x, NULL);
+    node_of(&up, LLM_OP_MUL_MAT, M, N, &u, &x, NULL);
+    node_of(&glu, LLM_OP_SWIGLU, M, N, &gate, &up, NULL);
+    node_of(&fused, LLM_OP_MUL_MAT_SWIGLU, M, N, &g, &x, &u);
+    const int nth = llm_threadpool_n_threads(pool);
+    CHECK(llm_cpu_supports(&fused), "%s: not supported", llm_type_name(t));
+    run(&gate, pool);
+    run(&up, pool);
+    run(&glu, pool);
+    run(&fused, pool);
+    CHECK(memcmp(fused.data, glu.data, glu.nb[2]) == 0, "%s%s K %lld M %lld N %lld, %d threads: differs from the "
+          "unfused nodes", llm_type_name(t), repack ? " repacked" : "", (long long)k, (long long)M, (long long)N, nth);
+    if (N <= 16 && nth == 1 && !repack) { /* the oracle reads the file's rows, in double: slow */
+        struct llm_tensor ref = fused;
+        ref.data = malloc(fused.nb[2]);
+        llm_ref_compute(&ref);
+        const double e = test_nmse(fused.data, ref.data, M * N);
+        CHECK(e < 1e-4, "%s%s N %lld: NMSE %g against the reference kernel", llm_type_name(t),
+              repack ? " repacked" : "", (long long)N, e);
+        free(ref.data);
+    }
+    struct llm_tensor *all[] = { &g, &u, &x, &gate, &up, &glu, &fused };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        free(all[i]->data);
+}
+
+int main(void)
+{
+    /* N 1 and 5: dot products; 16 and 40: the GEMMs; 1100: chunks of 96 rows (a 512 KiB tile), so
+     * 1001 rows are eleven, the last ending in a partial group */
+    static const int64_t batches[] = { 1, 5, 16, 40, 1100 };
+    static const enum llm_type types[] = { LLM_TYPE_F32, LLM_TYPE_F16, LLM_TYPE_BF16, LLM_TYPE_Q8_0, LLM_TYPE_Q4_0,
+                                           LLM_TYPE_Q5_0, LLM_TYPE_Q4_K, LLM_TYPE_Q6_K };
+    for (int nth = 1; nth <= 3; nth++) {
+        struct llm_threadpool *pool = llm_threadpool_new(nth);
+        for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+            for (int repack = 0; repack <= (int)llm_repack_type_ok(types[i]); repack++)
+                for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++) {
+                    if (batches[b] > 40 && nth == 3)
+                        continue; /* 3 threads on the smaller batches only: time */
+                    check_case(types[i], repack, 256, 1001, batches[b], pool);
+                }
+        /* F32 weights batched take sgemm (with OpenBLAS) in the node's own slices of its tiles of
+         * 1049 rows, so chunks start off SWIGLU's 8-float vectors */
+        if (nth > 1)
+            check_case(LLM_TYPE_F32, false, 999, 2200, 300, pool);
+        llm_threadpool_free(pool);
+    }
+    return test_done("test_mul_mat_swiglu");
+}
