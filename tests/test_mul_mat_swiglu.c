@@ -86,8 +86,9 @@ static void check_case(enum llm_type t, bool repack, int64_t k, int64_t M, int64
 
 int main(void)
 {
-    /* N 1 and 5: dot products; 16 and 40: the GEMMs; 1100: chunks of 96 rows (a 512 KiB tile), so
-     * 1001 rows are eleven, the last ending in a partial group */
+    /* N 1 and 5: dot products; 16 and 40: the GEMMs; 1100: the GEMMs in the rows a 2 MiB tile holds
+     * (432; fewer as the GEMM deals them: 288 on 1 thread, 144 on 2), the last chunk ending in a
+     * partial group */
     static const int64_t batches[] = { 1, 5, 16, 40, 1100 };
     static const enum llm_type types[] = { LLM_TYPE_F32, LLM_TYPE_F16, LLM_TYPE_BF16, LLM_TYPE_Q8_0, LLM_TYPE_Q4_0,
                                            LLM_TYPE_Q5_0, LLM_TYPE_Q4_K, LLM_TYPE_Q6_K };
