@@ -121,7 +121,8 @@ static void test_in_place(void)
 {
     static float wdata[64 * 64], xdata[64 * 3];
     struct llm_ctx *ctx = llm_ctx_new(64);
-    struct llm_tensor *w = llm_new_tensor_2d(ctx, LLM_TYPE_F32, 64, 64), *x = llm_new_tensor_2d(ctx, LLM_TYPE_F32, 64, 3);
+    struct llm_tensor *w = llm_new_tensor_2d(ctx, LLM_TYPE_F32, 64, 64);
+    struct llm_tensor *x = llm_new_tensor_2d(ctx, LLM_TYPE_F32, 64, 3);
     w->data = wdata;
     x->data = xdata;
     /* the source dies at the node: taken, also through a reshape of the whole block */
@@ -167,7 +168,8 @@ static size_t packed_units(int64_t e, size_t *unit)
 {
     static char dummy[64]; /* leaves need data to be planned; nothing is computed */
     struct llm_ctx *ctx = llm_ctx_new(32);
-    struct llm_tensor *x = llm_new_tensor_2d(ctx, LLM_TYPE_F32, e, e), *w = llm_new_tensor_2d(ctx, LLM_TYPE_F32, e, 3 * e);
+    struct llm_tensor *x = llm_new_tensor_2d(ctx, LLM_TYPE_F32, e, e);
+    struct llm_tensor *w = llm_new_tensor_2d(ctx, LLM_TYPE_F32, e, 3 * e);
     x->data = w->data = dummy;
     struct llm_tensor *b = llm_scale(ctx, x, 3.0f), *a = llm_scale(ctx, x, 2.0f), *c = llm_add(ctx, b, a);
     struct llm_tensor *d = llm_mul_mat(ctx, w, c), *out = llm_add(ctx, d, b);

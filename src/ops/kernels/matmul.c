@@ -288,15 +288,24 @@ size_t cpu_mul_mat_work_size(const struct llm_tensor *dst, int nth)
 /* Which path runs depends on N (and the CPU), and a path taken only at small N may need more than
  * the one at this N (the rules of gemm_batch, fgemm_min_batch and blas_min_batch change per CPU and
  * type): the largest scratch of every path this node could take. Each path's own size grows with N. */
+/* Whether this node could take path at some batch (on this CPU); the dot path it always can. */
+static bool path_possible(const struct mm_geom *g, const struct llm_tensor *dst, enum mm_path path)
+{
+    switch (path) {
+    case PATH_DOT: return true;
+    case PATH_BLAS: return blas_path_ok(g, dst);
+    case PATH_GEMM: return g->s.wt->gemm && dot_path_ok(g);
+    case PATH_FLOAT_GEMM: return g->s.wt->gemm_f32 != NULL;
+    }
+    return false;
+}
+
 size_t cpu_mul_mat_work_size_bound(const struct llm_tensor *dst, int nth)
 {
     struct mm_geom g = geom(dst);
-    size_t most = path_work_size(&g, PATH_DOT, nth);
-    const bool can[] = { [PATH_BLAS] = blas_path_ok(&g, dst),
-                         [PATH_GEMM] = g.s.wt->gemm && dot_path_ok(&g),
-                         [PATH_FLOAT_GEMM] = g.s.wt->gemm_f32 != NULL };
-    for (int path = PATH_BLAS; path <= PATH_FLOAT_GEMM; path++) {
-        size_t w = can[path] ? path_work_size(&g, (enum mm_path)path, nth) : 0;
+    size_t most = 0;
+    for (int path = PATH_DOT; path <= PATH_FLOAT_GEMM; path++) {
+        size_t w = path_possible(&g, dst, (enum mm_path)path) ? path_work_size(&g, (enum mm_path)path, nth) : 0;
         most = w > most ? w : most;
     }
     return most;
@@ -847,8 +856,9 @@ size_t cpu_mul_mat_rows_work_size(const struct llm_tensor *node, int nth)
 {
     struct mm_geom g = geom(node);
     size_t most = 0;
-    for (int path = PATH_DOT; path <= PATH_FLOAT_GEMM; path++) { /* any this node's batch or a smaller one takes */
-        const size_t size = rows_layout(&g, (enum mm_path)path, nth).size;
+    for (int path = PATH_DOT; path <= PATH_FLOAT_GEMM; path++) { /* whichever this batch or a smaller one takes */
+        const enum mm_path pa = (enum mm_path)path;
+        const size_t size = path_possible(&g, node, pa) ? rows_layout(&g, pa, nth).size : 0;
         most = size > most ? size : most;
     }
     return most;
