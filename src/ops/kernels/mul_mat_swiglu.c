@@ -10,8 +10,9 @@
 #include "kernels.h"
 
 /* A thread's tile of up rows: at most this, or the fewest rows a chunk has (48 per batch row). At
- * 512 tokens that is chunks of about 1000 rows, near the GEMM's own (a quarter of a thread's share):
- * a quarter of that was slower, and peak RSS moved by 3 MiB at most (bench/results/cpus.md). */
+ * 512 tokens that is chunks of about 1000 rows, near the GEMM's own (a quarter of a thread's
+ * share): a quarter of that was slower, and peak RSS moved by 3 MiB at most
+ * (bench/results/kernel_choices.md). */
 #define TILE_BYTES (2u << 20)
 
 static size_t align64(size_t n)
