@@ -257,13 +257,28 @@ static size_t pack_by_size(struct lifetime *b, int n_b)
     return peak;
 }
 
-/* Plan offsets for g. With arena != NULL also place the nodes in it. Returns the peak in *peak.
+static int grow(struct llm_allocator *a, size_t need, struct llm_error *err)
+{
+    if (need <= a->size && a->arena)
+        return LLM_OK;
+    llm_buffer_free(a->arena);
+    a->size = 0;
+    a->arena = llm_buffer_new(a->backend, need ? need : ALIGN);
+    if (!a->arena) /* one line with the bytes needed and, in a device's memory, those available */
+        return a->backend ? llm_backend_alloc_failed(a->backend, "compute buffer", need, err)
+                          : llm_fail(err, LLM_ERR_NOMEM, "cannot allocate a compute buffer of %zu bytes", need);
+    a->size = need;
+    a->generation++;
+    return LLM_OK;
+}
+
+/* Plans g's blocks, makes a's arena at least their peak and, with place, puts the nodes in it.
  * In node order, a large block may find only holes too small below the top (a prefill's FFN
  * result above the first layer's attention), so a graph whose peak reaches PACK_BY_SIZE_FROM is
  * also packed largest block first, and keeps the lower peak. Below it the holes cost little, and
  * the second packing, quadratic in the blocks, would cost a decoded token its time. */
 #define PACK_BY_SIZE_FROM (8u << 20)
-static int plan_graph(const struct llm_graph *g, struct llm_buffer *arena, size_t *peak, struct llm_error *err)
+static int plan_graph(struct llm_allocator *al, const struct llm_graph *g, bool place, struct llm_error *err)
 {
     struct table tb = { .cap = 16 };
     while (tb.cap < (size_t)(g->n_nodes + g->n_leafs) * 2)
@@ -286,29 +301,24 @@ static int plan_graph(const struct llm_graph *g, struct llm_buffer *arena, size_
             if (g->nodes[i]->src[j])
                 lookup(&tb, llm_view_root(g->nodes[i]->src[j]))->users++;
     live_ranges(g, &tb, b, &n_b);
-    *peak = pack_in_order(b, n_b);
-    if (*peak >= PACK_BY_SIZE_FROM) {
+    size_t peak = pack_in_order(b, n_b);
+    if (peak >= PACK_BY_SIZE_FROM) {
         struct lifetime *by = b + g->n_nodes;
         memcpy(by, b, (size_t)n_b * sizeof *b);
         const size_t other = pack_by_size(by, n_b);
-        if (other && other < *peak) {
+        if (other && other < peak) {
             memcpy(b, by, (size_t)n_b * sizeof *b);
-            *peak = other;
+            peak = other;
         }
     }
-    if (n_b && !*peak) {
-        rc = llm_fail(err, LLM_ERR_NOMEM, "graph allocator: out of memory");
-        goto out;
-    }
-    for (int i = 0; i < g->n_nodes; i++) {
+    rc = n_b && !peak ? llm_fail(err, LLM_ERR_NOMEM, "graph allocator: out of memory") : grow(al, peak, err);
+    for (int i = 0; !rc && place && i < g->n_nodes; i++) {
         struct llm_tensor *n = g->nodes[i];
-        if (!arena)
-            break;
         if (n->view_src) {
             n->data = (char *)n->view_src->data + n->view_offs;
             n->buffer = n->view_src->buffer;
         } else {
-            llm_buffer_place(arena, n, b[lookup(&tb, n)->block].offs);
+            llm_buffer_place(al->arena, n, b[lookup(&tb, n)->block].offs);
         }
     }
 out:
@@ -333,35 +343,14 @@ void llm_allocator_free(struct llm_allocator *a)
     free(a);
 }
 
-static int grow(struct llm_allocator *a, size_t need, struct llm_error *err)
-{
-    if (need <= a->size && a->arena)
-        return LLM_OK;
-    llm_buffer_free(a->arena);
-    a->size = 0;
-    a->arena = llm_buffer_new(a->backend, need ? need : ALIGN);
-    if (!a->arena) /* one line with the bytes needed and, in a device's memory, those available */
-        return a->backend ? llm_backend_alloc_failed(a->backend, "compute buffer", need, err)
-                          : llm_fail(err, LLM_ERR_NOMEM, "cannot allocate a compute buffer of %zu bytes", need);
-    a->size = need;
-    a->generation++;
-    return LLM_OK;
-}
-
 int llm_allocator_reserve(struct llm_allocator *a, const struct llm_graph *g, struct llm_error *err)
 {
-    size_t peak = 0;
-    int rc = plan_graph(g, NULL, &peak, err);
-    return rc ? rc : grow(a, peak, err);
+    return plan_graph(a, g, false, err);
 }
 
 int llm_allocator_alloc_graph(struct llm_allocator *a, struct llm_graph *g, struct llm_error *err)
 {
-    int rc = llm_allocator_reserve(a, g, err);
-    if (rc)
-        return rc;
-    size_t peak;
-    return plan_graph(g, a->arena, &peak, err);
+    return plan_graph(a, g, true, err);
 }
 
 unsigned llm_allocator_generation(const struct llm_allocator *a)

@@ -102,18 +102,33 @@ static void test_type_info(void)
     CHECK_EQ_INT(llm_row_size(LLM_TYPE_F16, 7), 14);
 }
 
-/* Allocates the graph of outputs outs[0..n) and says whether node t got src's block. */
-static bool took_over(struct llm_tensor **outs, int n, const struct llm_tensor *t, const struct llm_tensor *src)
+/* A 2-D F32 leaf on data (a graph is planned only when its leaves have data). */
+static struct llm_tensor *leaf_2d(struct llm_ctx *ctx, int64_t ne0, int64_t ne1, void *data)
+{
+    struct llm_tensor *t = llm_new_tensor_2d(ctx, LLM_TYPE_F32, ne0, ne1);
+    t->data = data;
+    return t;
+}
+
+/* Places the graph of outputs outs[0..n) in an arena (the nodes keep their addresses, for
+ * comparing); returns the arena's size, 0 when allocation failed. */
+static size_t allocate(struct llm_tensor **outs, int n)
 {
     struct llm_graph *g = llm_graph_build(outs, n);
     struct llm_allocator *a = llm_allocator_new(NULL);
     struct llm_error err;
-    bool ok = g && a && llm_allocator_alloc_graph(a, g, &err) == 0;
+    const bool ok = g && a && llm_allocator_alloc_graph(a, g, &err) == 0;
     CHECK(ok, "allocation failed");
-    const bool same = ok && t->data == src->data;
+    const size_t size = ok ? llm_allocator_size(a) : 0;
     llm_allocator_free(a);
     llm_graph_free(g);
-    return same;
+    return size;
+}
+
+/* Whether node t got src's block in the graph of outs[0..n). */
+static bool took_over(struct llm_tensor **outs, int n, const struct llm_tensor *t, const struct llm_tensor *src)
+{
+    return allocate(outs, n) && t->data == src->data;
 }
 
 /* An in-place op (op_table.h) takes its first source's block only where that is safe. */
@@ -121,10 +136,7 @@ static void test_in_place(void)
 {
     static float wdata[64 * 64], xdata[64 * 3];
     struct llm_ctx *ctx = llm_ctx_new(64);
-    struct llm_tensor *w = llm_new_tensor_2d(ctx, LLM_TYPE_F32, 64, 64);
-    struct llm_tensor *x = llm_new_tensor_2d(ctx, LLM_TYPE_F32, 64, 3);
-    w->data = wdata;
-    x->data = xdata;
+    struct llm_tensor *w = leaf_2d(ctx, 64, 64, wdata), *x = leaf_2d(ctx, 64, 3, xdata);
     /* the source dies at the node: taken, also through a reshape of the whole block */
     struct llm_tensor *a = llm_mul_mat(ctx, w, x), *s = llm_silu(ctx, a);
     CHECK(took_over(&s, 1, s, a), "SILU of a dying product: not in place");
@@ -166,26 +178,18 @@ static void test_in_place(void)
  * checked apart from those live beside it. */
 static size_t packed_units(int64_t e, size_t *unit)
 {
-    static char dummy[64]; /* leaves need data to be planned; nothing is computed */
+    static char dummy[64]; /* nothing is computed */
     struct llm_ctx *ctx = llm_ctx_new(32);
-    struct llm_tensor *x = llm_new_tensor_2d(ctx, LLM_TYPE_F32, e, e);
-    struct llm_tensor *w = llm_new_tensor_2d(ctx, LLM_TYPE_F32, e, 3 * e);
-    x->data = w->data = dummy;
+    struct llm_tensor *x = leaf_2d(ctx, e, e, dummy), *w = leaf_2d(ctx, e, 3 * e, dummy);
     struct llm_tensor *b = llm_scale(ctx, x, 3.0f), *a = llm_scale(ctx, x, 2.0f), *c = llm_add(ctx, b, a);
     struct llm_tensor *d = llm_mul_mat(ctx, w, c), *out = llm_add(ctx, d, b);
-    struct llm_graph *g = llm_graph_build(&out, 1);
-    struct llm_allocator *al = llm_allocator_new(NULL);
-    struct llm_error err;
-    CHECK(g && al && llm_allocator_alloc_graph(al, g, &err) == 0, "allocation failed");
+    const size_t size = allocate(&out, 1);
     /* live together: (a, b), (a, c), (b, c), (b, d), (c, d), (b, out) */
     const struct llm_tensor *pairs[][2] = { { a, b }, { a, c }, { b, c }, { b, d }, { c, d }, { b, out } };
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
         CHECK(!ranges_overlap(pairs[i][0], pairs[i][1]), "e %lld: blocks %zu overlap while both live", (long long)e, i);
     CHECK(out->data == d->data, "ADD not in place");
     *unit = llm_nbytes(a);
-    const size_t size = llm_allocator_size(al);
-    llm_allocator_free(al);
-    llm_graph_free(g);
     llm_ctx_free(ctx);
     return size;
 }
@@ -204,10 +208,7 @@ static void test_graph_and_alloc(void)
 {
     static float wdata[64 * 64], xdata[64 * 3];
     struct llm_ctx *ctx = llm_ctx_new(256);
-    struct llm_tensor *w = llm_new_tensor_2d(ctx, LLM_TYPE_F32, 64, 64);
-    struct llm_tensor *x = llm_new_tensor_2d(ctx, LLM_TYPE_F32, 64, 3);
-    w->data = wdata;
-    x->data = xdata;
+    struct llm_tensor *w = leaf_2d(ctx, 64, 64, wdata), *x = leaf_2d(ctx, 64, 3, xdata);
     struct llm_tensor *out = build_chain(ctx, w, x, 4);
     struct llm_graph *g = llm_graph_build(&out, 1);
     CHECK(g != NULL);
@@ -269,10 +270,8 @@ static void test_graph_and_alloc(void)
     unsigned gen = llm_allocator_generation(a);
     llm_graph_free(g);
     llm_ctx_reset(ctx);
-    w = llm_new_tensor_2d(ctx, LLM_TYPE_F32, 64, 64);
-    x = llm_new_tensor_2d(ctx, LLM_TYPE_F32, 64, 3);
-    w->data = wdata;
-    x->data = xdata;
+    w = leaf_2d(ctx, 64, 64, wdata);
+    x = leaf_2d(ctx, 64, 3, xdata);
     out = build_chain(ctx, w, x, 4);
     g = llm_graph_build(&out, 1);
     CHECK_EQ_INT(llm_allocator_alloc_graph(a, g, &err), 0);
@@ -285,8 +284,8 @@ static void test_graph_and_alloc(void)
     /* A leaf without data is an error, not a crash. */
     llm_graph_free(g);
     llm_ctx_reset(ctx);
-    w = llm_new_tensor_2d(ctx, LLM_TYPE_F32, 64, 64);
-    x = llm_new_tensor_2d(ctx, LLM_TYPE_F32, 64, 3);
+    w = leaf_2d(ctx, 64, 64, NULL);
+    x = leaf_2d(ctx, 64, 3, NULL);
     out = llm_mul_mat(ctx, w, x);
     g = llm_graph_build(&out, 1);
     CHECK(llm_allocator_alloc_graph(a, g, &err) != 0);

@@ -264,6 +264,8 @@ static void same_bits(const char *what, enum llm_op op, struct llm_tensor *w, st
     d0.src[0] = w, d1.src[0] = &wp;
     d0.src[1] = d1.src[1] = s1;
     CHECK(llm_cpu_supports(&d1), "%s: not supported", what);
+    /* the BLAS path dequantizes the file's rows only (matmul.c, blas_rows) */
+    CHECK(op != LLM_OP_MUL_MAT || !llm_cpu_mul_mat_uses_blas(&d1), "%s: a repacked matrix on the BLAS path", what);
     for (int nth = 1; nth <= 3; nth++) {
         memset(d0.data, 0xff, d0.nb[2]);
         memset(d1.data, 0xfe, d1.nb[2]); /* NaNs of other bits: rows nobody wrote differ */

@@ -58,11 +58,11 @@ static struct llm_tensor *attention(struct llm_ctx *ctx, const struct llm_hparam
  * few MiB, and decode keeps the two products' own nodes. */
 #define FFN_FUSE_MIN_TOKENS 32
 
-/* SWIGLU(W_gate·h, W_up·h) */
+/* SWIGLU(W_gate·h, W_up·h). The fused node runs both products on one plan, so it takes weights of
+ * one type (the loader has given them one shape). */
 static struct llm_tensor *ffn_swiglu(struct llm_ctx *ctx, const struct llm_layer *L, struct llm_tensor *h)
 {
-    if (h->ne[1] >= FFN_FUSE_MIN_TOKENS && L->ffn_gate->type == L->ffn_up->type &&
-        L->ffn_gate->ne[1] == L->ffn_up->ne[1])
+    if (h->ne[1] >= FFN_FUSE_MIN_TOKENS && L->ffn_gate->type == L->ffn_up->type)
         return llm_mul_mat_swiglu(ctx, L->ffn_gate, L->ffn_up, h);
     return llm_swiglu(ctx, llm_mul_mat(ctx, L->ffn_gate, h), llm_mul_mat(ctx, L->ffn_up, h));
 }

@@ -152,25 +152,27 @@ void cpu_mul_mat_planned(const struct llm_cpu_params *p, struct llm_tensor *dst,
  * the one the whole node computes (with the plan made for it), in cpu_mul_mat_rows_work_size bytes
  * of scratch from a line (for this batch and every smaller one):
  *  - cpu_mul_mat_rows_begin: thread p->ith's part of preparing src1 (converted, or in a repacked
- *    kernel's form) and of dealing out the chunks; a barrier after it, before the other calls;
- *  - cpu_mul_mat_rows_next: the thread's next chunk of rows [m0, m1) (a cursor zeroed before the
- *    first call), taken from the other threads' once its own are done; false when none is left.
- *    A chunk's results for every src1 row take at most tile_bytes, or cpu_mul_mat_rows_most rows;
+ *    kernel's form) and of dealing out the chunks, and its cursor; a barrier after it, before the
+ *    other calls. A chunk's results for every src1 row take at most tile_bytes, or
+ *    cpu_mul_mat_rows_most rows;
+ *  - cpu_mul_mat_rows_next: the thread's next chunk of rows [m0, m1), taken from the other threads'
+ *    once its own are done; false when none is left;
  *  - cpu_mul_mat_rows_run: rows [m0, m1) on this thread alone, into out (out_nb1 bytes between src1
  *    rows), of this node or of one with the same types, shapes and src1 (the same scratch serves).
  * Only 2-D weights and src1. */
 struct llm_mm_cursor {
-    uint64_t *share;
+    uint64_t *share; /* the share it takes chunks from, from the front while its own */
     bool front;
-    int64_t tile;
+    int64_t rows;    /* rows per chunk */
+    int64_t tile;    /* the BLAS path's next tile */
 };
 size_t cpu_mul_mat_rows_work_size(const struct llm_tensor *node, int nth);
 int64_t cpu_mul_mat_rows_most(const struct llm_tensor *node, int nth, size_t tile_bytes);
 void cpu_mul_mat_rows_begin(const struct llm_cpu_params *p, const struct llm_cpu_plan *plan,
-                            const struct llm_tensor *node, char *work, size_t tile_bytes);
+                            const struct llm_tensor *node, char *work, size_t tile_bytes, struct llm_mm_cursor *c);
 bool cpu_mul_mat_rows_next(const struct llm_cpu_params *p, const struct llm_cpu_plan *plan,
-                           const struct llm_tensor *node, char *work, size_t tile_bytes,
-                           struct llm_mm_cursor *c, int64_t *m0, int64_t *m1);
+                           const struct llm_tensor *node, char *work, struct llm_mm_cursor *c, int64_t *m0,
+                           int64_t *m1);
 void cpu_mul_mat_rows_run(const struct llm_cpu_params *p, const struct llm_cpu_plan *plan,
                           const struct llm_tensor *node, char *work, int64_t m0, int64_t m1, float *out,
                           size_t out_nb1);

@@ -221,9 +221,14 @@ static size_t unpack_bytes(const struct mm_geom *g, enum mm_path path)
 }
 
 /* Scratch of a GEMM thread: the kernel's own, then its unpacked rows. */
+static size_t kernel_scratch_size(const struct mm_geom *g, enum mm_path path)
+{
+    return path == PATH_GEMM ? llm_gemm_scratch_size(g->s.K, g->s.N) : llm_gemm_f32_scratch_size(g->s.K);
+}
+
 static size_t gemm_thread_size(const struct mm_geom *g, enum mm_path path)
 {
-    return (path == PATH_GEMM ? llm_gemm_scratch_size(g->s.K, g->s.N) : llm_gemm_f32_scratch_size(g->s.K)) +
+    return kernel_scratch_size(g, path) +
            unpack_bytes(g, path);
 }
 
@@ -285,9 +290,6 @@ size_t cpu_mul_mat_work_size(const struct llm_tensor *dst, int nth)
     return path_work_size(&g, choose_path(&g, dst), nth);
 }
 
-/* Which path runs depends on N (and the CPU), and a path taken only at small N may need more than
- * the one at this N (the rules of gemm_batch, fgemm_min_batch and blas_min_batch change per CPU and
- * type): the largest scratch of every path this node could take. Each path's own size grows with N. */
 /* Whether this node could take path at some batch (on this CPU); the dot path it always can. */
 static bool path_possible(const struct mm_geom *g, const struct llm_tensor *dst, enum mm_path path)
 {
@@ -300,12 +302,16 @@ static bool path_possible(const struct mm_geom *g, const struct llm_tensor *dst,
     return false;
 }
 
+/* Which path runs depends on N (and the CPU), and a path taken only at small N may need more than
+ * the one at this N (the rules of gemm_batch, fgemm_min_batch and blas_min_batch change per CPU and
+ * type): the largest scratch of every path this node could take. Each path's own size grows with N. */
 size_t cpu_mul_mat_work_size_bound(const struct llm_tensor *dst, int nth)
 {
     struct mm_geom g = geom(dst);
     size_t most = 0;
     for (int path = PATH_DOT; path <= PATH_FLOAT_GEMM; path++) {
-        size_t w = path_possible(&g, dst, (enum mm_path)path) ? path_work_size(&g, (enum mm_path)path, nth) : 0;
+        const enum mm_path pa = (enum mm_path)path;
+        const size_t w = path_possible(&g, dst, pa) ? path_work_size(&g, pa, nth) : 0;
         most = w > most ? w : most;
     }
     return most;
@@ -660,6 +666,16 @@ struct gemm_job {
     void *scratch;
 };
 
+/* The job of a GEMM path (integer or float) reading src1 rows at xs, xrow bytes apart (matrix (i2,
+ * i3) at xs + i2 * x2 + i3 * x3), with the thread's scratch. */
+static struct gemm_job gemm_job_of(const struct mm_geom *g, enum mm_path path, const char *xs, size_t xrow, size_t x2,
+                                   size_t x3, void *scratch)
+{
+    return (struct gemm_job){ .gemm = path == PATH_GEMM ? g->s.wt->gemm : g->s.wt->gemm_f32,
+                              .packed = packed_kernel(g, path), .xs = xs, .xrow = xrow, .x2 = x2, .x3 = x3,
+                              .kernel_scratch = kernel_scratch_size(g, path), .scratch = scratch };
+}
+
 /* Weight rows [m0, m1) against every src1 row of the batch, in blocks that stay in L2 while the src1
  * rows pass by. A repacked matrix (2-D) goes to the path's packed kernel (m0 a whole group), else is
  * unpacked into scratch's end block by block. */
@@ -716,11 +732,9 @@ static void mul_mat_gemm(const struct llm_cpu_params *p, struct llm_tensor *dst,
 {
     const size_t xrow = llm_row_size(g->s.wt->vec_dot_type, g->s.K), per = gemm_thread_size(g, PATH_GEMM);
     const size_t converted = converted_bytes(g);
-    const struct gemm_job j = { .gemm = g->s.wt->gemm, .packed = packed_kernel(g, PATH_GEMM),
-                                .xs = convert_src1(p, g, work), .xrow = xrow, .x2 = (size_t)g->s.N * xrow,
-                                .x3 = (size_t)(dst->ne[2] * g->s.N) * xrow,
-                                .kernel_scratch = llm_gemm_scratch_size(g->s.K, g->s.N),
-                                .scratch = work + converted + shares_bytes(p->nth) + (size_t)p->ith * per };
+    const struct gemm_job j = gemm_job_of(g, PATH_GEMM, convert_src1(p, g, work), xrow, (size_t)g->s.N * xrow,
+                                          (size_t)(dst->ne[2] * g->s.N) * xrow,
+                                          work + converted + shares_bytes(p->nth) + (size_t)p->ith * per);
     uint64_t *shares = (uint64_t *)(work + converted);
     const int64_t rows = gemm_chunk_rows(g->s.M, p->nth);
     if (p->nth > 1)
@@ -733,10 +747,9 @@ static void mul_mat_gemm(const struct llm_cpu_params *p, struct llm_tensor *dst,
 static void mul_mat_float_gemm(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct mm_geom *g,
                                char *work)
 {
-    const struct gemm_job j = { .gemm = g->s.wt->gemm_f32, .xs = g->x->data, .xrow = g->x->nb[1], .x2 = g->x->nb[2],
-                                .x3 = g->x->nb[3], .kernel_scratch = llm_gemm_f32_scratch_size(g->s.K),
-                                .scratch = work + shares_bytes(p->nth) +
-                                           (size_t)p->ith * gemm_thread_size(g, PATH_FLOAT_GEMM) };
+    const struct gemm_job j = gemm_job_of(g, PATH_FLOAT_GEMM, g->x->data, g->x->nb[1], g->x->nb[2], g->x->nb[3],
+                                          work + shares_bytes(p->nth) +
+                                              (size_t)p->ith * gemm_thread_size(g, PATH_FLOAT_GEMM));
     uint64_t *shares = (uint64_t *)work;
     const int64_t rows = gemm_chunk_rows(g->s.M, p->nth);
     if (p->nth > 1) {
@@ -760,6 +773,23 @@ static void sgemm_tile(struct llm_tensor *dst, const struct mm_geom *g, int64_t 
                               tensor_at(dst, m0, 0, i2, i3), (int)(dst->nb[1] / sizeof(float)));
 }
 
+/* Weight rows [m0, m0 + mt) of matrix (j2, j3) as F32 rows for sgemm: in place for F32 weights, else
+ * dequantized into mine; *ldb gets their stride in floats. Never a repacked matrix: repacking needs
+ * AVX2, where every repackable type has a GEMM (tests/test_repack.c checks). */
+static const float *blas_rows(const struct mm_geom *g, int64_t j2, int64_t j3, int64_t m0, int64_t mt, float *mine,
+                              int64_t *ldb)
+{
+    const struct llm_tensor *w = g->w;
+    if (w->type == LLM_TYPE_F32) {
+        *ldb = (int64_t)(w->nb[1] / sizeof(float));
+        return tensor_at(w, 0, m0, j2, j3);
+    }
+    for (int64_t r = 0; r < mt; r++)
+        g->s.wt->to_float_fast(tensor_at(w, 0, m0 + r, j2, j3), mine + r * g->s.K, g->s.K);
+    *ldb = g->s.K;
+    return mine;
+}
+
 static void mul_mat_blas(const struct llm_cpu_params *p, struct llm_tensor *dst, const struct mm_geom *g,
                          float *work)
 {
@@ -777,18 +807,9 @@ static void mul_mat_blas(const struct llm_cpu_params *p, struct llm_tensor *dst,
                 thread_rows(mt, p->ith, p->nth, &r0, &r1);
                 if (r1 <= r0)
                     continue;
-                if (w->type == LLM_TYPE_F32) {
-                    sgemm_tile(dst, g, j2, j3, m0 + r0, r1 - r0, tensor_at(w, 0, m0 + r0, j2, j3),
-                               (int64_t)(w->nb[1] / sizeof(float)));
-                    continue;
-                }
-                for (int64_t r = r0; r < r1; r++) {
-                    if (repacked(g))
-                        llm_repack_row_to_float(w->type, g->s.K, w->data, m0 + r, mine + (r - r0) * g->s.K);
-                    else
-                        g->s.wt->to_float_fast(tensor_at(w, 0, m0 + r, j2, j3), mine + (r - r0) * g->s.K, g->s.K);
-                }
-                sgemm_tile(dst, g, j2, j3, m0 + r0, r1 - r0, mine, g->s.K);
+                int64_t ldb;
+                const float *rows = blas_rows(g, j2, j3, m0 + r0, r1 - r0, mine, &ldb);
+                sgemm_tile(dst, g, j2, j3, m0 + r0, r1 - r0, rows, ldb);
             }
 }
 
@@ -842,7 +863,7 @@ static struct rows_layout rows_layout(const struct mm_geom *g, enum mm_path path
     struct rows_layout l;
     const bool converts = g->s.convert && (path == PATH_DOT || path == PATH_GEMM);
     l.shares = converts ? converted_bytes(g) : 0;
-    l.form = l.shares + align64(shares_bytes(nth) + sizeof(uint64_t));
+    l.form = l.shares + align64(shares_bytes(nth) + sizeof(uint64_t)); /* one thread has a share too */
     l.thread = l.form + align64(path == PATH_DOT ? dot_form_bytes(g) : 0);
     l.per_thread = path == PATH_GEMM || path == PATH_FLOAT_GEMM ? align64(gemm_thread_size(g, path))
                    : path == PATH_BLAS && g->w->type != LLM_TYPE_F32
@@ -873,15 +894,16 @@ int64_t cpu_mul_mat_rows_most(const struct llm_tensor *node, int nth, size_t til
 }
 
 void cpu_mul_mat_rows_begin(const struct llm_cpu_params *p, const struct llm_cpu_plan *plan,
-                            const struct llm_tensor *node, char *work, size_t tile_bytes)
+                            const struct llm_tensor *node, char *work, size_t tile_bytes, struct llm_mm_cursor *c)
 {
     const struct mm_geom g = { .w = node->src[0], .x = node->src[1], .s = plan->mm };
     const enum mm_path path = (enum mm_path)plan->mm_path;
     const struct rows_layout l = rows_layout(&g, path, p->nth);
+    *c = (struct llm_mm_cursor){ .share = (uint64_t *)(work + l.shares) + (size_t)p->ith * SHARE_STRIDE,
+                                 .front = true, .rows = rows_chunk(&g, p->nth, tile_bytes) };
     if (path == PATH_BLAS) /* its chunks are its own slices of its tiles: nothing to deal */
         return;
-    const int64_t rows = rows_chunk(&g, p->nth, tile_bytes);
-    post_share(p, rows, g.s.M, (uint64_t *)(work + l.shares));
+    post_share(p, c->rows, g.s.M, (uint64_t *)(work + l.shares));
     if (path == PATH_FLOAT_GEMM)
         return;
     const char *xs = convert_src1(p, &g, work);
@@ -891,8 +913,8 @@ void cpu_mul_mat_rows_begin(const struct llm_cpu_params *p, const struct llm_cpu
 }
 
 bool cpu_mul_mat_rows_next(const struct llm_cpu_params *p, const struct llm_cpu_plan *plan,
-                           const struct llm_tensor *node, char *work, size_t tile_bytes,
-                           struct llm_mm_cursor *c, int64_t *m0, int64_t *m1)
+                           const struct llm_tensor *node, char *work, struct llm_mm_cursor *c, int64_t *m0,
+                           int64_t *m1)
 {
     const struct mm_geom g = { .w = node->src[0], .x = node->src[1], .s = plan->mm };
     const enum mm_path path = (enum mm_path)plan->mm_path;
@@ -911,11 +933,7 @@ bool cpu_mul_mat_rows_next(const struct llm_cpu_params *p, const struct llm_cpu_
         return false;
     }
     uint64_t *shares = (uint64_t *)(work + rows_layout(&g, path, p->nth).shares);
-    if (!c->share) {
-        c->share = shares + (size_t)p->ith * SHARE_STRIDE;
-        c->front = true;
-    }
-    return next_rows(shares, p->nth, rows_chunk(&g, p->nth, tile_bytes), g.s.M, &c->share, &c->front, m0, m1);
+    return next_rows(shares, p->nth, c->rows, g.s.M, &c->share, &c->front, m0, m1);
 }
 
 /* Rows [m0, m1) of the weights as a matrix of their own: the file's rows from m0, or the groups
@@ -939,33 +957,20 @@ void cpu_mul_mat_rows_run(const struct llm_cpu_params *p, const struct llm_cpu_p
     const struct rows_layout l = rows_layout(&whole, path, p->nth);
     char *mine = work + l.thread + (size_t)p->ith * l.per_thread;
     const int64_t len = m1 - m0, K = whole.s.K, N = whole.s.N;
-    if (path == PATH_BLAS) { /* mul_mat_blas's work on its slice [m0, m1) */
-        const struct llm_tensor *w = whole.w;
-        const float *rows = (const float *)mine;
-        size_t ldb = (size_t)K;
-        if (w->type == LLM_TYPE_F32) {
-            rows = tensor_at(w, 0, m0, 0, 0);
-            ldb = w->nb[1] / sizeof(float);
-        } else {
-            for (int64_t r = 0; r < len; r++) {
-                if (repacked(&whole))
-                    llm_repack_row_to_float(w->type, K, w->data, m0 + r, (float *)mine + r * K);
-                else
-                    whole.s.wt->to_float_fast(tensor_at(w, 0, m0 + r, 0, 0), (float *)mine + r * K, K);
-            }
-        }
-        llm_blas_sgemm_nt((int)N, (int)len, (int)K, whole.x->data, (int)(whole.x->nb[1] / sizeof(float)), rows,
-                          (int)ldb, out, (int)(out_nb1 / sizeof(float)));
-        return;
-    }
-    const struct llm_tensor w = weight_rows(whole.w, m0, m1);
-    struct llm_tensor dst = *node;
-    struct mm_geom g = { .w = &w, .x = whole.x, .s = whole.s };
-    g.s.M = len;
+    struct llm_tensor dst = *node; /* the chunk's results as a node of len rows */
     dst.data = out;
     dst.ne[0] = len;
     dst.nb[1] = out_nb1;
     dst.nb[2] = dst.nb[3] = out_nb1 * (size_t)N;
+    if (path == PATH_BLAS) { /* mul_mat_blas's work on its slice [m0, m1) */
+        int64_t ldb;
+        const float *rows = blas_rows(&whole, 0, 0, m0, len, (float *)mine, &ldb);
+        sgemm_tile(&dst, &whole, 0, 0, 0, len, rows, ldb);
+        return;
+    }
+    const struct llm_tensor w = weight_rows(whole.w, m0, m1);
+    struct mm_geom g = { .w = &w, .x = whole.x, .s = whole.s };
+    g.s.M = len;
     const bool converts = whole.s.convert && path != PATH_FLOAT_GEMM;
     const char *xs = converts ? work : (const char *)whole.x->data;
     size_t xrow = converts ? llm_row_size(whole.s.wt->vec_dot_type, K) : whole.x->nb[1];
@@ -977,11 +982,6 @@ void cpu_mul_mat_rows_run(const struct llm_cpu_params *p, const struct llm_cpu_p
         dot_chunk(&g, &dst, 0, len, 0, 0, xs, xrow);
         return;
     }
-    const struct gemm_job j = { .gemm = path == PATH_GEMM ? whole.s.wt->gemm : whole.s.wt->gemm_f32,
-                                .packed = packed_kernel(&whole, path), .xs = xs, .xrow = xrow,
-                                .x2 = (size_t)N * xrow, .x3 = (size_t)N * xrow,
-                                .kernel_scratch = path == PATH_GEMM ? llm_gemm_scratch_size(K, N)
-                                                                    : llm_gemm_f32_scratch_size(K),
-                                .scratch = mine };
+    const struct gemm_job j = gemm_job_of(&whole, path, xs, xrow, (size_t)N * xrow, (size_t)N * xrow, mine);
     gemm_rows(&j, &dst, &g, 0, len);
 }

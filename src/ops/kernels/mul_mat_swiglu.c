@@ -35,8 +35,7 @@ static size_t tile_size(const struct llm_tensor *gate, int nth)
 
 size_t cpu_mul_mat_swiglu_work_size(const struct llm_tensor *dst, int nth)
 {
-    struct llm_tensor gate, up;
-    products_of(dst, &gate, &up);
+    const struct llm_tensor gate = as_op(dst, LLM_OP_MUL_MAT, dst->src[0], dst->src[1]); /* up's is the same */
     return 64 + align64(cpu_mul_mat_rows_work_size(&gate, nth)) + (size_t)nth * tile_size(&gate, nth);
 }
 
@@ -57,10 +56,10 @@ void cpu_mul_mat_swiglu(const struct llm_cpu_params *p, struct llm_tensor *dst)
     char *work = (char *)(((uintptr_t)p->wdata + 63) & ~(uintptr_t)63);
     float *tile = (float *)(work + align64(cpu_mul_mat_rows_work_size(&gate, p->nth)) +
                             (size_t)p->ith * tile_size(&gate, p->nth));
-    cpu_mul_mat_rows_begin(p, &plan, &gate, work, TILE_BYTES);
+    struct llm_mm_cursor c;
+    cpu_mul_mat_rows_begin(p, &plan, &gate, work, TILE_BYTES, &c);
     pool_barrier(p);
-    struct llm_mm_cursor c = { 0 };
-    for (int64_t m0, m1; cpu_mul_mat_rows_next(p, &plan, &gate, work, TILE_BYTES, &c, &m0, &m1);) {
+    for (int64_t m0, m1; cpu_mul_mat_rows_next(p, &plan, &gate, work, &c, &m0, &m1);) {
         const int64_t len = m1 - m0;
         cpu_mul_mat_rows_run(p, &plan, &gate, work, m0, m1, tensor_at(dst, m0, 0, 0, 0), dst->nb[1]);
         cpu_mul_mat_rows_run(p, &plan, &up, work, m0, m1, tile, (size_t)len * sizeof(float));
