@@ -228,7 +228,10 @@ static void test_one_cpu_wakeups(void)
           (unsigned long long)(st1.host_waits - st0.host_waits));
 
     /* the placement is probed again: of the waits that find the device thread asleep on the host's
-     * cpu, every 64th wakes it (here it can only wake on this cpu, and runs the queue there) */
+     * cpu, every 64th wakes it (here it can only wake on this cpu, and runs the queue there). The
+     * host runs every other task, but for the few a woken device thread takes before it is asleep
+     * again: preempted between its task and its sleep, it finds the next launch there (seen once
+     * under ASan: 3 probes, 196 tasks on the host) */
     aclrtStreamGetStats(s, &st0);
     for (int i = 0; i < 200; i++) {
         CHECK(aclrtLaunchKernel(count_kernel, 1, NULL, 0, s) == ACL_SUCCESS);
@@ -237,8 +240,9 @@ static void test_one_cpu_wakeups(void)
     CHECK_EQ_INT(atomic_load(&counter), 401);
     aclrtStreamGetStats(s, &st1);
     const uint64_t probes = st1.host_waits_shared_cpu / 64 - st0.host_waits_shared_cpu / 64;
-    CHECK(probes >= 3 && st1.device_wakeups - st0.device_wakeups == probes &&
-          st1.host_ran_tasks - st0.host_ran_tasks == 200 - probes,
+    const uint64_t host_ran = st1.host_ran_tasks - st0.host_ran_tasks;
+    CHECK(probes >= 3 && st1.device_wakeups - st0.device_wakeups == probes && host_ran <= 200 - probes &&
+          host_ran >= 200 - 2 * probes,
           "probes: %llu waits on one cpu, %llu wake-ups, %llu tasks the host ran",
           (unsigned long long)(st1.host_waits_shared_cpu - st0.host_waits_shared_cpu),
           (unsigned long long)(st1.device_wakeups - st0.device_wakeups),

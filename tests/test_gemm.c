@@ -226,18 +226,19 @@ static void threads_case(enum llm_type t, int64_t k, int64_t M, int64_t N)
           (long long)N, differ);
 }
 
-/* Where AVX2 is the widest ISA, a MUL_MAT node of Q5_0 weights (qwen2-0.5B's rows) on 2 threads
- * takes the integer GEMM from N = 8 at every batch (matmul.c gemm_batch): it gives the AVX2
- * kernel's bits, where the dot path and the float GEMM round otherwise; at N = 4, the dot path. */
-static void q5_0_path_case(int64_t N)
+/* Where AVX2 is the widest ISA, a MUL_MAT node of Q5_0 or Q8_0 weights (qwen2-0.5B's rows, in the
+ * file's layout) on 2 threads takes the integer GEMM from N = `from` at every batch (matmul.c
+ * gemm_batch: Q5_0 and Q8_0 from 8): it gives the AVX2 kernel's bits, where the dot path and
+ * the float GEMM round otherwise; below, the dot path. */
+static void avx2_path_case(enum llm_type t, llm_gemm_fn kernel, int64_t from, int64_t N)
 {
     const int64_t k = 896, M = 61;
     struct llm_tensor w, x, d;
-    init_tensor(&w, LLM_TYPE_Q5_0, k, M);
+    init_tensor(&w, t, k, M);
     init_tensor(&x, LLM_TYPE_F32, k, N);
     init_tensor(&d, LLM_TYPE_F32, M, N);
     free(w.data);
-    w.data = quant_rows(LLM_TYPE_Q5_0, k, M, w.nb[1]);
+    w.data = quant_rows(t, k, M, w.nb[1]);
     for (int64_t i = 0; i < k * N; i++)
         ((float *)x.data)[i] = frand();
     d.op = LLM_OP_MUL_MAT;
@@ -250,11 +251,11 @@ static void q5_0_path_case(int64_t N)
     char *xq = malloc(xs * (size_t)N);
     for (int64_t n = 0; n < N; n++)
         llm_type_traits(LLM_TYPE_Q8_0)->from_float_fast((const float *)x.data + n * k, xq + (size_t)n * xs, k);
-    struct gemm_case c = { LLM_TYPE_Q5_0, k, M, N, w.data, xq, w.nb[1], xs, (size_t)M, NULL };
-    float *want = twin_out(llm_gemm_q5_0_avx2, &c, w.data, w.nb[1]);
+    struct gemm_case c = { t, k, M, N, w.data, xq, w.nb[1], xs, (size_t)M, NULL };
+    float *want = twin_out(kernel, &c, w.data, w.nb[1]);
     const bool same = memcmp(want, d.data, d.nb[2]) == 0;
-    CHECK(same == (N >= 8), "Q5_0 K%lld M%lld N%lld: %s the AVX2 integer GEMM's bits", (long long)k, (long long)M,
-          (long long)N, same ? "gives" : "does not give");
+    CHECK(same == (N >= from), "%s K%lld M%lld N%lld: %s the AVX2 integer GEMM's bits", llm_type_name(t), (long long)k,
+          (long long)M, (long long)N, same ? "gives" : "does not give");
     free(want), free(xq), free(j.wdata), free(w.data), free(x.data), free(d.data);
     llm_threadpool_free(pool);
 }
@@ -280,9 +281,11 @@ int main(void)
     if (llm_cpu_has_avx2())
         twin_cases();
     if (llm_cpu_has_avx2() && !llm_cpu_has_avx512() && !llm_cpu_has_avxvnni()) {
-        static const int64_t Ns[] = { 4, 8, 16, 64, 512 };
-        for (size_t i = 0; i < sizeof Ns / sizeof Ns[0]; i++)
-            q5_0_path_case(Ns[i]);
+        static const int64_t Ns[] = { 4, 7, 8, 16, 64, 512 };
+        for (size_t i = 0; i < sizeof Ns / sizeof Ns[0]; i++) {
+            avx2_path_case(LLM_TYPE_Q5_0, llm_gemm_q5_0_avx2, 8, Ns[i]);
+            avx2_path_case(LLM_TYPE_Q8_0, llm_gemm_q8_0_avx2, 8, Ns[i]);
+        }
     }
     static const enum llm_type types[] = { LLM_TYPE_Q8_0, LLM_TYPE_Q4_0, LLM_TYPE_Q5_0 };
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {

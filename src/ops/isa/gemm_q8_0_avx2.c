@@ -65,25 +65,60 @@ static AVX2 void pack_rows(int64_t nb, int64_t row0, int64_t rows, const char *w
         }
 }
 
+/* The fp16 scales of 8 rows for 8 blocks (row r's 8 side by side at s[r]) as 8 vectors, one per
+ * block with the 8 rows' scales in row order: an 8 x 8 transpose of 16-bit words. */
+static inline AVX2 void transpose8x8_epi16(const __m128i s[ROWS], __m128i t[ROWS])
+{
+    __m128i a[ROWS], b[ROWS];
+    for (int r = 0; r < ROWS; r += 2) {
+        a[r] = _mm_unpacklo_epi16(s[r], s[r + 1]);
+        a[r + 1] = _mm_unpackhi_epi16(s[r], s[r + 1]);
+    }
+    for (int h = 0; h < ROWS; h += 4)
+        for (int i = 0; i < 2; i++) {
+            b[h + 2 * i] = _mm_unpacklo_epi32(a[h + i], a[h + i + 2]);
+            b[h + 2 * i + 1] = _mm_unpackhi_epi32(a[h + i], a[h + i + 2]);
+        }
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm_unpacklo_epi64(b[i], b[i + 4]);
+        t[2 * i + 1] = _mm_unpackhi_epi64(b[i], b[i + 4]);
+    }
+}
+
 /* A repacked matrix's groups of LLM_REPACK_ROWS rows (row0 a multiple of it), wstride bytes apart;
- * two groups a lane group, the last one alone when it has no partner (its lanes 4-7 repeat 0-3). */
+ * two groups a lane group, the last one alone when it has no partner (its lanes 4-7 repeat 0-3).
+ * It walks the groups chunk by chunk (repack.h): a row's scales of a chunk's blocks are side by
+ * side, so one load takes each, and a block's four rows of quants are one run, a row QK bytes after
+ * the one before. */
 static AVX2 void pack_groups(int64_t nb, int64_t row0, int64_t rows, const char *w, size_t wstride,
                              struct pack *out)
 {
     _Static_assert(ROWS == 2 * LLM_REPACK_ROWS, "two repacked groups fill the lanes");
+    _Static_assert(LLM_REPACK_CHUNK == ROWS, "a chunk's scales of a row are one 16-byte load");
     const int64_t groups = (rows + LLM_REPACK_ROWS - 1) / LLM_REPACK_ROWS;
     w += (size_t)(row0 / LLM_REPACK_ROWS) * wstride;
-    for (int64_t g = 0; g < groups; g += 2) {
+    for (int64_t g = 0; g < groups; g += 2, out += nb) {
         const char *lo = w + (size_t)g * wstride, *hi = g + 1 < groups ? lo + wstride : lo;
-        for (int64_t b = 0; b < nb; b++) {
-            const char *scale[ROWS], *quants[ROWS];
-            for (int r = 0; r < LLM_REPACK_ROWS; r++) {
-                const size_t so = llm_repack_scale_offset(LLM_TYPE_Q8_0, nb, r, b),
-                             qo = llm_repack_piece_offset(LLM_TYPE_Q8_0, nb, r, b, 0);
-                scale[r] = lo + so, scale[r + LLM_REPACK_ROWS] = hi + so;
-                quants[r] = lo + qo, quants[r + LLM_REPACK_ROWS] = hi + qo;
+        for (int64_t c = 0; c < nb; c += LLM_REPACK_CHUNK) {
+            const int64_t nbc = llm_repack_chunk_blocks(LLM_TYPE_Q8_0, nb, c);
+            __m128i s[ROWS], d[ROWS];
+            for (int r = 0; r < LLM_REPACK_ROWS; r++) { /* a short chunk's loads run on into its quants: lanes unused */
+                const size_t so = llm_repack_scale_offset(LLM_TYPE_Q8_0, nb, r, c);
+                s[r] = _mm_loadu_si128((const __m128i *)(lo + so));
+                s[r + LLM_REPACK_ROWS] = _mm_loadu_si128((const __m128i *)(hi + so));
             }
-            pack_block(scale, quants, out + g / 2 * nb + b);
+            transpose8x8_epi16(s, d);
+            const size_t qo = llm_repack_piece_offset(LLM_TYPE_Q8_0, nb, 0, c, 0);
+            for (int64_t j = 0; j < nbc; j++) {
+                const size_t o = qo + (size_t)j * LLM_REPACK_ROWS * QK;
+                __m256i v[ROWS];
+                for (int r = 0; r < LLM_REPACK_ROWS; r++) {
+                    v[r] = loadu256(lo + o + (size_t)r * QK);
+                    v[r + LLM_REPACK_ROWS] = loadu256(hi + o + (size_t)r * QK);
+                }
+                _mm256_store_ps(out[c + j].d, _mm256_cvtph_ps(d[j]));
+                transpose8x8_epi32(v, out[c + j].q);
+            }
         }
     }
 }

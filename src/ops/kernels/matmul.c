@@ -102,8 +102,9 @@ static bool use_blas(const struct mm_geom *g, const struct llm_tensor *dst)
 /* When the integer GEMM (Q8_0 / Q4_0 / Q5_0 weights, gemm_avx512.c / gemm_avxvnni.c / gemm_q8_0_avx2.c /
  * gemm_q4_0_avx2.c) beats the dot and BLAS paths (bench/results/gemm_int8.md, kernel_choices.md):
  * the VNNI kernels from N = 8 on, since a CPU with AVX-VNNI but no AVX-512 has a slower sgemm; the
- * AVX2 kernels (8 rows a register) from N = 16 on, measured faster than dequantize + an AVX2 sgemm
- * at every batch (Q4_0 1.4-2x at N = 512, Q8_0 1.3-1.5x). Q5_0 has only the AVX2 kernel
+ * AVX2 kernels (8 rows a register) measured faster than dequantize + an AVX2 sgemm at every batch
+ * (Q4_0 1.4-2x at N = 512, Q8_0 1.3-1.5x): Q4_0 from N = 16, Q8_0 from N = 8 (1.2x the dot path on
+ * repacked rows in qwen2-0.5B's pp8; 0.87x at N = 4). Q5_0 has only the AVX2 kernel
  * (gemm_q4_0_avx2.c), measured faster than the dot path (2.2-3.3x at N = 8), the float GEMM
  * (2.0-3.4x) and dequantize + sgemm at every batch from 8 to 512 where AVX2 is the widest ISA; on
  * AVX-512 and AVX-VNNI CPUs it keeps their wider dot and float GEMM kernels (not measured against
@@ -114,7 +115,7 @@ static bool gemm_batch(enum llm_type t, int64_t N)
         return N >= 8 && !llm_cpu_has_avx512() && !llm_cpu_has_avxvnni();
     if (llm_cpu_has_avx512() || llm_cpu_has_avxvnni())
         return N >= 8;
-    return N >= 16;
+    return N >= (t == LLM_TYPE_Q8_0 ? 8 : 16);
 }
 
 static bool use_int_gemm(const struct mm_geom *g, const struct llm_tensor *dst)
