@@ -228,10 +228,12 @@ static void test_one_cpu_wakeups(void)
           (unsigned long long)(st1.host_waits - st0.host_waits));
 
     /* the placement is probed again: of the waits that find the device thread asleep on the host's
-     * cpu, every 64th wakes it (here it can only wake on this cpu, and runs the queue there). The
-     * host runs every other task, but for the few a woken device thread takes before it is asleep
-     * again: preempted between its task and its sleep, it finds the next launch there (seen once
-     * under ASan: 3 probes, 196 tasks on the host) */
+     * cpu, every 64th wakes it (here it can only wake on this cpu, and runs the queue there). So
+     * the host never runs a probe's task, and nothing but a probe wakes the device thread. How many
+     * tasks the host runs depends on the scheduler: a woken device thread preempted between its
+     * task and its sleep finds the next launches itself, needing no wake-up, and a probe that finds
+     * it so needs none either (seen: 3 probes, 3 wake-ups, 196 tasks on the host under ASan; 1
+     * wake-up and 62 tasks with a build running beside) */
     aclrtStreamGetStats(s, &st0);
     for (int i = 0; i < 200; i++) {
         CHECK(aclrtLaunchKernel(count_kernel, 1, NULL, 0, s) == ACL_SUCCESS);
@@ -240,9 +242,8 @@ static void test_one_cpu_wakeups(void)
     CHECK_EQ_INT(atomic_load(&counter), 401);
     aclrtStreamGetStats(s, &st1);
     const uint64_t probes = st1.host_waits_shared_cpu / 64 - st0.host_waits_shared_cpu / 64;
-    const uint64_t host_ran = st1.host_ran_tasks - st0.host_ran_tasks;
-    CHECK(probes >= 3 && st1.device_wakeups - st0.device_wakeups == probes && host_ran <= 200 - probes &&
-          host_ran >= 200 - 2 * probes,
+    const uint64_t wakeups = st1.device_wakeups - st0.device_wakeups;
+    CHECK(probes >= 3 && wakeups <= probes && st1.host_ran_tasks - st0.host_ran_tasks <= 200 - probes,
           "probes: %llu waits on one cpu, %llu wake-ups, %llu tasks the host ran",
           (unsigned long long)(st1.host_waits_shared_cpu - st0.host_waits_shared_cpu),
           (unsigned long long)(st1.device_wakeups - st0.device_wakeups),
