@@ -90,8 +90,7 @@ static inline __attribute__((always_inline)) AVX2 __m256i block_values(struct ki
 }
 
 /* Byte offsets of block b's parts (struct block_at's order): from the row's start in the file, from
- * the group's start for its row r when repacked (repack.h's accessors; pack calls them for rows 0
- * and 1 once per block, since they are linear in the row and each call computes the type's sizes). */
+ * the group's start for its row r when repacked (repack.h's accessors, inline arithmetic here). */
 static inline __attribute__((always_inline)) void block_parts(struct kind kd, int64_t nb, int r, int64_t b,
                                                              size_t at[4])
 {
@@ -123,15 +122,11 @@ static inline __attribute__((always_inline)) AVX2 void pack(struct kind kd, int6
         for (int64_t b = 0; b < nb; b++) {
             struct pack *p = out + g * nb + b;
             __m256i v[ROWS];
-            size_t at0[4], at1[4]; /* rows 0 and 1 of a group: the same for file rows */
-            block_parts(kd, nb, 0, b, at0);
-            block_parts(kd, nb, 1, b, at1);
             for (int r = 0; r < ROWS; r++) {
-                const size_t i = (size_t)(r % LLM_REPACK_ROWS);
-                const char *part[4];
-                for (int k = 0; k < 4; k++)
-                    part[k] = base[r] + at0[k] + i * (at1[k] - at0[k]);
-                v[r] = block_values(kd, (struct block_at){ part[0], part[1], part[2], part[3] }, &p->d[r]);
+                size_t at[4];
+                block_parts(kd, nb, r % LLM_REPACK_ROWS, b, at);
+                const struct block_at parts = { base[r] + at[0], base[r] + at[1], base[r] + at[2], base[r] + at[3] };
+                v[r] = block_values(kd, parts, &p->d[r]);
             }
             transpose8x8_epi32(v, p->q);
         }

@@ -65,31 +65,10 @@ static AVX2 void pack_rows(int64_t nb, int64_t row0, int64_t rows, const char *w
         }
 }
 
-/* The fp16 scales of 8 rows for 8 blocks (row r's 8 side by side at s[r]) as 8 vectors, one per
- * block with the 8 rows' scales in row order: an 8 x 8 transpose of 16-bit words. */
-static inline AVX2 void transpose8x8_epi16(const __m128i s[ROWS], __m128i t[ROWS])
-{
-    __m128i a[ROWS], b[ROWS];
-    for (int r = 0; r < ROWS; r += 2) {
-        a[r] = _mm_unpacklo_epi16(s[r], s[r + 1]);
-        a[r + 1] = _mm_unpackhi_epi16(s[r], s[r + 1]);
-    }
-    for (int h = 0; h < ROWS; h += 4)
-        for (int i = 0; i < 2; i++) {
-            b[h + 2 * i] = _mm_unpacklo_epi32(a[h + i], a[h + i + 2]);
-            b[h + 2 * i + 1] = _mm_unpackhi_epi32(a[h + i], a[h + i + 2]);
-        }
-    for (int i = 0; i < 4; i++) {
-        t[2 * i] = _mm_unpacklo_epi64(b[i], b[i + 4]);
-        t[2 * i + 1] = _mm_unpackhi_epi64(b[i], b[i + 4]);
-    }
-}
-
 /* A repacked matrix's groups of LLM_REPACK_ROWS rows (row0 a multiple of it), wstride bytes apart;
  * two groups a lane group, the last one alone when it has no partner (its lanes 4-7 repeat 0-3).
  * It walks the groups chunk by chunk (repack.h): a row's scales of a chunk's blocks are side by
- * side, so one load takes each, and a block's four rows of quants are one run, a row QK bytes after
- * the one before. */
+ * side, so one load takes each. */
 static AVX2 void pack_groups(int64_t nb, int64_t row0, int64_t rows, const char *w, size_t wstride,
                              struct pack *out)
 {
@@ -108,13 +87,12 @@ static AVX2 void pack_groups(int64_t nb, int64_t row0, int64_t rows, const char 
                 s[r + LLM_REPACK_ROWS] = _mm_loadu_si128((const __m128i *)(hi + so));
             }
             transpose8x8_epi16(s, d);
-            const size_t qo = llm_repack_piece_offset(LLM_TYPE_Q8_0, nb, 0, c, 0);
             for (int64_t j = 0; j < nbc; j++) {
-                const size_t o = qo + (size_t)j * LLM_REPACK_ROWS * QK;
                 __m256i v[ROWS];
                 for (int r = 0; r < LLM_REPACK_ROWS; r++) {
-                    v[r] = loadu256(lo + o + (size_t)r * QK);
-                    v[r + LLM_REPACK_ROWS] = loadu256(hi + o + (size_t)r * QK);
+                    const size_t qo = llm_repack_piece_offset(LLM_TYPE_Q8_0, nb, r, c + j, 0);
+                    v[r] = loadu256(lo + qo);
+                    v[r + LLM_REPACK_ROWS] = loadu256(hi + qo);
                 }
                 _mm256_store_ps(out[c + j].d, _mm256_cvtph_ps(d[j]));
                 transpose8x8_epi32(v, out[c + j].q);

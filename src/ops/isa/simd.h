@@ -192,6 +192,26 @@ static inline AVX2 void transpose8x8_epi32(const __m256i v[8], void *out)
     }
 }
 
+/* Rows s[0..7] of 8 words transposed into t[0..7]: t[i] holds word i of s[0], ..., s[7] (the AVX2
+ * Q8_0 GEMM's packing: row r's fp16 scales of 8 blocks in, each block's 8 rows' scales out). */
+static inline AVX2 void transpose8x8_epi16(const __m128i s[8], __m128i t[8])
+{
+    __m128i a[8], b[8];
+    for (int r = 0; r < 8; r += 2) {
+        a[r] = _mm_unpacklo_epi16(s[r], s[r + 1]);
+        a[r + 1] = _mm_unpackhi_epi16(s[r], s[r + 1]);
+    }
+    for (int h = 0; h < 8; h += 4) /* b[h + i] holds words 2i, 2i + 1 and 2i + 4, 2i + 5 of rows h..h+3 */
+        for (int i = 0; i < 2; i++) {
+            b[h + 2 * i] = _mm_unpacklo_epi32(a[h + i], a[h + i + 2]);
+            b[h + 2 * i + 1] = _mm_unpackhi_epi32(a[h + i], a[h + i + 2]);
+        }
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm_unpacklo_epi64(b[i], b[i + 4]);
+        t[2 * i + 1] = _mm_unpackhi_epi64(b[i], b[i + 4]);
+    }
+}
+
 /* The first `live` (<= 16) of the 16 row sums of two 8-lane accumulators into dst: the integer GEMMs'
  * tiles of 2 x 8 weight rows, whose last tile of a matrix may hold fewer real rows. */
 static inline AVX2 void store_rows16(float *dst, __m256 lo, __m256 hi, int live)

@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "blocks.h"
 #include "types.h"
 
 /* Blocks per chunk of Q8_0: one load converts a row's 8 scales. */
@@ -82,16 +83,26 @@ static inline uint32_t llm_repack_q5_0_qh(uint32_t qh)
  * (Q4_0, Q5_0, Q8_0, whose blocks start with their fp16 scale): the byte offsets of that scale and
  * of piece i of the block's other bytes (its quants) from the group's start. For kernels that read
  * the groups in place, such as the integer GEMMs' packing, so a repacked matrix is never unpacked. */
+/* Their block sizes: inline, so that a kernel's calls with a constant type fold to a few adds and
+ * shifts (through llm_type_info, a call each, they had cost a small batch's GEMM a third of its
+ * time: bench/results/gemm_int8.md). */
+static inline size_t llm_repack_block_bytes(enum llm_type t)
+{
+    return t == LLM_TYPE_Q8_0 ? sizeof(struct block_q8_0)
+           : t == LLM_TYPE_Q5_0 ? sizeof(struct block_q5_0)
+                                : sizeof(struct block_q4_0);
+}
+
 static inline size_t llm_repack_scale_offset(enum llm_type t, int64_t nb, int r, int64_t b)
 {
-    const size_t bs = llm_type_info(t)->type_size;
+    const size_t bs = llm_repack_block_bytes(t);
     const int64_t c = b / llm_repack_chunk(t) * llm_repack_chunk(t), nbc = llm_repack_chunk_blocks(t, nb, c);
     return (size_t)c * LLM_REPACK_ROWS * bs + (size_t)(r * nbc + b - c) * sizeof(uint16_t);
 }
 
 static inline size_t llm_repack_piece_offset(enum llm_type t, int64_t nb, int r, int64_t b, int i)
 {
-    const size_t bs = llm_type_info(t)->type_size;
+    const size_t bs = llm_repack_block_bytes(t);
     const int64_t c = b / llm_repack_chunk(t) * llm_repack_chunk(t), nbc = llm_repack_chunk_blocks(t, nb, c);
     const size_t q = bs - sizeof(uint16_t);
     return (size_t)c * LLM_REPACK_ROWS * bs + (size_t)(LLM_REPACK_ROWS * nbc) * sizeof(uint16_t) +
